@@ -1,0 +1,114 @@
+package chain
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/fourlanes/fourlanes/pkg/envelope"
+)
+
+// Version is the hash rule's version byte. A new rule gets a new byte.
+const Version byte = 0x01
+
+// Domain-separation prefixes: an event hash can never equal a genesis value
+// or any other SHA-256 this system computes.
+const (
+	chainDomain   = "fourlanes/chain"
+	genesisDomain = "fourlanes/genesis"
+)
+
+// Genesis is the fixed prev_hash of a tenant's first event:
+// SHA-256("fourlanes/genesis" 0x00 | Version | tenant_id), lowercase hex.
+// It is per tenant, so an event moved to another tenant cannot verify there
+// even at seq 1.
+func Genesis(tenant string) string {
+	h := sha256.New()
+	h.Write([]byte(genesisDomain))
+	h.Write([]byte{0x00, Version})
+	h.Write([]byte(tenant))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Hash computes the hash of e from e.PrevHash and e's canonical bytes. It
+// ignores e.Hash.
+func Hash(e *envelope.Envelope) (string, error) {
+	canon, err := e.CanonicalBytes()
+	if err != nil {
+		return "", err
+	}
+	return HashCanonical(e.PrevHash, canon)
+}
+
+// HashCanonical applies the rule to already-canonical bytes.
+func HashCanonical(prevHash string, canonical []byte) (string, error) {
+	var prev [sha256.Size]byte
+	if n, err := hex.Decode(prev[:], []byte(prevHash)); err != nil || n != sha256.Size || len(prevHash) != 2*sha256.Size {
+		return "", fmt.Errorf("prev_hash %q: %w", prevHash, ErrBadHash)
+	}
+	h := sha256.New()
+	h.Write([]byte(chainDomain))
+	h.Write([]byte{0x00, Version})
+	h.Write(prev[:])
+	h.Write(canonical)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Seal sets e.Hash from e.PrevHash and the rest of e.
+func Seal(e *envelope.Envelope) error {
+	h, err := Hash(e)
+	if err != nil {
+		return err
+	}
+	e.Hash = h
+	return nil
+}
+
+// Head is a tenant's head row: the last committed seq and its hash.
+type Head struct {
+	TenantID string `json:"tenant_id"`
+	LastSeq  int64  `json:"last_seq"`
+	LastHash string `json:"last_hash"`
+}
+
+// ErrBadHash reports a value that is not 64 lowercase hex characters.
+var ErrBadHash = errors.New("not a SHA-256 hex digest")
+
+// Reason says why a chain broke.
+type Reason string
+
+// The reasons Verify can give, in the order they are checked per event.
+const (
+	ReasonWrongTenant  Reason = "wrong tenant"       // the event names another tenant
+	ReasonDuplicateSeq Reason = "duplicate seq"      // the seq was already seen
+	ReasonOutOfOrder   Reason = "out of order"       // a lower seq after a higher one
+	ReasonMissingSeq   Reason = "missing seq"        // a gap before this seq
+	ReasonPrevMismatch Reason = "prev_hash mismatch" // the link to the previous hash is broken
+	ReasonHashMismatch Reason = "hash mismatch"      // the stored hash is not the recomputed one
+	ReasonMalformed    Reason = "malformed event"    // the event does not decode or validate
+	ReasonHeadMismatch Reason = "head mismatch"      // the head disagrees with the last event
+)
+
+// BreakError names the first break in a tenant's chain.
+type BreakError struct {
+	Tenant   string
+	Seq      int64 // the seq at which the chain first fails
+	Reason   Reason
+	Expected string // what the chain required there (a hash, a seq, a tenant)
+	Got      string // what was found
+}
+
+func (e *BreakError) Error() string {
+	msg := fmt.Sprintf("chain of tenant %q breaks at seq %d: %s", e.Tenant, e.Seq, e.Reason)
+	if e.Expected != "" || e.Got != "" {
+		msg += fmt.Sprintf(" (expected %s, got %s)", e.Expected, e.Got)
+	}
+	return msg
+}
+
+// Is lets errors.Is(err, ErrBroken) match any break.
+func (e *BreakError) Is(target error) bool { return target == ErrBroken }
+
+// ErrBroken matches every *BreakError under errors.Is.
+var ErrBroken = errors.New("chain broken")

@@ -1,0 +1,10 @@
+// Package chain is the per-tenant hash chain of the event log.
+//
+// The rule (pkg/chain/SPEC.md has it precisely enough to re-implement):
+//
+//	hash(e) = SHA-256( "fourlanes/chain" 0x00 | 0x01 | raw(prev_hash) | JCS(e without hash) )
+//	prev_hash(seq 1) = Genesis(tenant)
+//
+// Verify walks a run of events and the head and returns a *BreakError naming
+// the first break: its seq and a Reason.
+package chain

@@ -1,0 +1,15 @@
+// Package eventstore appends events to a tenant's hash-chained log in the
+// same DynamoDB transaction as the caller's own writes: the commit is the
+// publish.
+//
+// One TransactWriteItems holds the tenant's head row (a conditional Put on
+// last_seq), the event row (condition: absent), then the caller's writes.
+// Losing the race for the head is contention: the store re-reads the head and
+// retries within a bounded, jittered budget. Any other cancellation is the
+// caller's answer and comes back at once, named by the caller's index
+// (extra_writes[1] ConditionalCheckFailed: …), with nothing written.
+//
+// Concurrent Emits for one tenant in one process are coalesced into one
+// transaction (group commit) unless Config.Batching is BatchNone; every caller
+// keeps its own seq, its own post-commit dispatch and its own error.
+package eventstore

@@ -1,0 +1,72 @@
+package eventstore
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors.
+var (
+	// ErrTooLarge: the transaction would exceed DynamoDB's 100 actions or 4 MB.
+	ErrTooLarge = errors.New("transaction too large")
+	// ErrContention matches every *ContentionError.
+	ErrContention = errors.New("head contention budget exhausted")
+	// ErrLogAhead: the event row for the next seq already exists although the
+	// head says it should not; the head and the log disagree. Run reconcile.
+	ErrLogAhead = errors.New("event row already exists for the next seq; head and log disagree")
+	// ErrBadWrite: a caller write is malformed (not exactly one action).
+	ErrBadWrite = errors.New("malformed extra write")
+)
+
+// ContentionError reports that a tenant's head stayed contended for the whole
+// retry budget.
+type ContentionError struct {
+	Tenant   string
+	Attempts int
+	Elapsed  time.Duration
+	Last     error
+}
+
+func (e *ContentionError) Error() string {
+	return fmt.Sprintf("emit for tenant %q: head still contended after %d attempts in %s: %v",
+		e.Tenant, e.Attempts, e.Elapsed.Round(time.Millisecond), e.Last)
+}
+
+// Is matches ErrContention.
+func (e *ContentionError) Is(target error) bool { return target == ErrContention }
+
+// Unwrap returns the last attempt's error.
+func (e *ContentionError) Unwrap() error { return e.Last }
+
+// CallerWriteError names the caller's write that cancelled the transaction,
+// by the caller's own index into extra writes. Nothing was written.
+type CallerWriteError struct {
+	Index   int    // index into the caller's extra writes
+	Code    string // DynamoDB cancellation reason code, e.g. ConditionalCheckFailed
+	Message string
+}
+
+func (e *CallerWriteError) Error() string {
+	s := fmt.Sprintf("extra_writes[%d] %s", e.Index, e.Code)
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	return s + " (nothing was written)"
+}
+
+// ConditionFailed reports whether the caller's condition expression failed.
+func (e *CallerWriteError) ConditionFailed() bool { return e.Code == "ConditionalCheckFailed" }
+
+// PostCommitError is returned when the event committed but an INLINE
+// subscription failed afterwards. The envelope Emit returns is the committed one.
+type PostCommitError struct {
+	Seq int64
+	Err error
+}
+
+func (e *PostCommitError) Error() string {
+	return fmt.Sprintf("event committed at seq %d, then post-commit dispatch failed: %v", e.Seq, e.Err)
+}
+
+func (e *PostCommitError) Unwrap() error { return e.Err }

@@ -1,0 +1,172 @@
+// Package keys names every table, key, attribute, environment variable and
+// metric that both the runtime code and the CDK app (infra/) refer to. It is
+// the one place these strings are spelled, so a test schema cannot drift from
+// the deployed one.
+package keys
+
+// Events table: the per-tenant, hash-chained, insert-only log.
+// Partition key = AttrTenant (S), sort key = AttrSeq (N). Seq 0 is the head row.
+const (
+	AttrTenant        = "tenant_id"      // partition key, S; also the FIFO message group
+	AttrSeq           = "seq"            // sort key, N; >= 1 for events, HeadSeq for the head row
+	AttrKind          = "kind"           // S: KindEvent or KindHead
+	AttrID            = "id"             // S: event id (UUIDv7)
+	AttrType          = "type"           // S: "<module>.<name>"
+	AttrOccurredAt    = "occurred_at"    // S: RFC 3339, UTC
+	AttrSchemaVersion = "schema_version" // N
+	AttrCorrelationID = "correlation_id" // S, absent when unset
+	AttrCausationID   = "causation_id"   // S, absent when unset
+	AttrActorID       = "actor_id"       // S, absent when unset
+	AttrPayload       = "payload"        // M
+	AttrPrevHash      = "prev_hash"      // S: lowercase hex
+	AttrHash          = "hash"           // S: lowercase hex
+
+	// Head row only.
+	AttrLastSeq     = "last_seq"      // N
+	AttrLastHash    = "last_hash"     // S
+	AttrLastEventID = "last_event_id" // S: id of the event committed with this head version
+	AttrDedupID     = "dedup_id"      // S: derived from the event id, never equal to it
+
+	KindEvent = "event"
+	KindHead  = "head"
+
+	// HeadSeq is the sort key of a tenant's head row.
+	HeadSeq = 0
+)
+
+// State table: claims, dead letters, reconcile checkpoints and parked
+// projection records. Everything that is updated lives here, so the log stays
+// insert-only. Partition key = AttrPK (S), sort key = AttrSK (S); TTL on AttrExpiresAt.
+const (
+	AttrPK        = "pk"
+	AttrSK        = "sk"
+	AttrExpiresAt = "expires_at" // N, epoch seconds; the table's TTL attribute
+)
+
+// Change-feed table: one row per change event, with a TTL. Never the log.
+// Partition key = AttrPK (S), sort key = AttrSK (S); TTL on AttrExpiresAt.
+
+// Orders table: the example tracked entity. Partition key = AttrOrderTenant,
+// sort key = AttrOrderID; AttrVersion carries the item's version.
+const (
+	AttrOrderTenant = "tenant_id"
+	AttrOrderID     = "order_id"
+	AttrVersion     = "version"
+)
+
+// Search projection table (example BEST_EFFORT projection):
+// partition key = AttrPK, sort key = AttrSK.
+
+// Environment variables the functions read. The CDK app sets them; the local
+// twin resolves them to local resources.
+const (
+	EnvEventsTable      = "EVENTS_TABLE"
+	EnvStateTable       = "STATE_TABLE"
+	EnvChangeFeedTable  = "CHANGEFEED_TABLE"
+	EnvOrdersTable      = "ORDERS_TABLE"
+	EnvSearchTable      = "SEARCH_TABLE"
+	EnvDurableQueueURL  = "DURABLE_QUEUE_URL"
+	EnvDurableDLQURL    = "DURABLE_DLQ_URL"
+	EnvPipeDLQURL       = "PIPE_DLQ_URL"
+	EnvChangeFeedDLQURL = "CHANGEFEED_DLQ_URL"
+	EnvTracing          = "FOURLANES_TRACING" // "xray" or "off"
+	EnvLogLevel         = "LOG_LEVEL"
+)
+
+// Function names: the folder under functions/ and under build/.
+const (
+	FnStreamFilter    = "stream-filter"
+	FnDurableConsumer = "durable-consumer"
+	FnChangefeed      = "changefeed"
+	FnReconcile       = "reconcile"
+	FnDLQRepair       = "dlq-repair"
+)
+
+// Functions lists every Lambda function in build order.
+var Functions = []string{FnStreamFilter, FnDurableConsumer, FnChangefeed, FnReconcile, FnDLQRepair}
+
+// MetricNamespace is the CloudWatch namespace of every EMF metric.
+const MetricNamespace = "fourlanes"
+
+// Metric names emitted as EMF and alarmed on by infra/.
+const (
+	MetricDelivered     = "Delivered"
+	MetricDeadLettered  = "DeadLettered"
+	MetricUnmatched     = "Unmatched"
+	MetricDroppedRows   = "DroppedRows"
+	MetricRepaired      = "Repaired"
+	MetricLocalFailures = "LocalHandlerFailures"
+	MetricEmitted       = "Emitted"
+	MetricChainBreaks   = "ChainBreaks"
+)
+
+// ---- Added by infra (issue 5) ----
+
+// MetricPipeRecordAge is the age in milliseconds of the oldest stream record
+// in a batch, now minus its ApproximateCreationDateTime, emitted (EMF, unit
+// Milliseconds) by stream-filter for each Pipe batch. EventBridge Pipes publish
+// no IteratorAge, so infra alarms on this as the Pipe's lag. Alarms read EMF
+// metrics with Metrics Insights (SELECT MAX(PipeRecordAge) FROM fourlanes), so
+// any dimension set works.
+const MetricPipeRecordAge = "PipeRecordAge"
+
+// ---------------------------------------------------------------------------
+// State-table layout of delivery, catalog lanes and the example projection
+// (pkg/delivery, pkg/lanes, pkg/example). Keys are prefixed strings so other
+// record kinds (reconcile checkpoints, …) can share the table; every prefix
+// is listed here.
+//
+//	claim          pk claim#<event_id>:<subscription>   sk "claim"
+//	dead letter    pk dead#<tenant_id>                   sk <event_id>:<subscription>
+//	sent email     pk sent#<event_id>:<what>             sk "sent"
+//	parked change  pk park#<projection>#<tenant_id>#<entity>#<id>   sk <version, 20 digits>
+//
+// Query pk = dead#<tenant> lists (and counts) one tenant's open dead letters.
+const (
+	StateClaimPrefix  = "claim#"
+	StateClaimSK      = "claim"
+	StateDeadPrefix   = "dead#"
+	StateSentPrefix   = "sent#"
+	StateSentSK       = "sent"
+	StateParkedPrefix = "park#"
+
+	// Claim and dead-letter attributes (besides AttrPK, AttrSK, AttrExpiresAt;
+	// AttrTenant, AttrID, AttrType, AttrSeq and AttrSchemaVersion copy the event's).
+	AttrStatus       = "status"       // S: ClaimPending, ClaimCompleted, ClaimDead
+	AttrSubscription = "subscription" // S
+	AttrLeaseUntil   = "lease_until"  // N: epoch milliseconds; a pending claim is held until then
+	AttrLeaseToken   = "lease_token"  // S: the holder's token; completion is conditional on it
+	AttrAttempts     = "attempts"     // N: deliveries that took the claim (claims); handler runs (dead letters)
+	AttrError        = "error"        // S: the last handler error
+	AttrUpdatedAt    = "updated_at"   // S: RFC 3339
+	AttrDeadAt       = "dead_at"      // S: RFC 3339 (dead letters)
+	AttrReplays      = "replays"      // N: replays that failed again (dead letters)
+
+	ClaimPending   = "pending"
+	ClaimCompleted = "completed"
+	ClaimDead      = "dead"
+
+	// Parked change events of a projection: the change's payload, as JSON.
+	AttrChange = "change" // S
+)
+
+// Search projection table (example): pk = tenant_id, sk = <ENTITY>#<id>.
+const (
+	SearchSKSep     = "#"
+	AttrSearchDoc   = "doc"     // M: the projected item; absent on a tombstone
+	AttrDeleted     = "deleted" // BOOL: true on a tombstone
+	AttrSearchText  = "text"    // S: lower-cased searchable text
+	AttrProjectedAt = "projected_at"
+)
+
+// Metrics of the lanes (besides MetricDelivered, MetricDeadLettered,
+// MetricUnmatched and MetricLocalFailures above).
+const (
+	MetricBestEffortFailures = "BestEffortFailures"
+	MetricLeaseHeld          = "LeaseHeld"  // a delivery found another's unexpired lease
+	MetricReplayed           = "Replayed"   // a dead-lettered subscription completed on replay
+	MetricProjParked         = "ProjParked" // a change event arrived early and was parked
+)
+
+// MetricOrderEvents counts order events by type (example audit module).
+const MetricOrderEvents = "OrderEvents"
