@@ -18,7 +18,6 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
-	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
@@ -70,7 +69,6 @@ type Config struct {
 	MaxElapsed  time.Duration
 	BaseDelay   time.Duration
 	MaxDelay    time.Duration
-	Metrics     *obs.Metrics
 	Now         func() time.Time // for tests; default time.Now
 }
 
@@ -202,7 +200,6 @@ func (s *Store) Emit(ctx context.Context, eventType string, payload any, extra .
 		return envelope.Envelope{}, fmt.Errorf("emit %s: %w", eventType, err)
 	}
 	env := req.env
-	s.cfg.Metrics.Count(keys.MetricEmitted, 1)
 	if s.cfg.Dispatcher != nil {
 		if err := s.cfg.Dispatcher.AfterCommit(ctx, env); err != nil {
 			return env, &PostCommitError{Seq: env.Seq, Err: err}

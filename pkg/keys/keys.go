@@ -96,7 +96,6 @@ const (
 	MetricDroppedRows   = "DroppedRows"
 	MetricRepaired      = "Repaired"
 	MetricLocalFailures = "LocalHandlerFailures"
-	MetricEmitted       = "Emitted"
 	MetricChainBreaks   = "ChainBreaks"
 )
 
