@@ -169,3 +169,31 @@ const (
 
 // MetricOrderEvents counts order events by type (example audit module).
 const MetricOrderEvents = "OrderEvents"
+
+// ---------------------------------------------------------------------------
+// Reconcile and stream-filter (functions/reconcile, pkg/reconcile,
+// functions/stream-filter). State-table rows reconcile writes:
+//
+//	checkpoint     pk checkpoint#<tenant_id>   sk "checkpoint"    seq, hash, updated_at
+//	walk           pk checkpoint#<tenant_id>   sk walk#<walk id>  mode, seq, hash, verified,
+//	                                                              anchor_seq, expires_at (TTL)
+//
+// A checkpoint is the (seq, hash) of the last event an intact walk verified;
+// it only moves forward. A walk row holds the progress of a walk that ran out
+// of time, so that a resume cursor names a row instead of carrying a position.
+const (
+	StateCheckpointPrefix = "checkpoint#"
+	StateCheckpointSK     = "checkpoint"
+	StateWalkSKPrefix     = "walk#"
+
+	// Walk-row attributes (besides AttrSeq, AttrHash, AttrUpdatedAt, AttrExpiresAt).
+	AttrMode      = "mode"       // S: "incremental" or "full"
+	AttrVerified  = "verified"   // N: events re-hashed by the walk so far
+	AttrAnchorSeq = "anchor_seq" // N: the checkpoint seq the walk trusted (0: from genesis)
+)
+
+// MetricRejectedRecords counts stream records that failed a Pipe batch in
+// stream-filter (dimension Reason: hash_mismatch, broken_link, undeclared,
+// undecodable, unstamped_head). Any count means the Pipe is retrying,
+// bisecting and finally dead-lettering a batch.
+const MetricRejectedRecords = "RejectedRecords"

@@ -1,0 +1,193 @@
+package backbone
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/fourlanes/fourlanes/pkg/keys"
+)
+
+// PipesNamespace is where EventBridge Pipes publish their metrics (dimension
+// PipeName); the CloudWatch "enriched metrics" reference lists it.
+const PipesNamespace = "AWS/EventBridge/Pipes"
+
+// Alarm thresholds.
+const (
+	// lagThresholdMs: a stream consumer more than 5 minutes behind for 5
+	// minutes in a row is stuck or starved, well before the 6 h record age.
+	lagThresholdMs = 5 * 60 * 1000
+	// oldestMessageThresholdS: a FIFO message older than 15 minutes has been
+	// retried several times (visibility 180 s, 5 receives) or its group is
+	// blocked behind one that is.
+	oldestMessageThresholdS = 15 * 60
+)
+
+// AlarmsProps names what to watch.
+type AlarmsProps struct {
+	Durable    *DurableLane
+	ChangeFeed *ChangeFeed
+	Reconcile  *Reconcile
+	Repair     *Repair
+	// AlarmTopicArn, when set, receives every alarm's ALARM and OK actions.
+	AlarmTopicArn string
+}
+
+// Alarms are the stack's alarms and its dashboard.
+type Alarms struct {
+	constructs.Construct
+	// ByName holds every alarm under the construct id it was created with.
+	ByName    map[string]awscloudwatch.Alarm
+	Dashboard awscloudwatch.Dashboard
+}
+
+// emfQuery is a Metrics Insights query over an EMF metric of every dimension
+// set the runtime publishes it with.
+func emfQuery(stat, metric string, period awscdk.Duration) awscloudwatch.MathExpression {
+	return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression:   jsii.String(fmt.Sprintf(`SELECT %s(%s) FROM %q`, stat, metric, keys.MetricNamespace)),
+		Label:        jsii.String(metric),
+		Period:       period,
+		UsingMetrics: &map[string]awscloudwatch.IMetric{},
+	})
+}
+
+// NewAlarms creates the alarms and the dashboard.
+func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarms {
+	c := constructs.NewConstruct(scope, jsii.String(id))
+	a := &Alarms{Construct: c, ByName: map[string]awscloudwatch.Alarm{}}
+	oneMin := awscdk.Duration_Minutes(jsii.Number(1))
+	fiveMin := awscdk.Duration_Minutes(jsii.Number(5))
+
+	var all []awscloudwatch.IAlarm // in creation order, for the dashboard
+	var topic awssns.ITopic
+	if props.AlarmTopicArn != "" {
+		topic = awssns.Topic_FromTopicArn(c, jsii.String("AlarmTopic"), jsii.String(props.AlarmTopicArn))
+	}
+	alarm := func(name, description string, metric awscloudwatch.IMetric, threshold, periods float64) {
+		al := awscloudwatch.NewAlarm(c, jsii.String(name), &awscloudwatch.AlarmProps{
+			AlarmDescription:   jsii.String(description),
+			Metric:             metric,
+			Threshold:          jsii.Number(threshold),
+			EvaluationPeriods:  jsii.Number(periods),
+			DatapointsToAlarm:  jsii.Number(periods),
+			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+			// No data means no traffic (or no failures), not trouble.
+			TreatMissingData: awscloudwatch.TreatMissingData_NOT_BREACHING,
+		})
+		if topic != nil {
+			al.AddAlarmAction(awscloudwatchactions.NewSnsAction(topic))
+			al.AddOkAction(awscloudwatchactions.NewSnsAction(topic))
+		}
+		a.ByName[name] = al
+		all = append(all, al)
+	}
+
+	pipeName := props.Durable.Pipe.Ref()
+	pipeMetric := func(name, stat string) awscloudwatch.Metric {
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace:     jsii.String(PipesNamespace),
+			MetricName:    jsii.String(name),
+			DimensionsMap: &map[string]*string{"PipeName": pipeName},
+			Statistic:     jsii.String(stat),
+			Period:        fiveMin,
+		})
+	}
+	changefeedIteratorAge := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace:     jsii.String("AWS/Lambda"),
+		MetricName:    jsii.String("IteratorAge"),
+		DimensionsMap: &map[string]*string{"FunctionName": props.ChangeFeed.Changefeed.Fn.FunctionName()},
+		Statistic:     jsii.String("Maximum"),
+		Period:        oneMin,
+	})
+	pipeRecordAge := emfQuery("MAX", keys.MetricPipeRecordAge, oneMin)
+	visible := func(q interface {
+		MetricApproximateNumberOfMessagesVisible(*awscloudwatch.MetricOptions) awscloudwatch.Metric
+	}) awscloudwatch.Metric {
+		return q.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: oneMin})
+	}
+	oldest := props.Durable.Queue.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: oneMin})
+	deadLettered := emfQuery("SUM", keys.MetricDeadLettered, fiveMin)
+	chainBreaks := emfQuery("SUM", keys.MetricChainBreaks, fiveMin)
+	rejected := emfQuery("SUM", keys.MetricRejectedRecords, fiveMin)
+
+	alarm("ChangeFeedIteratorAge",
+		"changefeed is more than 5 minutes behind the orders stream for 5 minutes: a slow or failing batch holds a shard. Check changefeed's errors and logs; records older than 6 h go to the change-feed DLQ.",
+		changefeedIteratorAge, lagThresholdMs, 5)
+	alarm("PipeRecordAge",
+		"The events Pipe delivers records more than 5 minutes old for 5 minutes (stream-filter's PipeRecordAge; Pipes publish no IteratorAge). The DURABLE lane is behind: check PipeExecutionFailed, stream-filter errors and the Pipe's log group.",
+		pipeRecordAge, lagThresholdMs, 5)
+	alarm("PipeExecutionFailed",
+		"The events Pipe failed executions (filter, stream-filter enrichment or the FIFO target). It retries with bisect up to 10 times, then dead-letters to the Pipe DLQ. Check the Pipe's log group and stream-filter's logs.",
+		pipeMetric("ExecutionFailed", "Sum"), 1, 1)
+	alarm("PipeExecutionTimeout",
+		"The events Pipe timed out executions (enrichment and target must finish within 5 minutes). Check stream-filter's duration.",
+		pipeMetric("ExecutionTimeout", "Sum"), 1, 1)
+	alarm("StreamFilterRejected",
+		"stream-filter rejected stream records (EMF RejectedRecords, by Reason: hash_mismatch, broken_link, undeclared, undecodable, unstamped_head). The Pipe retries, bisects and finally dead-letters the batch. Read the Reason in stream-filter's logs before draining.",
+		rejected, 1, 1)
+	alarm("DurableDLQDepth",
+		"Messages in the DURABLE FIFO DLQ: an event failed durable-consumer 5 times (an infrastructure error, not a handler error, which dead-letters per subscription). Run dlq-repair (docs/deploy.md, runbook).",
+		visible(props.Durable.DLQ), 1, 1)
+	alarm("PipeDLQDepth",
+		"Messages in the Pipe DLQ: a batch of the events stream exhausted the Pipe's retries or record age. Its events are not on the DURABLE lane yet. Run dlq-repair within 18 hours, while the stream still holds them (docs/deploy.md, runbook).",
+		visible(props.Durable.PipeDLQ), 1, 1)
+	alarm("ChangeFeedDLQDepth",
+		"Messages in the change-feed on-failure queue: an orders stream batch exhausted changefeed's retries or record age. Run dlq-repair (docs/deploy.md, runbook).",
+		visible(props.ChangeFeed.DLQ), 1, 1)
+	alarm("DurableOldestMessage",
+		"The oldest message in the DURABLE FIFO queue is over 15 minutes old for 5 minutes: durable-consumer keeps failing a tenant's message group, or is throttled. Check durable-consumer's errors.",
+		oldest, oldestMessageThresholdS, 5)
+	alarm("DeadLettered",
+		"A DURABLE subscription handler failed and its event was dead-lettered (EMF DeadLettered). Its siblings ran. Fix the handler, then run dlq-repair (docs/deploy.md, runbook).",
+		deadLettered, 1, 1)
+	alarm("ChainBreaks",
+		"reconcile found a broken hash chain (EMF ChainBreaks). The log of a tenant was altered or lost an event. Call reconcile for the tenant to see the first break; this is a data-integrity incident.",
+		chainBreaks, 1, 1)
+
+	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
+		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &metrics, Width: jsii.Number(8)})
+	}
+	fns := []Function{props.Durable.StreamFilter, props.Durable.DurableConsumer, props.ChangeFeed.Changefeed, props.Reconcile.Function, props.Repair.Function}
+	var errs, throttles []awscloudwatch.IMetric
+	for _, f := range fns {
+		errs = append(errs, f.Fn.MetricErrors(&awscloudwatch.MetricOptions{Period: fiveMin}))
+		throttles = append(throttles, f.Fn.MetricThrottles(&awscloudwatch.MetricOptions{Period: fiveMin}))
+	}
+	a.Dashboard = awscloudwatch.NewDashboard(c, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+		Widgets: &[]*[]awscloudwatch.IWidget{
+			{awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{Title: jsii.String("fourlanes alarms"), Alarms: alarmRefs(all), Width: jsii.Number(24)})},
+			{
+				graph("Pipe: events and failures", pipeMetric("EventCount", "Sum"), pipeMetric("ExecutionFailed", "Sum"), pipeMetric("ExecutionTimeout", "Sum")),
+				graph("Pipe: record age (ms)", pipeRecordAge),
+				graph("changefeed: IteratorAge (ms)", changefeedIteratorAge),
+			},
+			{
+				graph("DURABLE queue", visible(props.Durable.Queue), oldest),
+				graph("Dead-letter queues: visible", visible(props.Durable.DLQ), visible(props.Durable.PipeDLQ), visible(props.ChangeFeed.DLQ)),
+				graph("Deliveries (EMF)", emfQuery("SUM", keys.MetricDelivered, fiveMin), deadLettered, emfQuery("SUM", keys.MetricUnmatched, fiveMin),
+					emfQuery("SUM", keys.MetricReplayed, fiveMin), emfQuery("SUM", keys.MetricRepaired, fiveMin)),
+			},
+			{
+				graph("Function errors", errs...),
+				graph("Function throttles", throttles...),
+				graph("Integrity and best effort (EMF)", chainBreaks, rejected, emfQuery("SUM", keys.MetricBestEffortFailures, fiveMin), emfQuery("SUM", keys.MetricProjParked, fiveMin)),
+			},
+		},
+	})
+	return a
+}
+
+func alarmRefs(alarms []awscloudwatch.IAlarm) *[]interfacesawscloudwatch.IAlarmRef {
+	refs := make([]interfacesawscloudwatch.IAlarmRef, 0, len(alarms))
+	for _, al := range alarms {
+		refs = append(refs, al)
+	}
+	return &refs
+}

@@ -1,0 +1,22 @@
+// Package backbone is the fourlanes CDK stack: one construct per concern,
+// and a stack that composes them.
+//
+//	EventLog     events table (the insert-only log), state table, emitter policy
+//	DurableLane  Pipe (stream → filter → stream-filter → FIFO), FIFO + DLQ,
+//	             Pipe DLQ, durable-consumer and its queue mapping
+//	ChangeFeed   orders table (tracked entity), change-feed and search tables,
+//	             changefeed and its stream mapping, on-failure queue
+//	Reconcile    reconcile behind an AWS_IAM Function URL, caller policy
+//	Repair       dlq-repair with access to exactly what it repairs
+//	Alarms       alarms and a dashboard, optional SNS actions
+//
+// It promises:
+//   - every name shared with the runtime (tables, attributes, environment
+//     variables, functions, metrics) comes from pkg/keys;
+//   - no policy lets anyone update, delete, batch-write or PartiQL-write the
+//     events table; emitters get exactly what Emit needs;
+//   - stateful resources (tables, queues) keep pinned logical IDs and are
+//     retained on delete unless Props.RemovalPolicy says otherwise;
+//   - constructs read nothing from the environment: the app (infra/main.go)
+//     turns context values into Props.
+package backbone

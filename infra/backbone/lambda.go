@@ -1,0 +1,140 @@
+package backbone
+
+import (
+	"path/filepath"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/fourlanes/fourlanes/pkg/keys"
+)
+
+// FunctionOptions are the settings every function shares.
+type FunctionOptions struct {
+	// CodeRoot holds one folder per function, named as in keys.Functions,
+	// each with a `bootstrap` binary (the app passes "build").
+	CodeRoot string
+	// LogRetention applies to every function's log group.
+	LogRetention awslogs.RetentionDays
+}
+
+// functionSpec is what differs between functions.
+type functionSpec struct {
+	name        string // keys.Fn*
+	description string
+	timeout     awscdk.Duration
+	memoryMB    float64
+	env         map[string]*string
+	// reserved caps concurrency (nil: unreserved).
+	reserved *float64
+}
+
+// Function is a Go Lambda function with its own role and log group, so it
+// gets no AWS managed policy and nothing but what its construct grants.
+type Function struct {
+	Fn   awslambda.Function
+	Role awsiam.Role
+	Logs awslogs.LogGroup
+}
+
+func newFunction(scope constructs.Construct, id string, opts FunctionOptions, spec functionSpec) Function {
+	role := awsiam.NewRole(scope, jsii.String(id+"Role"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("fourlanes " + spec.name + " function"),
+	})
+	logs := awslogs.NewLogGroup(scope, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
+		Retention: opts.LogRetention,
+	})
+	logs.GrantWrite(role)
+
+	env := map[string]*string{keys.EnvTracing: jsii.String("xray")}
+	for k, v := range spec.env {
+		env[k] = v
+	}
+	fn := awslambda.NewFunction(scope, jsii.String(id), &awslambda.FunctionProps{
+		Description:                  jsii.String(spec.description),
+		Runtime:                      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture:                 awslambda.Architecture_ARM_64(),
+		Handler:                      jsii.String("bootstrap"),
+		Code:                         awslambda.Code_FromAsset(jsii.String(filepath.Join(opts.CodeRoot, spec.name)), nil),
+		Timeout:                      spec.timeout,
+		MemorySize:                   jsii.Number(spec.memoryMB),
+		Environment:                  &env,
+		Tracing:                      awslambda.Tracing_ACTIVE,
+		Role:                         role,
+		LogGroup:                     logs,
+		ReservedConcurrentExecutions: spec.reserved,
+	})
+	// Active tracing adds xray:PutTraceSegments and xray:PutTelemetryRecords
+	// on "*" to the role.
+	cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
+		Id:        jsii.String("AwsSolutions-IAM5"),
+		Reason:    jsii.String("X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions; CDK's active tracing grants them on *."),
+		AppliesTo: &[]interface{}{jsii.String("Resource::*")},
+	}}, jsii.Bool(true))
+	return Function{Fn: fn, Role: role, Logs: logs}
+}
+
+// DynamoDB and SQS action sets. The events table only ever gets logAppend
+// and tableRead (plus streamRead): see policy_test.go.
+var (
+	// logAppend is exactly what Emit needs: the conditional head and event
+	// Puts and the caller's condition checks inside TransactWriteItems, and
+	// the head read and read path.
+	logAppend = []string{"dynamodb:PutItem", "dynamodb:ConditionCheckItem", "dynamodb:GetItem", "dynamodb:Query"}
+	tableRead = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:ConditionCheckItem"}
+	// tableWrite is for tables that are updated (never the log).
+	tableWrite = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+	streamRead = []string{"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
+	// queueDrain lets dlq-repair read, settle and re-park messages.
+	queueDrain = []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"}
+)
+
+func concat(sets ...[]string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range sets {
+		for _, a := range s {
+			if !seen[a] {
+				seen[a] = true
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// statement builds an Allow statement; resources are ARNs (tokens).
+func statement(actions []string, resources ...*string) awsiam.PolicyStatement {
+	return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings(actions...),
+		Resources: &resources,
+	})
+}
+
+// allow adds an Allow statement to a role's default policy.
+func allow(role awsiam.IRole, actions []string, resources ...*string) {
+	role.AddToPrincipalPolicy(statement(actions, resources...))
+}
+
+// listStreams is dynamodb:ListStreams, which has no resource-level
+// permissions; stream consumers (the Pipe, a Lambda mapping) call it.
+func listStreams(role awsiam.IRole) {
+	allow(role, []string{"dynamodb:ListStreams"}, jsii.String("*"))
+	cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
+		Id:        jsii.String("AwsSolutions-IAM5"),
+		Reason:    jsii.String("dynamodb:ListStreams supports no resource-level permissions; it lists stream ARNs, never data. Reading a stream is granted on its ARN only."),
+		AppliesTo: &[]interface{}{jsii.String("Resource::*")},
+	}}, jsii.Bool(true))
+}
+
+// pin fixes the logical ID of a construct's CloudFormation resource, so a
+// refactor of construct paths can never replace a stateful resource.
+func pin(c constructs.Construct, logicalID string) {
+	c.Node().DefaultChild().(awscdk.CfnResource).OverrideLogicalId(jsii.String(logicalID))
+}

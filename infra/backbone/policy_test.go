@@ -1,0 +1,403 @@
+package backbone
+
+import (
+	"encoding/json"
+	"path"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// logRewrites are the actions that would let anyone rewrite or destroy the
+// insert-only log: no policy may allow any of them on the events table.
+var logRewrites = []string{
+	"dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem",
+	"dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate", "dynamodb:PartiQLDelete",
+	"dynamodb:DeleteTable", "dynamodb:UpdateTimeToLive",
+}
+
+// grant is one Allow statement of one policy, flattened.
+type grant struct {
+	policy    string // logical ID of the resource holding the policy
+	roles     []string
+	actions   []string
+	resources []any
+	// not is set when the statement uses NotAction or NotResource, which
+	// these checks treat as "everything".
+	not bool
+}
+
+// grants returns every identity-policy Allow statement in the template:
+// AWS::IAM::Policy, AWS::IAM::ManagedPolicy and inline policies of roles,
+// users and groups.
+func grants(t *testing.T, doc map[string]any) []grant {
+	t.Helper()
+	var out []grant
+	add := func(policy string, roles []string, pd any) {
+		stmts, _ := pd.(map[string]any)["Statement"].([]any)
+		for _, st := range stmts {
+			st := st.(map[string]any)
+			if st["Effect"] != "Allow" {
+				continue
+			}
+			g := grant{policy: policy, roles: roles, actions: strs(st["Action"]), resources: list(st["Resource"])}
+			g.not = st["NotAction"] != nil || st["NotResource"] != nil
+			out = append(out, g)
+		}
+	}
+	for id, r := range doc["Resources"].(map[string]any) {
+		r := r.(map[string]any)
+		p, _ := r["Properties"].(map[string]any)
+		switch r["Type"] {
+		case "AWS::IAM::Policy", "AWS::IAM::ManagedPolicy":
+			add(id, refs(p["Roles"]), p["PolicyDocument"])
+		case "AWS::IAM::Role", "AWS::IAM::User", "AWS::IAM::Group":
+			for _, ip := range list(p["Policies"]) {
+				add(id, []string{id}, ip.(map[string]any)["PolicyDocument"])
+			}
+		}
+	}
+	return out
+}
+
+func list(v any) []any {
+	switch t := v.(type) {
+	case nil:
+		return nil
+	case []any:
+		return t
+	}
+	return []any{v}
+}
+
+func strs(v any) []string {
+	var out []string
+	for _, x := range list(v) {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func refs(v any) []string {
+	var out []string
+	for _, x := range list(v) {
+		if m, ok := x.(map[string]any); ok {
+			if id, ok := m["Ref"].(string); ok {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
+
+// actionAllows reports whether an IAM action pattern (case-insensitive,
+// '*' and '?' wildcards) covers action.
+func actionAllows(pattern, action string) bool {
+	ok, err := path.Match(strings.ToLower(pattern), strings.ToLower(action))
+	return err == nil && ok
+}
+
+// touches reports whether a statement's resource can be the resource with
+// logical ID id: it references id, or is a literal with a wildcard.
+func touches(resource any, id string) bool {
+	b, _ := json.Marshal(resource)
+	if strings.Contains(string(b), `"`+id+`"`) {
+		return true
+	}
+	var wild bool
+	var walk func(any)
+	walk = func(v any) {
+		switch t := v.(type) {
+		case string:
+			wild = wild || strings.Contains(t, "*")
+		case []any:
+			for _, e := range t {
+				walk(e)
+			}
+		case map[string]any:
+			for _, e := range t {
+				walk(e)
+			}
+		}
+	}
+	walk(resource)
+	return wild
+}
+
+// logViolations lists the statements that allow rewriting the events table.
+func logViolations(gs []grant) []string {
+	var out []string
+	for _, g := range gs {
+		actions, hit := g.actions, g.not
+		if g.not {
+			actions = []string{"*"}
+		}
+		for _, res := range g.resources {
+			hit = hit || touches(res, LogicalEventsTable)
+		}
+		if !hit {
+			continue
+		}
+		for _, a := range actions {
+			for _, bad := range logRewrites {
+				if actionAllows(a, bad) {
+					out = append(out, g.policy+": "+a+" allows "+bad)
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestNoPolicyRewritesTheLog checks every identity policy in the template.
+func TestNoPolicyRewritesTheLog(t *testing.T) {
+	s := synth(t)
+	gs := grants(t, s.doc)
+	if len(gs) < 10 {
+		t.Fatalf("found only %d statements; the walker is missing policies", len(gs))
+	}
+	if v := logViolations(gs); len(v) > 0 {
+		t.Errorf("policies allow rewriting the log:\n%s", strings.Join(v, "\n"))
+	}
+	// No resource policy on the table either.
+	if rp := props(s.resources("AWS::DynamoDB::Table")[LogicalEventsTable])["ResourcePolicy"]; rp != nil {
+		t.Errorf("the events table has a resource policy %v; access is by identity policy only", rp)
+	}
+	// Only the emitter policy may put items into the log.
+	var writers []string
+	for _, g := range gs {
+		for _, res := range g.resources {
+			for _, a := range g.actions {
+				if actionAllows(a, "dynamodb:PutItem") && touches(res, LogicalEventsTable) {
+					writers = append(writers, g.policy)
+				}
+			}
+		}
+	}
+	if diff := cmp.Diff([]string{s.id(s.stack.Log.EmitterPolicy)}, writers); diff != "" {
+		t.Errorf("policies that can PutItem on the log (-want +got):\n%s", diff)
+	}
+}
+
+// TestLogViolationsDetects proves the checker above is not vacuous.
+func TestLogViolationsDetects(t *testing.T) {
+	events := map[string]any{"Fn::GetAtt": []any{LogicalEventsTable, "Arn"}}
+	other := map[string]any{"Fn::GetAtt": []any{LogicalStateTable, "Arn"}}
+	tests := []struct {
+		name string
+		g    grant
+		bad  bool
+	}{
+		{"update on log", grant{actions: []string{"dynamodb:UpdateItem"}, resources: []any{events}}, true},
+		{"wildcard on star", grant{actions: []string{"dynamodb:*"}, resources: []any{"*"}}, true},
+		{"glob action", grant{actions: []string{"dynamodb:Batch*"}, resources: []any{events}}, true},
+		{"partiql", grant{actions: []string{"dynamodb:PartiQL*"}, resources: []any{events}}, true},
+		{"index arn", grant{actions: []string{"dynamodb:DeleteItem"}, resources: []any{map[string]any{"Fn::Join": []any{"", []any{events, "/index/*"}}}}}, true},
+		{"not action", grant{actions: []string{"s3:GetObject"}, resources: []any{other}, not: true}, true},
+		{"append on log", grant{actions: logAppend, resources: []any{events}}, false},
+		{"update elsewhere", grant{actions: []string{"dynamodb:UpdateItem"}, resources: []any{other}}, false},
+	}
+	for _, tt := range tests {
+		tt.g.policy = tt.name
+		if got := len(logViolations([]grant{tt.g})) > 0; got != tt.bad {
+			t.Errorf("%s: violation = %v, want %v", tt.name, got, tt.bad)
+		}
+	}
+}
+
+// TestEmitterPolicyIsExactlyEmit: the managed policy services attach.
+func TestEmitterPolicyIsExactlyEmit(t *testing.T) {
+	s := synth(t)
+	var got []grant
+	for _, g := range grants(t, s.doc) {
+		if g.policy == s.id(s.stack.Log.EmitterPolicy) {
+			got = append(got, g)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("emitter policy has %d statements, want 1", len(got))
+	}
+	want := []string{"dynamodb:ConditionCheckItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}
+	actions := append([]string(nil), got[0].actions...)
+	sort.Strings(actions)
+	if diff := cmp.Diff(want, actions); diff != "" {
+		t.Errorf("emitter actions (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]any{getAtt(LogicalEventsTable, "Arn")}, got[0].resources); diff != "" {
+		t.Errorf("emitter resources (-want +got):\n%s", diff)
+	}
+}
+
+// access maps "resource logical ID" → sorted actions a role may take on it
+// (statements on "*" are keyed "*").
+func access(gs []grant, role string) map[string][]string {
+	set := map[string]map[string]bool{}
+	for _, g := range gs {
+		if !contains(g.roles, role) {
+			continue
+		}
+		for _, res := range g.resources {
+			key := "*"
+			b, _ := json.Marshal(res)
+			var m map[string]any
+			if json.Unmarshal(b, &m) == nil {
+				if ga, ok := m["Fn::GetAtt"].([]any); ok {
+					key = ga[0].(string) + "." + ga[1].(string)
+				}
+			}
+			if key == "*" && res != "*" {
+				key = string(b)
+			}
+			if set[key] == nil {
+				set[key] = map[string]bool{}
+			}
+			for _, a := range g.actions {
+				set[key][a] = true
+			}
+		}
+	}
+	out := map[string][]string{}
+	for k, as := range set {
+		for a := range as {
+			out[k] = append(out[k], a)
+		}
+		sort.Strings(out[k])
+	}
+	return out
+}
+
+func contains(xs []string, x string) bool {
+	for _, e := range xs {
+		if e == x {
+			return true
+		}
+	}
+	return false
+}
+
+func sorted(sets ...[]string) []string {
+	out := concat(sets...)
+	sort.Strings(out)
+	return out
+}
+
+// TestRoleAccess pins what each role may do, resource by resource.
+func TestRoleAccess(t *testing.T) {
+	s := synth(t)
+	st := s.stack
+	gs := grants(t, s.doc)
+	xray := []string{"xray:PutTelemetryRecords", "xray:PutTraceSegments"}
+	logs := func(f Function) (string, []string) {
+		return s.id(f.Logs) + ".Arn", []string{"logs:CreateLogStream", "logs:PutLogEvents"}
+	}
+	rw := sorted(tableRead, tableWrite)
+	read := sorted(tableRead)
+	stream := sorted(streamRead)
+	sqsConsume := []string{"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:ReceiveMessage"}
+	sqsSend := []string{"sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"}
+	drain := sorted(queueDrain)
+
+	tests := []struct {
+		name string
+		fn   Function
+		want map[string][]string
+	}{
+		{"stream-filter", st.Durable.StreamFilter, map[string][]string{}},
+		{"durable-consumer", st.Durable.DurableConsumer, map[string][]string{
+			LogicalEventsTable + ".Arn":  read,
+			LogicalStateTable + ".Arn":   rw,
+			LogicalDurableQueue + ".Arn": sqsConsume,
+		}},
+		{"changefeed", st.ChangeFeed.Changefeed, map[string][]string{
+			LogicalChangeFeedTable + ".Arn":   sorted(tableWrite),
+			LogicalSearchTable + ".Arn":       rw,
+			LogicalStateTable + ".Arn":        rw,
+			LogicalOrdersTable + ".Arn":       read,
+			LogicalOrdersTable + ".StreamArn": stream,
+			LogicalChangeFeedDLQ + ".Arn":     sqsSend,
+			"*+dynamodb:ListStreams":          nil, // checked below
+		}},
+		{"reconcile", st.Reconcile.Function, map[string][]string{
+			LogicalEventsTable + ".Arn": read,
+			LogicalStateTable + ".Arn":  rw,
+		}},
+		{"dlq-repair", st.Repair.Function, map[string][]string{
+			LogicalDurableDLQ + ".Arn":        drain,
+			LogicalPipeDLQ + ".Arn":           drain,
+			LogicalChangeFeedDLQ + ".Arn":     drain,
+			LogicalEventsTable + ".Arn":       read,
+			LogicalOrdersTable + ".Arn":       read,
+			LogicalEventsTable + ".StreamArn": stream,
+			LogicalOrdersTable + ".StreamArn": stream,
+			LogicalStateTable + ".Arn":        rw,
+			LogicalSearchTable + ".Arn":       rw,
+			LogicalChangeFeedTable + ".Arn":   sorted(tableWrite),
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := map[string][]string{}
+			star := xray
+			for k, v := range tt.want {
+				if k == "*+dynamodb:ListStreams" {
+					star = sorted(xray, []string{"dynamodb:ListStreams"})
+					continue
+				}
+				want[k] = v
+			}
+			want["*"] = star
+			lk, lv := logs(tt.fn)
+			want[lk] = lv
+			got := access(gs, s.id(tt.fn.Role))
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s role access (-want +got):\n%s", tt.name, diff)
+			}
+		})
+	}
+
+	t.Run("pipe", func(t *testing.T) {
+		want := map[string][]string{
+			LogicalEventsTable + ".StreamArn": stream,
+			"*":                               {"dynamodb:ListStreams"},
+			s.id(st.Durable.StreamFilter.Fn) + ".Arn": {"lambda:InvokeFunction"},
+			LogicalDurableQueue + ".Arn":              {"sqs:SendMessage"},
+			LogicalPipeDLQ + ".Arn":                   {"sqs:SendMessage"},
+			s.id(st.Durable.PipeLogs) + ".Arn":        {"logs:CreateLogStream", "logs:PutLogEvents"},
+		}
+		if diff := cmp.Diff(want, access(gs, s.id(st.Durable.PipeRole))); diff != "" {
+			t.Errorf("pipe role access (-want +got):\n%s", diff)
+		}
+		trust := props(s.resources("AWS::IAM::Role")[s.id(st.Durable.PipeRole)])["AssumeRolePolicyDocument"]
+		b, _ := json.Marshal(trust)
+		for _, want := range []string{`"Service":"pipes.amazonaws.com"`, `"aws:SourceAccount":{"Ref":"AWS::AccountId"}`} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("pipe role trust policy %s lacks %s", b, want)
+			}
+		}
+	})
+}
+
+// TestReconcileCallerPolicy: both actions a SigV4 caller of an AWS_IAM URL
+// needs, and InvokeFunction only through the URL.
+func TestReconcileCallerPolicy(t *testing.T) {
+	s := synth(t)
+	doc := props(s.resources("AWS::IAM::ManagedPolicy")[s.id(s.stack.Reconcile.CallerPolicy)])["PolicyDocument"]
+	b, _ := json.Marshal(doc)
+	fn := s.id(s.stack.Reconcile.Function.Fn)
+	for _, want := range []string{
+		`"Action":"lambda:InvokeFunctionUrl"`,
+		`"lambda:FunctionUrlAuthType":"AWS_IAM"`,
+		`"Action":"lambda:InvokeFunction"`,
+		`"lambda:InvokedViaFunctionUrl":"true"`,
+		`"Resource":{"Fn::GetAtt":["` + fn + `","Arn"]}`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("caller policy %s lacks %s", b, want)
+		}
+	}
+}

@@ -1,0 +1,117 @@
+package backbone
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+)
+
+// Stack output names.
+const (
+	OutputReconcileURL          = "ReconcileUrl"
+	OutputReconcileCallerPolicy = "ReconcileCallerPolicyArn"
+	OutputEmitterPolicy         = "EmitterPolicyArn"
+	OutputRepairFunction        = "RepairFunctionName"
+	OutputEventsTable           = "EventsTableName"
+	OutputOrdersTable           = "OrdersTableName"
+	OutputDashboard             = "DashboardName"
+	OutputDurableDLQ            = "DurableDLQUrl"
+	OutputPipeDLQ               = "PipeDLQUrl"
+	OutputChangeFeedDLQ         = "ChangeFeedDLQUrl"
+)
+
+// Props configures the stack.
+type Props struct {
+	awscdk.StackProps
+	// CodeRoot holds build/<function>/bootstrap (the app passes "build").
+	CodeRoot string
+	// AlarmTopicArn, when set, is an SNS topic for alarm actions.
+	AlarmTopicArn string
+	// ReserveConcurrency reserves 2 for reconcile and 1 for dlq-repair. An
+	// account whose concurrency quota is still 10 cannot reserve any: set it
+	// false there.
+	ReserveConcurrency bool
+	// RemovalPolicy of tables and queues; the zero value means RETAIN.
+	RemovalPolicy awscdk.RemovalPolicy
+	// LogRetention of every function's and the Pipe's log group; zero means
+	// one month.
+	LogRetention awslogs.RetentionDays
+	// DurableMaxConcurrency caps durable-consumer's concurrency from the
+	// queue; zero means 10.
+	DurableMaxConcurrency float64
+}
+
+// Stack is the whole fourlanes backbone.
+type Stack struct {
+	awscdk.Stack
+	Log        *EventLog
+	Durable    *DurableLane
+	ChangeFeed *ChangeFeed
+	Reconcile  *Reconcile
+	Repair     *Repair
+	Alarms     *Alarms
+}
+
+// NewStack composes the constructs.
+func NewStack(scope constructs.Construct, id string, props *Props) *Stack {
+	p := *props
+	if p.RemovalPolicy == "" {
+		p.RemovalPolicy = awscdk.RemovalPolicy_RETAIN
+	}
+	if p.LogRetention == "" {
+		p.LogRetention = awslogs.RetentionDays_ONE_MONTH
+	}
+	if p.DurableMaxConcurrency == 0 {
+		p.DurableMaxConcurrency = 10
+	}
+	sp := p.StackProps
+	if sp.Description == nil {
+		sp.Description = jsii.String("fourlanes: serverless event backbone (insert-only log, Pipe to FIFO, change feed, reconcile, repair)")
+	}
+	st := awscdk.NewStack(scope, jsii.String(id), &sp)
+	s := &Stack{Stack: st}
+	fo := FunctionOptions{CodeRoot: p.CodeRoot, LogRetention: p.LogRetention}
+	var reconcileRC, repairRC *float64
+	if p.ReserveConcurrency {
+		reconcileRC, repairRC = jsii.Number(2), jsii.Number(1)
+	}
+
+	s.Log = NewEventLog(st, "EventLog", &EventLogProps{RemovalPolicy: p.RemovalPolicy})
+	s.Durable = NewDurableLane(st, "Durable", &DurableLaneProps{
+		Log: s.Log, Functions: fo, ConsumerMaxConcurrency: p.DurableMaxConcurrency, RemovalPolicy: p.RemovalPolicy,
+	})
+	s.ChangeFeed = NewChangeFeed(st, "ChangeFeed", &ChangeFeedProps{Log: s.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy})
+	s.Reconcile = NewReconcile(st, "Reconcile", &ReconcileProps{Log: s.Log, Functions: fo, ReservedConcurrency: reconcileRC})
+	s.Repair = NewRepair(st, "Repair", &RepairProps{
+		Log: s.Log, Durable: s.Durable, ChangeFeed: s.ChangeFeed, Functions: fo, ReservedConcurrency: repairRC,
+	})
+	s.Alarms = NewAlarms(st, "Alarms", &AlarmsProps{
+		Durable: s.Durable, ChangeFeed: s.ChangeFeed, Reconcile: s.Reconcile, Repair: s.Repair,
+		AlarmTopicArn: p.AlarmTopicArn,
+	})
+
+	out := func(name, description string, value *string) {
+		awscdk.NewCfnOutput(st, jsii.String(name), &awscdk.CfnOutputProps{Value: value, Description: jsii.String(description)})
+	}
+	out(OutputReconcileURL, "reconcile Function URL (AWS_IAM: sign requests with SigV4, service lambda)", s.Reconcile.URL.Url())
+	out(OutputReconcileCallerPolicy, "Managed policy to attach to whoever calls the reconcile URL", s.Reconcile.CallerPolicy.ManagedPolicyArn())
+	out(OutputEmitterPolicy, "Managed policy to attach to services that emit events", s.Log.EmitterPolicy.ManagedPolicyArn())
+	out(OutputRepairFunction, "dlq-repair function name (invoke it to drain the dead-letter queues)", s.Repair.Function.Fn.FunctionName())
+	out(OutputEventsTable, "Events table (the log)", s.Log.Events.TableName())
+	out(OutputOrdersTable, "Orders table (example tracked entity)", s.ChangeFeed.Orders.TableName())
+	out(OutputDashboard, "CloudWatch dashboard", s.Alarms.Dashboard.DashboardName())
+	out(OutputDurableDLQ, "DURABLE FIFO dead-letter queue", s.Durable.DLQ.QueueUrl())
+	out(OutputPipeDLQ, "Pipe dead-letter queue (batch metadata)", s.Durable.PipeDLQ.QueueUrl())
+	out(OutputChangeFeedDLQ, "Change-feed on-failure queue (batch metadata)", s.ChangeFeed.DLQ.QueueUrl())
+	return s
+}
+
+// AddChecks applies cdk-nag's AwsSolutions pack to everything under scope;
+// the app and the tests both call it, so they check the same thing.
+func AddChecks(scope constructs.Construct) {
+	awscdk.Aspects_Of(scope).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{
+		Verbose: jsii.Bool(true),
+	}), nil)
+}
