@@ -30,7 +30,7 @@ export FOURLANES_CDK := $(CDK)
 export FOURLANES_CFN_LINT := $(CURDIR)/.cache/venv/bin/cfn-lint
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: help deps build test bench lint synth diff deploy dev clean distclean
+.PHONY: help deps build test bench lint synth diff deploy dev catalog clean distclean
 
 help:
 	@echo 'make deps     install DynamoDB Local, ElasticMQ, cfn-lint and the CDK CLI into .cache/'
@@ -40,6 +40,7 @@ help:
 	@echo 'make lint     gofmt check and go vet'
 	@echo 'make synth | diff | deploy   build, then the CDK CLI (CDK_FLAGS=... passes flags)'
 	@echo 'make dev      build, then run the local twin (go run ./cmd/fourlanes dev)'
+	@echo 'make catalog  regenerate CATALOG.md from the module declarations (the gate checks it is fresh)'
 	@echo 'make clean    remove build/, cdk.out/, bench/out/ (make distclean: .cache/ too)'
 
 deps:
@@ -83,6 +84,9 @@ dev: build
 	@bash scripts/deps.sh dynamodb elasticmq cdk
 	@echo 'dev: the local twin starts its own DynamoDB Local and ElasticMQ'
 	$(GO) run ./cmd/fourlanes dev
+
+catalog:
+	$(GO) test ./pkg/catalog/gate -run '^TestCatalogUpToDate$$' -update -count=1
 
 clean:
 	rm -rf build cdk.out bench/out

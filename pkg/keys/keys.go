@@ -154,7 +154,6 @@ const (
 	SearchSKSep     = "#"
 	AttrSearchDoc   = "doc"     // M: the projected item; absent on a tombstone
 	AttrDeleted     = "deleted" // BOOL: true on a tombstone
-	AttrSearchText  = "text"    // S: lower-cased searchable text
 	AttrProjectedAt = "projected_at"
 )
 
@@ -162,13 +161,11 @@ const (
 // MetricUnmatched and MetricLocalFailures above).
 const (
 	MetricBestEffortFailures = "BestEffortFailures"
-	MetricLeaseHeld          = "LeaseHeld"  // a delivery found another's unexpired lease
-	MetricReplayed           = "Replayed"   // a dead-lettered subscription completed on replay
-	MetricProjParked         = "ProjParked" // a change event arrived early and was parked
+	MetricLeaseHeld          = "LeaseHeld"   // a delivery found another's unexpired lease
+	MetricReplayed           = "Replayed"    // a dead-lettered subscription completed on replay
+	MetricProjParked         = "ProjParked"  // a change event arrived early and was parked
+	MetricOrderEvents        = "OrderEvents" // order events by type (example audit module)
 )
-
-// MetricOrderEvents counts order events by type (example audit module).
-const MetricOrderEvents = "OrderEvents"
 
 // ---------------------------------------------------------------------------
 // Reconcile and stream-filter (functions/reconcile, pkg/reconcile,
@@ -197,3 +194,54 @@ const (
 // undecodable, unstamped_head). Any count means the Pipe is retrying,
 // bisecting and finally dead-lettering a batch.
 const MetricRejectedRecords = "RejectedRecords"
+
+// ---------------------------------------------------------------------------
+// Durable consumer, change feed and dlq-repair (functions/durable-consumer,
+// functions/changefeed, functions/dlq-repair, pkg/changefeed, pkg/repair).
+//
+// Change-feed table: one row per change event, expiring by TTL (AttrExpiresAt).
+//
+//	change   pk <tenant_id>   sk <ENTITY>#<entity id>#<version, 20 digits>#<stream event id>
+//
+// Query pk = <tenant_id> with begins_with(sk, "<ENTITY>#<id>#") lists one
+// item's changes in version order. Besides the keys a row holds the change
+// event's envelope attributes (AttrID, AttrType, AttrTenant, AttrOccurredAt,
+// AttrSchemaVersion, AttrPayload) and the attributes below.
+const (
+	ChangeSKSep = "#"
+
+	AttrEntity        = "entity"          // S: the tracked entity, e.g. ORDER
+	AttrEntityID      = "entity_id"       // S: the item's id
+	AttrChangeOp      = "op"              // S: ChangeOpWritten or ChangeOpDeleted
+	AttrCause         = "cause"           // S: ChangeCauseWrite or ChangeCauseTTL
+	AttrStreamEventID = "stream_event_id" // S: the stream record's eventID
+	AttrStreamSeq     = "stream_seq"      // S: the stream record's SequenceNumber
+	AttrStreamARN     = "stream_arn"      // S: the stream the record came from
+
+	ChangeOpWritten  = "written"
+	ChangeOpDeleted  = "deleted"
+	ChangeCauseWrite = "write"
+	ChangeCauseTTL   = "ttl" // a REMOVE made by DynamoDB's TTL (userIdentity Service / dynamodb.amazonaws.com)
+)
+
+// Metrics of the durable consumer, the change feed and dlq-repair (besides
+// MetricDelivered, MetricDeadLettered and MetricRepaired above).
+const (
+	// MetricDurableMessageFailed counts SQS messages the durable consumer
+	// answered as batch item failures (dimension Reason: infrastructure,
+	// retry_later, undecodable, behind_failure, no_time).
+	MetricDurableMessageFailed = "DurableMessageFailed"
+	// MetricChangeEvents counts change events written to the change-feed
+	// table and dispatched (dimensions Entity, Op).
+	MetricChangeEvents = "ChangeEvents"
+	// MetricChangeRejected counts stream records that cannot become change
+	// events (no tenant, id or version; a number a change event cannot carry)
+	// and were skipped, loudly (dimension Reason).
+	MetricChangeRejected = "ChangeRejected"
+	// MetricChangeRetried counts stream records the change feed reported as
+	// batch item failures for the mapping to retry (dimension Reason).
+	MetricChangeRetried = "ChangeRetried"
+	// MetricRepairOpen counts items dlq-repair could not fix and left in
+	// place (dimension Source: durable_dlq, pipe_dlq, changefeed_dlq, dead_letters).
+	MetricRepairOpen = "RepairOpen"
+)

@@ -1,0 +1,27 @@
+// Package gate is the catalog gate: a static check, over a repository's Go
+// source (go/packages and go/types, not text search), that the module
+// declarations match the code.
+//
+//  1. every Emit of a constant event type is declared, and a package that
+//     declares modules emits only its own modules' types (the type passed to
+//     Emit must be a constant);
+//  2. every declared type has a producer (an Emit of it in non-test code
+//     outside main packages: a benchmark is not a producer), or sits on the
+//     allowlist with a reason;
+//  3. every subscription glob matches a declared type or a change-feed type
+//     (record.written.<ENTITY>, record.deleted.<ENTITY>) of a tracked entity;
+//  4. every subscription that can receive change events is on BEST_EFFORT,
+//     and every BEST_EFFORT subscription receives change events only.
+//
+// Declarations are catalog.Module composite literals; their names, globs and
+// lanes must be constants. An Emit is any call of a method named Emit whose
+// first two parameters are a context.Context and a string (eventstore.Store's,
+// or a consumer-side interface of it). Test files are not read: tests may
+// emit what they like through fakes.
+//
+// Every violation names file:line:column and what to do. Report.Markdown
+// renders the generated catalog (CATALOG.md at the repository root); the
+// drift test in this package regenerates it with
+//
+//	go test ./pkg/catalog/gate -run '^TestCatalogUpToDate$' -update
+package gate

@@ -1,0 +1,212 @@
+package gate
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/fourlanes/fourlanes/pkg/catalog"
+)
+
+// UpdateCommand regenerates CATALOG.md.
+const UpdateCommand = "go test ./pkg/catalog/gate -run '^TestCatalogUpToDate$' -update"
+
+// Markdown renders the catalog: every module, every event type with its
+// schema versions, producers and subscribers by lane, the change feed of
+// each tracked entity, and every subscription by lane. The output depends on
+// declarations and producers only (not line numbers), so unrelated edits do
+// not make it stale.
+func (r *Report) Markdown() []byte {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("# Event catalog\n\n")
+	w("Generated from the module declarations (`catalog.Module` values) and the `Emit` calls in the source; do not edit.\n")
+	w("Regenerate with `%s` (`make catalog`). The catalog gate (`pkg/catalog/gate`) fails `make test` when this file is stale.\n\n", UpdateCommand)
+
+	mods := append([]Module(nil), r.Modules...)
+	sort.Slice(mods, func(i, j int) bool { return mods[i].Spec.Name < mods[j].Spec.Name })
+	var subs []catalog.SubscriptionSpec
+	handler := map[string]string{}
+	entities := map[string]Module{}
+	owner := map[string]Module{}
+	for _, m := range mods {
+		subs = append(subs, m.Spec.Subscribes...)
+		for k, v := range m.Handlers {
+			handler[k] = v
+		}
+		for _, e := range m.Spec.Tracks {
+			entities[e.Name] = m
+		}
+		for _, t := range m.Spec.Emits {
+			owner[t.Name] = m
+		}
+	}
+	producers := map[string][]string{}
+	for _, e := range r.Emits {
+		if e.Main {
+			continue // tools and benchmarks are not producers (see check 2)
+		}
+		if !containsStr(producers[e.Type], e.Func) {
+			producers[e.Type] = append(producers[e.Type], e.Func)
+		}
+	}
+	subscribers := func(t string) string {
+		var out []string
+		for _, lane := range catalog.Lanes {
+			for _, s := range subs {
+				if s.Lane == lane && catalog.Match(s.Types, t) {
+					out = append(out, fmt.Sprintf("%s `%s` (reads %s)", lane, s.Name, ints(s.Reads)))
+				}
+			}
+		}
+		if len(out) == 0 {
+			return "none"
+		}
+		return strings.Join(out, "; ")
+	}
+
+	w("## Modules\n\n| module | package | emits | tracks | subscriptions |\n|---|---|---|---|---|\n")
+	for _, m := range mods {
+		var emits, tracks, ss []string
+		for _, t := range m.Spec.Emits {
+			emits = append(emits, "`"+t.Name+"`")
+		}
+		for _, e := range m.Spec.Tracks {
+			tracks = append(tracks, "`"+e.Name+"`")
+		}
+		for _, s := range m.Spec.Subscribes {
+			ss = append(ss, fmt.Sprintf("`%s` %s", s.Name, s.Lane))
+		}
+		w("| %s | `%s` | %s | %s | %s |\n", m.Spec.Name, m.Pkg, dash(emits), dash(tracks), dash(ss))
+	}
+
+	w("\n## Event types\n")
+	var types []string
+	for t := range owner {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	for _, t := range types {
+		m := owner[t]
+		var et catalog.EventType
+		for _, x := range m.Spec.Emits {
+			if x.Name == t {
+				et = x
+			}
+		}
+		w("\n### `%s`\n\n", t)
+		if et.Doc != "" {
+			w("%s\n\n", et.Doc)
+		}
+		w("- owner: %s\n", m.Spec.Name)
+		var vs []string
+		for i, v := range et.Versions {
+			name := "?"
+			if ps := m.Payloads[t]; i < len(ps) {
+				name = ps[i]
+			}
+			cur := ""
+			if i == len(et.Versions)-1 {
+				cur = ", current"
+			}
+			vs = append(vs, fmt.Sprintf("v%d `%s`%s", v.Schema, name, cur))
+		}
+		w("- schema versions: %s\n", dash(vs))
+		if et.Discriminator != "" {
+			w("- discriminator: `%s`\n", et.Discriminator)
+		}
+		ps := append([]string(nil), producers[t]...)
+		sort.Strings(ps)
+		for i := range ps {
+			ps[i] = "`" + ps[i] + "`"
+		}
+		w("- producers: %s\n", dash(ps))
+		w("- subscribers: %s\n", subscribers(t))
+	}
+
+	w("\n## Change feed (tracked entities)\n")
+	var ents []string
+	for e := range entities {
+		ents = append(ents, e)
+	}
+	sort.Strings(ents)
+	if len(ents) == 0 {
+		w("\nNo entity is tracked.\n")
+	}
+	for _, name := range ents {
+		m := entities[name]
+		var e catalog.Entity
+		for _, x := range m.Spec.Tracks {
+			if x.Name == name {
+				e = x
+			}
+		}
+		w("\n### `%s`\n\n", name)
+		if e.Doc != "" {
+			w("%s\n\n", e.Doc)
+		}
+		w("- tracked by: %s; table from `$%s`; tenant `%s`, id `%s`, version `%s`\n", m.Spec.Name, e.TableEnv, e.TenantAttr, e.IDAttr, e.VersionAttr)
+		for _, del := range []bool{false, true} {
+			t := catalog.ChangeType(name, del)
+			w("- `%s` (v%d, payload `catalog.ChangeV1`): %s\n", t, catalog.ChangeSchemaVersion, subscribers(t))
+		}
+	}
+
+	w("\n## Subscriptions by lane\n")
+	for _, lane := range catalog.Lanes {
+		w("\n### %s\n\nDispatched by %s.\n\n", lane, lane.Dispatcher())
+		var rows []catalog.SubscriptionSpec
+		for _, s := range subs {
+			if s.Lane == lane {
+				rows = append(rows, s)
+			}
+		}
+		if len(rows) == 0 {
+			w("None.\n")
+			continue
+		}
+		sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
+		w("| subscription | module | types | reads | handler | matches |\n|---|---|---|---|---|---|\n")
+		for _, s := range rows {
+			var matches []string
+			for _, t := range types {
+				if catalog.Match(s.Types, t) {
+					matches = append(matches, "`"+t+"`")
+				}
+			}
+			for _, e := range ents {
+				for _, del := range []bool{false, true} {
+					if t := catalog.ChangeType(e, del); catalog.Match(s.Types, t) {
+						matches = append(matches, "`"+t+"`")
+					}
+				}
+			}
+			w("| `%s` | %s | `%s` | %s | `%s` | %s |\n", s.Name, s.Module, s.Types, ints(s.Reads), handler[s.Name], dash(matches))
+		}
+	}
+	return []byte(b.String())
+}
+
+func dash(xs []string) string {
+	if len(xs) == 0 {
+		return "—"
+	}
+	return strings.Join(xs, ", ")
+}
+
+func ints(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+func containsStr(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

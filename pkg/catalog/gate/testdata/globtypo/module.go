@@ -1,0 +1,39 @@
+// Package globtypo is a fixture whose subscription glob has a typo (check 3).
+package globtypo
+
+import (
+	"context"
+
+	"github.com/fourlanes/fourlanes/pkg/catalog"
+	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
+)
+
+// Made is the payload of widget.made.
+type Made struct {
+	ID string `json:"id"`
+}
+
+// H handles subscriptions.
+type H struct{}
+
+// On handles an event.
+func (H) On(context.Context, envelope.Envelope) error { return nil }
+
+// Service emits.
+type Service struct{ Store *eventstore.Store }
+
+// Module is the fixture's declaration.
+var Module = catalog.Module[H]{
+	Name:  "widgets",
+	Emits: []catalog.EventType{{Name: "widget.made", Versions: []catalog.Version{catalog.V[Made](1)}}},
+	Subscribes: []catalog.Subscription[H]{
+		{Name: "widgets.react", Types: "widgte.*", Lane: catalog.Durable, Reads: []int{1}, Handler: H.On}, // want (3) "matches no declared type"
+	},
+}
+
+// Make emits widget.made.
+func (s *Service) Make(ctx context.Context) error {
+	_, err := s.Store.Emit(ctx, "widget.made", Made{ID: "w"})
+	return err
+}

@@ -1,0 +1,158 @@
+package catalog
+
+import (
+	"context"
+	"reflect"
+	"slices"
+
+	"github.com/fourlanes/fourlanes/pkg/envelope"
+)
+
+// Module is one module's declaration: everything it emits, tracks and
+// subscribes to. T is the type whose methods handle its subscriptions
+// (NoHandlers for a module that subscribes to nothing).
+//
+// Write it as a package-level composite literal with constant names, globs
+// and lanes: the catalog gate reads declarations from source.
+type Module[T any] struct {
+	Name       string // the module's name, e.g. "orders"
+	Doc        string
+	Emits      []EventType
+	Tracks     []Entity
+	Subscribes []Subscription[T]
+}
+
+// NoHandlers is the handler receiver of a module without subscriptions.
+type NoHandlers struct{}
+
+// EventType declares one event type a module emits.
+type EventType struct {
+	Name string // "<module>.<name>", e.g. "order.placed"
+	Doc  string
+	// Versions lists the schema versions in ascending order, each with its
+	// payload Go type. Emit writes the last one; older ones stay declared so
+	// that events already in the log can still be decoded.
+	Versions []Version
+	// Discriminator optionally names a payload field whose value an
+	// unmatched-event warning logs, for types whose name says too little.
+	Discriminator string
+}
+
+// Current returns the schema version Emit writes (the last declared).
+func (t EventType) Current() Version {
+	if len(t.Versions) == 0 {
+		return Version{}
+	}
+	return t.Versions[len(t.Versions)-1]
+}
+
+// Version returns the declared schema version n.
+func (t EventType) Version(n int) (Version, bool) {
+	for _, v := range t.Versions {
+		if v.Schema == n {
+			return v, true
+		}
+	}
+	return Version{}, false
+}
+
+// Version is one schema version of an event type and its payload Go type.
+type Version struct {
+	Schema  int
+	Payload reflect.Type // a struct type
+}
+
+// V declares schema version schema with payload type T (a struct).
+func V[T any](schema int) Version {
+	return Version{Schema: schema, Payload: reflect.TypeFor[T]()}
+}
+
+// Entity declares a tracked entity: a table whose stream the change feed
+// turns into record.written.<Name> / record.deleted.<Name> change events.
+type Entity struct {
+	Name string // upper case, e.g. "ORDER"
+	Doc  string
+	// TableEnv is the environment variable that names the entity's table.
+	TableEnv string
+	// TenantAttr, IDAttr and VersionAttr name the item attributes holding
+	// the tenant, the entity id and the item's version.
+	TenantAttr, IDAttr, VersionAttr string
+}
+
+// Subscription declares one reaction of a module: events whose type matches
+// Types are delivered on Lane to Handler.
+type Subscription[T any] struct {
+	Name  string // unique across the application, e.g. "notifications.order-email"
+	Types string // type glob, e.g. "order.*"
+	Lane  Lane
+	// Reads lists the schema versions Handler can read. An event of any other
+	// version is never handed to it: DURABLE dead-letters it with that
+	// reason, INLINE fails, LOCAL and BEST_EFFORT log and count it.
+	Reads   []int
+	Doc     string
+	Handler func(T, context.Context, envelope.Envelope) error
+}
+
+// Handler handles one event. The context carries the envelope's tenant,
+// correlation and causation (the event's id), so writes and emits made by a
+// handler land in the right tenant and record what caused them.
+type Handler func(ctx context.Context, e envelope.Envelope) error
+
+// Spec is the handler-free view of a module, as the catalog holds it.
+type Spec struct {
+	Name       string
+	Doc        string
+	Emits      []EventType
+	Tracks     []Entity
+	Subscribes []SubscriptionSpec
+}
+
+// SubscriptionSpec is the handler-free view of a subscription.
+type SubscriptionSpec struct {
+	Module string
+	Name   string
+	Types  string
+	Lane   Lane
+	Reads  []int
+	Doc    string
+}
+
+// CanRead reports whether the subscription declares schema version v readable.
+func (s SubscriptionSpec) CanRead(v int) bool { return slices.Contains(s.Reads, v) }
+
+// Spec returns the module's handler-free declaration.
+func (m Module[T]) Spec() Spec {
+	s := Spec{Name: m.Name, Doc: m.Doc, Emits: slices.Clone(m.Emits), Tracks: slices.Clone(m.Tracks)}
+	for _, sub := range m.Subscribes {
+		s.Subscribes = append(s.Subscribes, SubscriptionSpec{
+			Module: m.Name, Name: sub.Name, Types: sub.Types, Lane: sub.Lane,
+			Reads: slices.Clone(sub.Reads), Doc: sub.Doc,
+		})
+	}
+	return s
+}
+
+// Binding is a module's declaration with its handlers bound to a receiver,
+// ready for NewRegistry.
+type Binding struct {
+	spec     Spec
+	handlers map[string]Handler
+	missing  []string // subscriptions declared without a Handler
+}
+
+// Bind binds every subscription's handler to recv.
+func (m Module[T]) Bind(recv T) Binding {
+	b := Binding{spec: m.Spec(), handlers: map[string]Handler{}}
+	for _, sub := range m.Subscribes {
+		if sub.Handler == nil {
+			b.missing = append(b.missing, sub.Name)
+			continue
+		}
+		h := sub.Handler
+		b.handlers[sub.Name] = func(ctx context.Context, e envelope.Envelope) error { return h(recv, ctx, e) }
+	}
+	return b
+}
+
+// Spec returns the declaration the binding was made from.
+func (b Binding) Spec() Spec { return b.spec }

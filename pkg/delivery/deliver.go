@@ -1,0 +1,349 @@
+package delivery
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/fourlanes/fourlanes/pkg/catalog"
+	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/lanes"
+	"github.com/fourlanes/fourlanes/pkg/obs"
+)
+
+// Config configures a Deliverer. Zero values take the defaults.
+type Config struct {
+	Store   Store // required
+	Logger  *slog.Logger
+	Metrics *obs.Metrics
+	// Attempts is how many times a handler runs in one delivery before its
+	// subscription is dead-lettered (default 3). Backoff is the pause after
+	// the first failure, doubling after each (default 100 ms).
+	Attempts int
+	Backoff  time.Duration
+	// DefaultLease is the lease when the context has no deadline (default
+	// 5 min); LeaseGrace is added to the remaining time (default 10 s).
+	DefaultLease time.Duration
+	LeaseGrace   time.Duration
+	// Retention is how long a completed claim is kept (default 30 days; see
+	// the package doc for why).
+	Retention time.Duration
+	Now       func() time.Time
+}
+
+// Deliverer is the DURABLE dispatcher. It is safe for concurrent use.
+type Deliverer struct {
+	reg *catalog.Registry
+	cfg Config
+}
+
+// New returns the DURABLE dispatcher over reg.
+func New(reg *catalog.Registry, cfg Config) (*Deliverer, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("delivery: Config.Store is nil; use NewDynamoStore on the state table")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Attempts <= 0 {
+		cfg.Attempts = 3
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = 100 * time.Millisecond
+	}
+	if cfg.DefaultLease <= 0 {
+		cfg.DefaultLease = 5 * time.Minute
+	}
+	if cfg.LeaseGrace <= 0 {
+		cfg.LeaseGrace = 10 * time.Second
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = 30 * 24 * time.Hour
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Deliverer{reg: reg, cfg: cfg}, nil
+}
+
+// Outcome is what happened to one subscription in one delivery.
+type Outcome string
+
+// Outcomes.
+const (
+	Completed        Outcome = "completed"         // the handler ran and the claim is completed
+	AlreadyCompleted Outcome = "already_completed" // an earlier delivery completed it; skipped
+	Pending          Outcome = "pending"           // another delivery holds an unexpired lease: retry later
+	DeadLettered     Outcome = "dead_lettered"     // failed now; dead, with a dead-letter row
+	AlreadyDead      Outcome = "already_dead"      // dead-lettered earlier; parked until Replay
+	Failed           Outcome = "failed"            // infrastructure error; retry the message
+)
+
+// SubResult is one subscription's outcome.
+type SubResult struct {
+	Subscription string
+	Outcome      Outcome
+	Attempts     int   // handler runs in this delivery
+	Err          error // the handler's last error (DeadLettered) or the infrastructure error (Failed)
+}
+
+// Result is one delivery's outcome, per subscription, in declaration order.
+type Result struct {
+	EventID       string
+	Type          string
+	Tenant        string
+	Subscriptions []SubResult
+}
+
+// RetryLater reports whether the message must come back: some subscription
+// is held by another delivery's unexpired lease, or failed on infrastructure.
+func (r Result) RetryLater() bool {
+	for _, s := range r.Subscriptions {
+		if s.Outcome == Pending || s.Outcome == Failed {
+			return true
+		}
+	}
+	return false
+}
+
+// Count returns how many subscriptions ended with outcome o.
+func (r Result) Count(o Outcome) int {
+	n := 0
+	for _, s := range r.Subscriptions {
+		if s.Outcome == o {
+			n++
+		}
+	}
+	return n
+}
+
+// Deliver delivers e to its DURABLE subscriptions (see the package doc).
+//
+// The consumer acts on the answer so:
+//
+//	err != nil          infrastructure (DynamoDB failing, context ended): fail
+//	                    the message, and the tenant's later ones in the batch
+//	res.RetryLater()    another delivery holds a lease: fail the message so it
+//	                    comes back after the visibility timeout
+//	otherwise           done: every subscription is completed or dead-lettered
+//
+// A malformed envelope is an error too; such a message belongs in the DLQ.
+func (d *Deliverer) Deliver(ctx context.Context, e envelope.Envelope) (Result, error) {
+	res := Result{EventID: e.ID, Type: e.Type, Tenant: e.TenantID}
+	if err := e.Validate(); err != nil {
+		return res, fmt.Errorf("deliver: malformed envelope %s: %w", e.ID, err)
+	}
+	hctx, err := lanes.HandlerContext(ctx, e, catalog.Durable)
+	if err != nil {
+		return res, err
+	}
+	rt := d.reg.Route(e.Type, catalog.Durable)
+	lanes.ReportRoute(hctx, d.lanesConfig(), string(catalog.Durable), d.reg.Catalog(), e, rt)
+	var errs []error
+	for _, b := range rt.Bound {
+		sr := d.deliverOne(hctx, b, e)
+		if sr.Outcome == Failed {
+			errs = append(errs, sr.Err)
+		}
+		res.Subscriptions = append(res.Subscriptions, sr)
+	}
+	if len(errs) > 0 {
+		return res, fmt.Errorf("deliver %s %s: %w", e.Type, e.ID, errors.Join(errs...))
+	}
+	return res, nil
+}
+
+func (d *Deliverer) lanesConfig() lanes.Config {
+	return lanes.Config{Logger: d.cfg.Logger, Metrics: d.cfg.Metrics}
+}
+
+// lease returns when a claim taken now should expire: the invocation's
+// remaining time plus grace, or the default without a deadline.
+func (d *Deliverer) lease(ctx context.Context, now time.Time) time.Time {
+	if dl, ok := ctx.Deadline(); ok {
+		return dl.Add(d.cfg.LeaseGrace)
+	}
+	return now.Add(d.cfg.DefaultLease)
+}
+
+func (d *Deliverer) request(ctx context.Context, b catalog.Bound, e envelope.Envelope) ClaimRequest {
+	now := d.cfg.Now()
+	return ClaimRequest{
+		Key:    Key{EventID: e.ID, Subscription: b.Name},
+		Tenant: e.TenantID, Type: e.Type, Seq: e.Seq, SchemaVersion: e.SchemaVersion,
+		Token: newToken(), Now: now, LeaseUntil: d.lease(ctx, now), ExpiresAt: now.Add(d.cfg.Retention),
+	}
+}
+
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}
+
+func (d *Deliverer) deliverOne(ctx context.Context, b catalog.Bound, e envelope.Envelope) SubResult {
+	sr := SubResult{Subscription: b.Name}
+	log := d.cfg.Logger.With(slog.String(obs.KeySubscription, b.Name), slog.String(obs.KeyEventType, e.Type))
+	if err := ctx.Err(); err != nil {
+		sr.Outcome, sr.Err = Failed, fmt.Errorf("subscription %s not started: %w", b.Name, err)
+		return sr
+	}
+	req := d.request(ctx, b, e)
+	c, err := d.cfg.Store.Claim(ctx, req)
+	if err != nil {
+		log.ErrorContext(ctx, "claim failed", slog.Any(obs.KeyErr, err))
+		sr.Outcome, sr.Err = Failed, err
+		return sr
+	}
+	if !c.Acquired {
+		return d.notAcquired(ctx, log, sr, c)
+	}
+	if c.TakenOver {
+		log.WarnContext(ctx, "took over a pending claim whose lease expired; an earlier delivery was cut off", slog.Int("attempts", c.Attempts))
+	}
+	return d.runClaimed(ctx, log, b, e, req, false)
+}
+
+func (d *Deliverer) notAcquired(ctx context.Context, log *slog.Logger, sr SubResult, c Claim) SubResult {
+	switch c.Status {
+	case StatusCompleted:
+		sr.Outcome = AlreadyCompleted
+		log.DebugContext(ctx, "already completed; skipped")
+	case StatusDead:
+		sr.Outcome = AlreadyDead
+		log.InfoContext(ctx, "dead-lettered earlier; skipped until replayed")
+	default:
+		sr.Outcome = Pending
+		log.InfoContext(ctx, "another delivery holds the claim; retry later", slog.Time("lease_until", c.LeaseUntil))
+		d.cfg.Metrics.Count(keys.MetricLeaseHeld, 1, "Subscription", sr.Subscription)
+	}
+	return sr
+}
+
+// runClaimed runs the handler under a claim this delivery holds and records
+// the end: completed (resolved, for a replay) or dead.
+func (d *Deliverer) runClaimed(ctx context.Context, log *slog.Logger, b catalog.Bound, e envelope.Envelope, req ClaimRequest, replay bool) SubResult {
+	sr := SubResult{Subscription: b.Name}
+	herr := lanes.CheckVersion(b, e)
+	if herr == nil {
+		sr.Attempts, herr = d.runWithRetries(ctx, log, b, e)
+	}
+	// Record the end even if ctx is ending: the handler's work is done.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	now := d.cfg.Now()
+	if herr == nil {
+		var err error
+		if replay {
+			err = d.cfg.Store.Resolve(wctx, req.Key, e.TenantID, req.Token, now, now.Add(d.cfg.Retention))
+		} else {
+			err = d.cfg.Store.Complete(wctx, req.Key, req.Token, now, now.Add(d.cfg.Retention))
+		}
+		switch {
+		case errors.Is(err, ErrLeaseLost):
+			// Our lease ran out mid-handler and another delivery took over: the
+			// handler ran twice (at-least-once); that delivery records the end.
+			log.WarnContext(ctx, "handler completed after its lease was taken over; it may have run twice", slog.Any(obs.KeyErr, err))
+		case err != nil:
+			log.ErrorContext(ctx, "handler completed but recording it failed; a redelivery will run it again after the lease", slog.Any(obs.KeyErr, err))
+			sr.Outcome, sr.Err = Failed, err
+			return sr
+		}
+		sr.Outcome = Completed
+		d.cfg.Metrics.Count(keys.MetricDelivered, 1, "Subscription", b.Name)
+		if replay {
+			d.cfg.Metrics.Count(keys.MetricReplayed, 1, "Subscription", b.Name)
+		}
+		return sr
+	}
+	if ctx.Err() != nil && !IsPermanent(herr) && errors.Is(herr, ctx.Err()) {
+		// Out of time, not a verdict on the handler: leave the claim pending;
+		// its lease expires and the redelivery takes over.
+		sr.Outcome, sr.Err = Failed, fmt.Errorf("subscription %s: ran out of time: %w", b.Name, herr)
+		return sr
+	}
+	dl := DeadLetter{Tenant: e.TenantID, EventID: e.ID, Subscription: b.Name, Type: e.Type, Seq: e.Seq,
+		SchemaVersion: e.SchemaVersion, Error: herr.Error(), Attempts: sr.Attempts, DeadAt: now}
+	if err := d.cfg.Store.Kill(wctx, req.Key, req.Token, dl, replay); err != nil && !errors.Is(err, ErrLeaseLost) {
+		log.ErrorContext(ctx, "dead-lettering failed; a redelivery will run the handler again after the lease", slog.Any(obs.KeyErr, err), slog.String("handler_err", herr.Error()))
+		sr.Outcome, sr.Err = Failed, err
+		return sr
+	}
+	log.ErrorContext(ctx, "subscription dead-lettered", slog.Any(obs.KeyErr, herr), slog.Int("attempts", sr.Attempts), slog.Bool("replay", replay))
+	d.cfg.Metrics.Count(keys.MetricDeadLettered, 1, "Subscription", b.Name)
+	sr.Outcome, sr.Err = DeadLettered, herr
+	return sr
+}
+
+// runWithRetries runs the handler up to Attempts times, pausing Backoff,
+// 2×Backoff, … between runs, and stops early on a Permanent error, a panic,
+// or the context's end.
+func (d *Deliverer) runWithRetries(ctx context.Context, log *slog.Logger, b catalog.Bound, e envelope.Envelope) (int, error) {
+	pause := d.cfg.Backoff
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = lanes.Run(ctx, b, e)
+		if err == nil {
+			return attempt, nil
+		}
+		var pe *lanes.PanicError
+		if attempt >= d.cfg.Attempts || IsPermanent(err) || errors.As(err, &pe) {
+			return attempt, err
+		}
+		log.WarnContext(ctx, "handler failed; retrying", slog.Int("attempt", attempt), slog.Any(obs.KeyErr, err))
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return attempt, fmt.Errorf("%w (last handler error: %v)", ctx.Err(), err)
+		}
+		pause *= 2
+	}
+}
+
+// Replay re-runs exactly one dead-lettered subscription for e (which the
+// caller re-read from the log) and, when it completes, resolves its
+// dead-letter row. If it fails again it stays dead with the new error.
+// ErrUnknownSubscription if no DURABLE subscription of that name is bound
+// here; ErrNotDead if it was never dead-lettered for e. A subscription that
+// completed meanwhile answers AlreadyCompleted; one held by another
+// delivery's lease answers Pending.
+func (d *Deliverer) Replay(ctx context.Context, e envelope.Envelope, subscription string) (SubResult, error) {
+	sr := SubResult{Subscription: subscription}
+	b, ok := d.reg.Subscription(subscription)
+	if !ok || b.Lane != catalog.Durable {
+		return sr, fmt.Errorf("replay %s of %s: %w", subscription, e.ID, ErrUnknownSubscription)
+	}
+	if err := e.Validate(); err != nil {
+		return sr, fmt.Errorf("replay %s: malformed envelope %s: %w", subscription, e.ID, err)
+	}
+	hctx, err := lanes.HandlerContext(ctx, e, catalog.Durable)
+	if err != nil {
+		return sr, err
+	}
+	log := d.cfg.Logger.With(slog.String(obs.KeySubscription, b.Name), slog.String(obs.KeyEventType, e.Type))
+	req := d.request(hctx, b, e)
+	c, err := d.cfg.Store.ClaimDead(hctx, req)
+	if err != nil {
+		if !errors.Is(err, ErrNotDead) {
+			sr.Outcome = Failed
+		}
+		return sr, err
+	}
+	if !c.Acquired {
+		sr = d.notAcquired(hctx, log, sr, c)
+		return sr, nil
+	}
+	log.InfoContext(hctx, "replaying dead-lettered subscription", slog.Int("attempts", c.Attempts))
+	sr = d.runClaimed(hctx, log, b, e, req, true)
+	if sr.Outcome == Failed {
+		return sr, sr.Err
+	}
+	return sr, nil
+}

@@ -1,0 +1,268 @@
+package example_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/pkg/catalog"
+	"github.com/fourlanes/fourlanes/pkg/delivery"
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/example"
+	"github.com/fourlanes/fourlanes/pkg/example/audit"
+	"github.com/fourlanes/fourlanes/pkg/example/inventory"
+	"github.com/fourlanes/fourlanes/pkg/example/notifications"
+	"github.com/fourlanes/fourlanes/pkg/example/orders"
+	"github.com/fourlanes/fourlanes/pkg/example/search"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/lanes"
+	"github.com/fourlanes/fourlanes/pkg/obs"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
+)
+
+func TestMain(m *testing.M) { localaws.Main(m) }
+
+func table(t *testing.T, db *dynamodb.Client, prefix, pk string, pkType types.ScalarAttributeType, sk string, skType types.ScalarAttributeType) string {
+	t.Helper()
+	desc := localaws.CreateTable(t, db, &dynamodb.CreateTableInput{
+		TableName: aws.String(localaws.UniqueName(t, prefix)),
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(pk), AttributeType: pkType},
+			{AttributeName: aws.String(sk), AttributeType: skType},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(pk), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(sk), KeyType: types.KeyTypeRange},
+		},
+		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
+	})
+	return aws.ToString(desc.TableName)
+}
+
+// countingMailer records sent emails and fails the first failFirst sends.
+type countingMailer struct {
+	mu        sync.Mutex
+	sent      map[string]int
+	failFirst int
+}
+
+func (m *countingMailer) Send(_ context.Context, e notifications.Email) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failFirst > 0 {
+		m.failFirst--
+		return errors.New("mail relay unavailable")
+	}
+	m.sent[e.Key]++
+	return nil
+}
+
+type world struct {
+	db                           *dynamodb.Client
+	eventsTable, ordersTable     string
+	stateTable                   string
+	cat                          *catalog.Catalog
+	events                       *eventstore.Store
+	inproc                       *lanes.InProcess
+	stock                        *inventory.MemoryStock
+	orders                       *orders.Service
+	mailer                       *countingMailer
+	deliverer                    *delivery.Deliverer
+	claims                       *delivery.DynamoStore
+	logs, metrics                *bytes.Buffer
+	apiReg, consumerReg, feedReg *catalog.Registry
+}
+
+// newWorld wires the example as three processes would: the API (orders,
+// inventory INLINE, audit LOCAL), the durable consumer (notifications) and
+// the change feed (search).
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{db: localaws.DynamoDB(t), logs: &bytes.Buffer{}, metrics: &bytes.Buffer{}}
+	w.eventsTable = table(t, w.db, "events", keys.AttrTenant, types.ScalarAttributeTypeS, keys.AttrSeq, types.ScalarAttributeTypeN)
+	w.ordersTable = table(t, w.db, "orders", keys.AttrOrderTenant, types.ScalarAttributeTypeS, keys.AttrOrderID, types.ScalarAttributeTypeS)
+	w.stateTable = table(t, w.db, "state", keys.AttrPK, types.ScalarAttributeTypeS, keys.AttrSK, types.ScalarAttributeTypeS)
+	var err error
+	if w.cat, err = example.Catalog(); err != nil {
+		t.Fatal(err)
+	}
+	log := obs.NewLogger(w.logs, "debug")
+	metrics := obs.NewMetrics(w.metrics)
+
+	w.stock = inventory.NewMemoryStock(map[string]int{"tea": 10, "mug": 1})
+	if w.apiReg, err = catalog.NewRegistry(w.cat, orders.Module.Bind(catalog.NoHandlers{}),
+		inventory.Module.Bind(&inventory.Reserver{Stock: w.stock}), audit.Module.Bind(&audit.Auditor{Logger: log, Metrics: metrics})); err != nil {
+		t.Fatal(err)
+	}
+	w.inproc = lanes.NewInProcess(w.apiReg, lanes.Config{Logger: log, Metrics: metrics})
+	if w.events, err = eventstore.New(w.db, eventstore.Config{Table: w.eventsTable, Catalog: w.cat, Dispatcher: w.inproc}); err != nil {
+		t.Fatal(err)
+	}
+	w.orders = &orders.Service{Events: w.events, Table: w.ordersTable}
+
+	w.mailer = &countingMailer{sent: map[string]int{}}
+	notifier := &notifications.Notifier{Mailer: w.mailer, Sent: &notifications.DynamoSentLog{DB: w.db, Table: w.stateTable}, Logger: log}
+	if w.consumerReg, err = catalog.NewRegistry(w.cat, notifications.Module.Bind(notifier)); err != nil {
+		t.Fatal(err)
+	}
+	w.claims = delivery.NewDynamoStore(w.db, w.stateTable)
+	if w.deliverer, err = delivery.New(w.consumerReg, delivery.Config{Store: w.claims, Logger: log, Metrics: metrics}); err != nil {
+		t.Fatal(err)
+	}
+	if w.feedReg, err = catalog.NewRegistry(w.cat, search.Module.Bind(&search.Projector{Store: search.NewMemoryStore()})); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func TestEveryLaneIsServedByItsProcess(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	var logs bytes.Buffer
+	log := obs.NewLogger(&logs, "info")
+	for _, c := range []struct {
+		reg   *catalog.Registry
+		lanes []catalog.Lane
+	}{
+		{w.apiReg, []catalog.Lane{catalog.Inline, catalog.Local}},
+		{w.consumerReg, []catalog.Lane{catalog.Durable}},
+		{w.feedReg, []catalog.Lane{catalog.BestEffort}},
+	} {
+		if err := c.reg.LogServed(ctx, log, c.lanes...); err != nil {
+			t.Errorf("lanes %v: %v", c.lanes, err)
+		}
+	}
+	for _, s := range []string{"inventory.reserve", "audit.order-events", "notifications.order-email", "search.orders"} {
+		if !strings.Contains(logs.String(), `"subscription":"`+s+`"`) {
+			t.Errorf("start-up log does not name %s", s)
+		}
+	}
+	// A consumer that forgot to register notifications refuses to start.
+	forgot, err := catalog.NewRegistry(w.cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := forgot.LogServed(ctx, log, catalog.Durable); !errors.Is(err, catalog.ErrUnbound) {
+		t.Errorf("consumer without notifications: got %v, want ErrUnbound", err)
+	}
+}
+
+func TestOrderFlowThroughEveryInProcessLane(t *testing.T) {
+	w := newWorld(t)
+	ctx := tenancy.MustWithTenant(context.Background(), "acme")
+
+	o, err := w.orders.Place(ctx, "ann@example.com", []orders.Item{{SKU: "tea", Qty: 2}}, 1250, "EUR")
+	if err != nil {
+		t.Fatalf("place: %v", err)
+	}
+	if got := w.stock.Level("tea"); got != 8 {
+		t.Errorf("tea after the INLINE reservation: got %d, want 8", got)
+	}
+	if o, err = w.orders.Pay(ctx, o, "pay-1"); err != nil || o.Version != 2 {
+		t.Fatalf("pay: %v (version %d)", err, o.Version)
+	}
+	stale := o
+	stale.Version = 1
+	if _, err := w.orders.Ship(ctx, stale, "dhl", "T1"); !errors.Is(err, orders.ErrStale) {
+		t.Errorf("ship with a stale version: got %v, want ErrStale", err)
+	}
+	if o, err = w.orders.Ship(ctx, o, "dhl", "T1"); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := orders.Get(context.Background(), w.db, w.ordersTable, "acme", o.ID)
+	if err != nil || !ok || got.Version != 3 || got.Status != orders.StatusShipped {
+		t.Fatalf("order row: %+v %v %v; want version 3, shipped", got, ok, err)
+	}
+
+	// Out of stock: the order commits, the INLINE error reaches the caller.
+	big, err := w.orders.Place(ctx, "bob@example.com", []orders.Item{{SKU: "mug", Qty: 5}}, 900, "EUR")
+	var pc *eventstore.PostCommitError
+	if !errors.As(err, &pc) || !errors.Is(err, inventory.ErrOutOfStock) {
+		t.Fatalf("place out of stock: got %v, want a PostCommitError wrapping ErrOutOfStock", err)
+	}
+	if _, ok, _ := orders.Get(context.Background(), w.db, w.ordersTable, "acme", big.ID); !ok {
+		t.Error("the order that failed INLINE was not committed")
+	}
+	if _, err := w.orders.Cancel(ctx, big, "out_of_stock"); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	if err := w.inproc.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(w.logs.String(), `"msg":"audit"`); n != 5 {
+		t.Errorf("audit lines: got %d, want 5 (placed, paid, shipped, placed, cancelled)", n)
+	}
+
+	// Every event reaches notifications exactly once, however often it is delivered.
+	evs, err := w.events.AllEvents(context.Background(), "acme")
+	if err != nil || len(evs) != 5 {
+		t.Fatalf("log: %d events, %v; want 5", len(evs), err)
+	}
+	for range 5 {
+		for _, e := range evs {
+			res, err := w.deliverer.Deliver(context.Background(), e)
+			if err != nil || res.RetryLater() {
+				t.Fatalf("deliver %s: %v", e.Type, err)
+			}
+		}
+	}
+	if len(w.mailer.sent) != 5 {
+		t.Errorf("emails: got %d keys, want 5", len(w.mailer.sent))
+	}
+	for k, n := range w.mailer.sent {
+		if n != 1 {
+			t.Errorf("email %s sent %d times, want 1", k, n)
+		}
+	}
+}
+
+func TestNotificationNeverSentTwice(t *testing.T) {
+	w := newWorld(t)
+	ctx := tenancy.MustWithTenant(context.Background(), "acme")
+	if _, err := w.orders.Place(ctx, "ann@example.com", []orders.Item{{SKU: "tea", Qty: 1}}, 500, "EUR"); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := w.events.AllEvents(context.Background(), "acme")
+	if err != nil || len(evs) != 1 {
+		t.Fatal(err)
+	}
+	e := evs[0]
+
+	// The mail relay fails once: the delivery's retry sends it, once.
+	w.mailer.failFirst = 1
+	res, err := w.deliverer.Deliver(context.Background(), e)
+	if err != nil || res.Subscriptions[0].Outcome != delivery.Completed || res.Subscriptions[0].Attempts != 2 {
+		t.Fatalf("deliver: %+v, %v; want completed on the second attempt", res, err)
+	}
+	if n := w.mailer.sent[e.ID+":order-email"]; n != 1 {
+		t.Errorf("sent %d times, want 1", n)
+	}
+
+	// Even with the claim gone (say, a replay from the log after it expired),
+	// the sent record keeps the email from going out again.
+	n := &notifications.Notifier{Mailer: w.mailer, Sent: &notifications.DynamoSentLog{DB: w.db, Table: w.stateTable}}
+	hctx, _ := lanes.HandlerContext(context.Background(), e, catalog.Durable)
+	if err := n.OnOrderEvent(hctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.mailer.sent[e.ID+":order-email"]; n != 1 {
+		t.Errorf("after a second handler run: sent %d times, want 1", n)
+	}
+
+	// A crash between sending and recording: the reservation stays; no second send.
+	sent := &notifications.DynamoSentLog{DB: w.db, Table: w.stateTable}
+	if ok, _, err := sent.Reserve(context.Background(), "crashed:order-email", "gone"); err != nil || !ok {
+		t.Fatal(err)
+	}
+	if ok, wasSent, err := sent.Reserve(context.Background(), "crashed:order-email", "new"); err != nil || ok || wasSent {
+		t.Errorf("reserve after a crash: ok %v sent %v err %v; want refused, not known sent", ok, wasSent, err)
+	}
+}

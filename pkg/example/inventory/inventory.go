@@ -1,0 +1,91 @@
+// Package inventory reserves stock for placed orders (the example's INLINE
+// subscriber).
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/example/orders"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
+)
+
+// ErrOutOfStock: a line of the order cannot be reserved.
+var ErrOutOfStock = errors.New("out of stock")
+
+// Stock reserves order lines. Reserve must be idempotent per (tenant, order).
+type Stock interface {
+	Reserve(ctx context.Context, tenant, orderID string, items []orders.Item) error
+}
+
+// Reserver is inventory's handler receiver.
+type Reserver struct{ Stock Stock }
+
+// OnOrderPlaced reserves the order's lines.
+func (r *Reserver) OnOrderPlaced(ctx context.Context, e envelope.Envelope) error {
+	var items []orders.Item
+	var id string
+	switch e.SchemaVersion {
+	case 1:
+		var p orders.PlacedV1
+		if err := e.DecodePayload(&p); err != nil {
+			return err
+		}
+		id, items = p.OrderID, p.Items
+	case 2:
+		var p orders.PlacedV2
+		if err := e.DecodePayload(&p); err != nil {
+			return err
+		}
+		id, items = p.OrderID, p.Items
+	default:
+		return fmt.Errorf("order.placed schema version %d is not readable", e.SchemaVersion)
+	}
+	tenant, err := tenancy.Tenant(ctx)
+	if err != nil {
+		return err
+	}
+	return r.Stock.Reserve(ctx, tenant, id, items)
+}
+
+// MemoryStock is an in-memory Stock for the example and tests. Safe for
+// concurrent use.
+type MemoryStock struct {
+	mu       sync.Mutex
+	levels   map[string]int  // tenant/sku → available
+	reserved map[string]bool // tenant/order → reserved
+}
+
+// NewMemoryStock returns stock with the given levels per SKU, for every tenant.
+func NewMemoryStock(levels map[string]int) *MemoryStock {
+	return &MemoryStock{levels: levels, reserved: map[string]bool{}}
+}
+
+// Reserve takes every line or none.
+func (m *MemoryStock) Reserve(_ context.Context, tenant, orderID string, items []orders.Item) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.reserved[tenant+"/"+orderID] {
+		return nil
+	}
+	for _, it := range items {
+		if m.levels[it.SKU] < it.Qty {
+			return fmt.Errorf("order %s: %s wants %d, %d left: %w", orderID, it.SKU, it.Qty, m.levels[it.SKU], ErrOutOfStock)
+		}
+	}
+	for _, it := range items {
+		m.levels[it.SKU] -= it.Qty
+	}
+	m.reserved[tenant+"/"+orderID] = true
+	return nil
+}
+
+// Level returns the available quantity of sku.
+func (m *MemoryStock) Level(sku string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.levels[sku]
+}

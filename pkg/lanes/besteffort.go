@@ -1,0 +1,80 @@
+package lanes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/fourlanes/fourlanes/pkg/catalog"
+	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/obs"
+)
+
+// BestEffort dispatches the BEST_EFFORT lane: change events (record.*) from
+// the change feed. Unordered and duplicate-tolerant (handlers apply by
+// version), with no dead letter and no back-pressure. It is safe for
+// concurrent use.
+type BestEffort struct {
+	reg *catalog.Registry
+	cfg Config
+}
+
+// NewBestEffort returns the BEST_EFFORT dispatcher over reg.
+func NewBestEffort(reg *catalog.Registry, cfg Config) *BestEffort {
+	return &BestEffort{reg: reg, cfg: cfg}
+}
+
+// ErrNotChangeEvent: BEST_EFFORT carries change events only.
+var ErrNotChangeEvent = errors.New("not a change event")
+
+// SubscriptionError is one subscription's failure on the BEST_EFFORT lane.
+type SubscriptionError struct {
+	Subscription string
+	Err          error
+}
+
+func (e *SubscriptionError) Error() string {
+	return "subscription " + e.Subscription + ": " + e.Err.Error()
+}
+func (e *SubscriptionError) Unwrap() error { return e.Err }
+
+// Dispatch runs every BEST_EFFORT subscription matching the change event e,
+// with e's tenant bound, each isolated from the others (a panic becomes an
+// error). Every failure is logged and counted (keys.MetricBestEffortFailures)
+// here; the joined *SubscriptionErrors are returned so the change feed may
+// retry the record within its own bounded budget, or ignore them: the lane
+// promises no delivery, and projections are repaired by re-reading the
+// primary. An unreadable schema version is logged and counted but not
+// returned (a retry cannot fix it). An event that is not a change event is
+// refused with ErrNotChangeEvent.
+func (d *BestEffort) Dispatch(ctx context.Context, e envelope.Envelope) error {
+	if _, _, ok := catalog.ParseChangeType(e.Type); !ok {
+		return fmt.Errorf("BEST_EFFORT dispatch of %s: %w (want %s<ENTITY> or %s<ENTITY>)", e.Type, ErrNotChangeEvent, catalog.ChangeWrittenPrefix, catalog.ChangeDeletedPrefix)
+	}
+	hctx, err := HandlerContext(ctx, e, catalog.BestEffort)
+	if err != nil {
+		return err
+	}
+	rt := d.reg.Route(e.Type, catalog.BestEffort)
+	ReportRoute(hctx, d.cfg, string(catalog.BestEffort), d.reg.Catalog(), e, rt)
+	var errs []error
+	for _, b := range rt.Bound {
+		if err := CheckVersion(b, e); err != nil {
+			d.failed(hctx, b, e, err)
+			continue
+		}
+		if err := Run(hctx, b, e); err != nil {
+			d.failed(hctx, b, e, err)
+			errs = append(errs, &SubscriptionError{Subscription: b.Name, Err: err})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (d *BestEffort) failed(ctx context.Context, b catalog.Bound, e envelope.Envelope, err error) {
+	d.cfg.logger().ErrorContext(ctx, "BEST_EFFORT subscription failed",
+		slog.String(obs.KeySubscription, b.Name), slog.String(obs.KeyEventType, e.Type), slog.Any(obs.KeyErr, err))
+	d.cfg.Metrics.Count(keys.MetricBestEffortFailures, 1, "Subscription", b.Name)
+}
