@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
+)
+
+func TestMain(m *testing.M) { localaws.Main(m) }
+
+func buildBootstrap(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "bootstrap")
+	if out, err := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestBootstrapMissingEnv: a misconfigured function fails at cold start, naming
+// every missing variable.
+func TestBootstrapMissingEnv(t *testing.T) {
+	bin := buildBootstrap(t)
+	cmd := exec.Command(bin)
+	cmd.Env = []string{"AWS_LAMBDA_RUNTIME_API=127.0.0.1:1", "AWS_REGION=eu-west-1"}
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("got %v, want exit status 1\n%s", err, out)
+	}
+	if !strings.Contains(string(out), keys.EnvEventsTable+", "+keys.EnvStateTable) || !strings.Contains(string(out), `"level":"ERROR"`) {
+		t.Errorf("cold-start error does not name both variables:\n%s", out)
+	}
+}
+
+type testCatalog struct{}
+
+func (testCatalog) Prepare(_ string, payload any) (int, map[string]any, error) {
+	p, err := envelope.NormalizePayload(payload)
+	return 1, p, err
+}
+
+// TestBootstrap runs the shipped binary (X-Ray on, as in AWS) against DynamoDB
+// Local through a minimal Lambda Runtime API, with a Function URL request.
+func TestBootstrap(t *testing.T) {
+	bin := buildBootstrap(t)
+	db := localaws.DynamoDB(t)
+	eventsTable := aws.ToString(localaws.CreateTable(t, db, eventstore.TableSchema(localaws.UniqueName(t, "events"))).TableName)
+	stateTable := aws.ToString(localaws.CreateTable(t, db, &dynamodb.CreateTableInput{
+		TableName: aws.String(localaws.UniqueName(t, "state")),
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(keys.AttrPK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(keys.AttrSK), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(keys.AttrPK), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(keys.AttrSK), KeyType: types.KeyTypeRange},
+		},
+	}).TableName)
+	store, err := eventstore.New(db, eventstore.Config{Table: eventsTable, Catalog: testCatalog{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := tenancy.MustWithTenant(context.Background(), "acme")
+	for i := 0; i < 3; i++ {
+		if _, err := store.Emit(ctx, "order.placed", map[string]any{"n": i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	daemon, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer daemon.Close()
+
+	req, err := os.ReadFile(filepath.Join("..", "..", "pkg", "reconcile", "testdata", "function-url-request.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &runtime{payload: req, responses: make(chan []byte, 1)}
+	srv := httptest.NewServer(rt)
+	defer srv.Close()
+
+	var stdout syncBuffer
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(),
+		"AWS_LAMBDA_RUNTIME_API="+strings.TrimPrefix(srv.URL, "http://"),
+		keys.EnvEventsTable+"="+eventsTable, keys.EnvStateTable+"="+stateTable,
+		"AWS_ENDPOINT_URL_DYNAMODB="+aws.ToString(db.Options().BaseEndpoint),
+		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=fourlanes", "AWS_SECRET_ACCESS_KEY=local",
+		"AWS_CONFIG_FILE="+filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(t.TempDir(), "none"),
+		keys.EnvTracing+"=xray", "AWS_XRAY_DAEMON_ADDRESS="+daemon.LocalAddr().String(), "AWS_XRAY_CONTEXT_MISSING=LOG_ERROR",
+	)
+	cmd.Stdout, cmd.Stderr = &stdout, &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+
+	var raw []byte
+	select {
+	case raw = <-rt.responses:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no response from the function\n%s", stdout.String())
+	}
+	var resp events.LambdaFunctionURLResponse
+	if err := json.Unmarshal(raw, &resp); err != nil {
+		t.Fatalf("response %s: %v", raw, err)
+	}
+	var body map[string]any
+	_ = json.Unmarshal([]byte(resp.Body), &body)
+	if resp.StatusCode != 200 || body["tenant"] != "acme" || body["chain_intact"] != true || body["last_seq"] != 3.0 {
+		t.Fatalf("got %d %s, want 200 with acme intact at last_seq 3\n%s", resp.StatusCode, resp.Body, stdout.String())
+	}
+	if !strings.Contains(stdout.String(), `"msg":"reconcile serving`) {
+		t.Errorf("no start-up line saying what it serves:\n%s", stdout.String())
+	}
+
+	// X-Ray: the SDK calls were traced under the invocation's trace id.
+	_ = daemon.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 64*1024)
+	n, _, err := daemon.ReadFromUDP(buf)
+	if err != nil {
+		t.Fatalf("no X-Ray subsegment reached the daemon address: %v\n%s", err, stdout.String())
+	}
+	if doc := string(buf[:n]); !strings.Contains(doc, `"name":"DynamoDB"`) || !strings.Contains(doc, traceRoot) {
+		t.Errorf("subsegment: got %s, want DynamoDB under trace %s", doc, traceRoot)
+	}
+}
+
+const traceRoot = "1-674a1e44-2b4d6f0c1a3e5d7f9b1c3e5a"
+
+// runtime is the Lambda Runtime API: it hands out one invocation, collects
+// its response, and then holds the next poll until the test ends.
+type runtime struct {
+	payload   []byte
+	sent      atomic.Bool
+	responses chan []byte
+}
+
+func (rt *runtime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.URL.Path == "/2018-06-01/runtime/invocation/next":
+		if !rt.sent.CompareAndSwap(false, true) {
+			<-r.Context().Done()
+			return
+		}
+		w.Header().Set("Lambda-Runtime-Aws-Request-Id", "req-bootstrap-1")
+		w.Header().Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10))
+		w.Header().Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:eu-west-1:123456789012:function:reconcile")
+		w.Header().Set("Lambda-Runtime-Trace-Id", "Root="+traceRoot+";Parent=53995c3f42cd8ad8;Sampled=1")
+		_, _ = w.Write(rt.payload)
+	case strings.HasSuffix(r.URL.Path, "/response"), strings.HasSuffix(r.URL.Path, "/error"):
+		body, _ := io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusAccepted)
+		rt.responses <- body
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// syncBuffer is written by the process's output copier while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

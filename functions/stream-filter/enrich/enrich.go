@@ -1,0 +1,400 @@
+// Package enrich is the events Pipe's enrichment step (functions/stream-filter):
+// it turns a batch of DynamoDB stream records of the events table into the
+// envelopes the FIFO target receives, one per new event row, in order.
+//
+// What it promises:
+//
+//   - Only INSERTed event rows pass. Head rows, MODIFY and REMOVE records are
+//     dropped; each drop is logged (WARN, with its reason, tenant and seq) and
+//     counted (EMF DroppedRows, dimension Reason). The Pipe's filter should
+//     already have removed head rows and REMOVE records, so seeing them here
+//     says the filter is missing; a MODIFY or REMOVE of an event row says
+//     someone rewrote the insert-only log.
+//   - A head row must carry its stamps (tenant_id, and dedup_id =
+//     eventstore.HeadDedupID(last_event_id), never equal to an event id). One
+//     without them fails the whole batch: the stamps are what keep a head
+//     row harmless on the FIFO target if the filter is ever missing.
+//   - Every event's stored hash is recomputed from its canonical bytes, and
+//     consecutive events of a tenant in one batch must link (prev_hash). Its
+//     type and schema version must be declared in the catalog (fail closed).
+//     Any violation, or a record that does not decode, fails the whole batch
+//     with an error naming every bad record (tenant and seq), so the Pipe
+//     bisects, retries and finally dead-letters it; nothing unverified
+//     reaches a subscriber.
+//
+// Deploy note: the catalog is compiled in, so a new event type or schema
+// version must reach stream-filter no later than its producer (the CDK app
+// deploys both together); until then the Pipe holds that tenant's batches.
+package enrich
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/prozz/aws-embedded-metrics-golang/emf"
+
+	"github.com/fourlanes/fourlanes/pkg/catalog"
+	"github.com/fourlanes/fourlanes/pkg/chain"
+	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/obs"
+)
+
+// Sentinel errors: every *RecordError wraps one of them.
+var (
+	// ErrUndecodable: the record is not a stream record of the events table.
+	ErrUndecodable = errors.New("undecodable stream record")
+	// ErrHashMismatch: the stored hash is not the hash of the event's
+	// canonical bytes; the row was edited after it was written.
+	ErrHashMismatch = errors.New("stored hash does not match the event")
+	// ErrBrokenLink: an event's prev_hash is not the hash of the tenant's
+	// previous event in the same batch.
+	ErrBrokenLink = errors.New("prev_hash does not link to the previous event")
+	// ErrUndeclared: the event type, or its schema version, is declared by no
+	// module of this build's catalog.
+	ErrUndeclared = errors.New("event type or schema version not declared")
+	// ErrUnstampedHead: a head row lacks tenant_id or a dedup_id derived from
+	// its last event id.
+	ErrUnstampedHead = errors.New("head row without its stamps")
+)
+
+// Drop reasons: the Reason dimension of keys.MetricDroppedRows.
+const (
+	DropHeadRow = "head_row"
+	DropModify  = "modify"
+	DropRemove  = "remove"
+)
+
+// Reject reasons: the Reason dimension of keys.MetricRejectedRecords.
+const (
+	rejectUndecodable = "undecodable"
+	rejectHash        = "hash_mismatch"
+	rejectLink        = "broken_link"
+	rejectUndeclared  = "undeclared"
+	rejectUnstamped   = "unstamped_head"
+)
+
+// RecordError names one record that failed the batch.
+type RecordError struct {
+	Index   int    // position in the batch
+	EventID string // the stream record's eventID
+	Tenant  string // "" when the record does not say
+	Seq     int64  // -1 when the record does not say
+	Err     error
+}
+
+func (e *RecordError) Error() string {
+	where := fmt.Sprintf("record %d (stream eventID %q", e.Index, e.EventID)
+	if e.Tenant != "" {
+		where += fmt.Sprintf(", tenant %q", e.Tenant)
+	}
+	if e.Seq >= 0 {
+		where += fmt.Sprintf(", seq %d", e.Seq)
+	}
+	return where + "): " + e.Err.Error()
+}
+
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// Catalog says which event types and schema versions exist.
+// *catalog.Catalog implements it.
+type Catalog interface {
+	Type(name string) (t catalog.EventType, module string, ok bool)
+}
+
+var _ Catalog = (*catalog.Catalog)(nil)
+
+// Config configures a Handler.
+type Config struct {
+	Catalog Catalog      // required
+	Log     *slog.Logger // default slog.Default()
+	// EMF receives the CloudWatch EMF lines (default stdout).
+	EMF io.Writer
+	Now func() time.Time // default time.Now
+}
+
+// Handler is the enrichment function.
+type Handler struct {
+	cat     Catalog
+	log     *slog.Logger
+	emf     io.Writer
+	metrics *obs.Metrics
+	now     func() time.Time
+}
+
+// New returns a Handler. It refuses a config without a catalog.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Catalog == nil {
+		return nil, errors.New("enrich: Config.Catalog is nil; the enrichment must know the declared event types")
+	}
+	h := &Handler{cat: cfg.Catalog, log: cfg.Log, emf: cfg.EMF, now: cfg.Now}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	if h.emf == nil {
+		h.emf = os.Stdout
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	h.metrics = obs.NewMetrics(h.emf)
+	return h, nil
+}
+
+// Handle enriches one Pipe batch: a JSON array of DynamoDB stream records
+// in, a JSON array of envelopes out (empty, never null, when every record
+// was dropped: the Pipe then skips the target). An error fails the batch.
+func (h *Handler) Handle(ctx context.Context, records []json.RawMessage) ([]envelope.Envelope, error) {
+	out := make([]envelope.Envelope, 0, len(records))
+	var errs []error
+	last := map[string]envelope.Envelope{} // tenant → its previous event in this batch
+	var oldest time.Time
+	dropped := 0
+	for i, raw := range records {
+		var rec events.DynamoDBEventRecord
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			errs = append(errs, h.reject(ctx, rejectUndecodable, &RecordError{Index: i, Seq: -1, Err: fmt.Errorf("%w: %v", ErrUndecodable, err)}))
+			continue
+		}
+		if t := rec.Change.ApproximateCreationDateTime.Time; !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
+			oldest = t
+		}
+		env, drop, err := h.record(i, rec)
+		switch {
+		case err != nil:
+			errs = append(errs, h.reject(ctx, reason(err), err))
+			continue
+		case drop != nil:
+			dropped++
+			h.dropped(ctx, drop)
+			continue
+		}
+		if prev, ok := last[env.TenantID]; ok && env.Seq == prev.Seq+1 && env.PrevHash != prev.Hash {
+			errs = append(errs, h.reject(ctx, rejectLink, &RecordError{Index: i, EventID: rec.EventID, Tenant: env.TenantID, Seq: env.Seq,
+				Err: fmt.Errorf("%w: seq %d has prev_hash %s, seq %d in this batch has hash %s", ErrBrokenLink, env.Seq, env.PrevHash, prev.Seq, prev.Hash)}))
+			continue
+		}
+		last[env.TenantID] = env
+		out = append(out, env)
+	}
+	if !oldest.IsZero() {
+		h.recordAge(h.now().Sub(oldest))
+	}
+	if len(errs) > 0 {
+		h.log.ErrorContext(ctx, "batch rejected: the Pipe will bisect, retry and dead-letter it",
+			slog.Int("records", len(records)), slog.Int("rejected", len(errs)))
+		return nil, fmt.Errorf("stream-filter: %d of %d records rejected: %w", len(errs), len(records), errors.Join(errs...))
+	}
+	h.log.InfoContext(ctx, "batch enriched", slog.Int("records", len(records)),
+		slog.Int("envelopes", len(out)), slog.Int("dropped", dropped))
+	return out, nil
+}
+
+// drop describes a record that is dropped, not failed.
+type drop struct {
+	index      int
+	eventID    string
+	eventName  string
+	tenant     string
+	seq        int64
+	reason     string
+	msg        string
+	lastSeq    int64 // head rows
+	lastEvent  string
+	streamSeqn string
+}
+
+// record classifies one decoded record: an envelope to pass on, a drop, or
+// an error that fails the batch.
+func (h *Handler) record(i int, rec events.DynamoDBEventRecord) (envelope.Envelope, *drop, error) {
+	tenant, seq := keyOf(rec.Change.Keys)
+	fail := func(err error) (envelope.Envelope, *drop, error) {
+		return envelope.Envelope{}, nil, &RecordError{Index: i, EventID: rec.EventID, Tenant: tenant, Seq: seq, Err: err}
+	}
+	d := &drop{index: i, eventID: rec.EventID, eventName: rec.EventName, tenant: tenant, seq: seq, streamSeqn: rec.Change.SequenceNumber}
+	switch rec.EventName {
+	case "REMOVE":
+		d.reason = DropRemove
+		if kindOf(rec.Change.OldImage) == keys.KindEvent {
+			d.msg = "event row deleted from the insert-only log: dropped; run reconcile for this tenant"
+		} else {
+			d.msg = "REMOVE record dropped (the Pipe filter should have removed it)"
+		}
+		return envelope.Envelope{}, d, nil
+	case "INSERT", "MODIFY":
+	default:
+		return fail(fmt.Errorf("%w: eventName %q is not INSERT, MODIFY or REMOVE", ErrUndecodable, rec.EventName))
+	}
+	img := rec.Change.NewImage
+	if img == nil {
+		return fail(fmt.Errorf("%w: %s record without NewImage (the stream must be NEW_AND_OLD_IMAGES)", ErrUndecodable, rec.EventName))
+	}
+	switch kind := kindOf(img); kind {
+	case keys.KindHead:
+		if err := checkStamps(img); err != nil {
+			return fail(err)
+		}
+		d.reason = DropHeadRow
+		d.msg = "head row dropped (the Pipe filter should have removed it; its stamps keep it harmless)"
+		d.lastSeq, _ = number(img[keys.AttrLastSeq])
+		d.lastEvent = stringOf(img[keys.AttrLastEventID])
+		return envelope.Envelope{}, d, nil
+	case keys.KindEvent:
+	default:
+		return fail(fmt.Errorf("%w: %s is %q, want %q or %q", ErrUndecodable, keys.AttrKind, kind, keys.KindEvent, keys.KindHead))
+	}
+	if rec.EventName == "MODIFY" {
+		d.reason = DropModify
+		d.msg = "event row modified in place (the log is insert-only): dropped; run reconcile for this tenant"
+		return envelope.Envelope{}, d, nil
+	}
+	env, err := envelope.FromStreamImage(img)
+	if err != nil {
+		return fail(fmt.Errorf("%w: %v", ErrUndecodable, err))
+	}
+	tenant, seq = env.TenantID, env.Seq
+	got, err := chain.Hash(&env)
+	if err != nil {
+		return fail(fmt.Errorf("%w: %v", ErrUndecodable, err))
+	}
+	if got != env.Hash {
+		return fail(fmt.Errorf("%w: stored %s, recomputed %s", ErrHashMismatch, env.Hash, got))
+	}
+	t, _, ok := h.cat.Type(env.Type)
+	if !ok {
+		return fail(fmt.Errorf("%w: type %q is declared by no module of this build", ErrUndeclared, env.Type))
+	}
+	if _, ok := t.Version(env.SchemaVersion); !ok {
+		return fail(fmt.Errorf("%w: %s schema version %d is not declared (declared: %v)", ErrUndeclared, env.Type, env.SchemaVersion, versions(t)))
+	}
+	return env, nil, nil
+}
+
+// checkStamps requires the attributes the Pipe's target reads on a head row:
+// the tenant (message group) and a dedup id derived from, never equal to, the
+// last event id.
+func checkStamps(img map[string]events.DynamoDBAttributeValue) error {
+	tenant := stringOf(img[keys.AttrTenant])
+	last := stringOf(img[keys.AttrLastEventID])
+	dedup := stringOf(img[keys.AttrDedupID])
+	switch {
+	case tenant == "":
+		return fmt.Errorf("%w: no %s", ErrUnstampedHead, keys.AttrTenant)
+	case last == "":
+		return fmt.Errorf("%w: no %s", ErrUnstampedHead, keys.AttrLastEventID)
+	case dedup == "":
+		return fmt.Errorf("%w: no %s; without it a head row that passes a missing filter would reach the FIFO queue", ErrUnstampedHead, keys.AttrDedupID)
+	case dedup == last:
+		return fmt.Errorf("%w: %s equals the event id %q; SQS would drop the event as a duplicate of its head row", ErrUnstampedHead, keys.AttrDedupID, last)
+	case dedup != eventstore.HeadDedupID(last):
+		return fmt.Errorf("%w: %s %q, want %q", ErrUnstampedHead, keys.AttrDedupID, dedup, eventstore.HeadDedupID(last))
+	}
+	return nil
+}
+
+func (h *Handler) dropped(ctx context.Context, d *drop) {
+	attrs := []any{
+		slog.String(obs.KeyReason, d.reason), slog.Int("record", d.index), slog.String("stream_event_id", d.eventID),
+		slog.String("event_name", d.eventName), slog.String(obs.KeyTenant, d.tenant), slog.Int64(obs.KeySeq, d.seq),
+		slog.String("sequence_number", d.streamSeqn),
+	}
+	if d.reason == DropHeadRow {
+		attrs = append(attrs, slog.Int64("last_seq", d.lastSeq), slog.String("last_event_id", d.lastEvent))
+	}
+	h.log.WarnContext(ctx, d.msg, attrs...)
+	h.metrics.Count(keys.MetricDroppedRows, 1, "Reason", d.reason)
+}
+
+func (h *Handler) reject(ctx context.Context, reason string, err error) error {
+	var re *RecordError
+	attrs := []any{slog.String(obs.KeyReason, reason), slog.String(obs.KeyErr, err.Error())}
+	if errors.As(err, &re) {
+		attrs = append(attrs, slog.Int("record", re.Index), slog.String("stream_event_id", re.EventID),
+			slog.String(obs.KeyTenant, re.Tenant), slog.Int64(obs.KeySeq, re.Seq))
+	}
+	h.log.ErrorContext(ctx, "stream record rejected", attrs...)
+	h.metrics.Count(keys.MetricRejectedRecords, 1, "Reason", reason)
+	return err
+}
+
+// recordAge emits keys.MetricPipeRecordAge: how far behind the stream the
+// Pipe is (Pipes publish no IteratorAge).
+func (h *Handler) recordAge(age time.Duration) {
+	if age < 0 {
+		age = 0
+	}
+	emf.New(emf.WithWriter(h.emf), emf.WithoutDimensions()).Namespace(keys.MetricNamespace).
+		DimensionSet(emf.NewDimension(obs.KeyFunction, keys.FnStreamFilter)).
+		MetricAs(keys.MetricPipeRecordAge, int(age.Milliseconds()), emf.Milliseconds).Log()
+}
+
+func reason(err error) string {
+	switch {
+	case errors.Is(err, ErrHashMismatch):
+		return rejectHash
+	case errors.Is(err, ErrBrokenLink):
+		return rejectLink
+	case errors.Is(err, ErrUndeclared):
+		return rejectUndeclared
+	case errors.Is(err, ErrUnstampedHead):
+		return rejectUnstamped
+	default:
+		return rejectUndecodable
+	}
+}
+
+// LogServed logs, at start-up, what this enrichment passes on: every
+// declared event type with its schema versions.
+func LogServed(ctx context.Context, log *slog.Logger, cat *catalog.Catalog) {
+	served := make([]string, 0)
+	for _, name := range cat.TypeNames() {
+		t, module, _ := cat.Type(name)
+		served = append(served, fmt.Sprintf("%s v%v (%s)", name, versions(t), module))
+	}
+	log.InfoContext(ctx, "stream-filter serving: event rows of these types and schema versions pass; anything else fails the batch",
+		slog.String(obs.KeyFunction, keys.FnStreamFilter), slog.Int(obs.KeyCount, len(served)), slog.Any("types", served))
+}
+
+func versions(t catalog.EventType) []int {
+	out := make([]int, len(t.Versions))
+	for i, v := range t.Versions {
+		out[i] = v.Schema
+	}
+	return out
+}
+
+func keyOf(k map[string]events.DynamoDBAttributeValue) (string, int64) {
+	seq, ok := number(k[keys.AttrSeq])
+	if !ok {
+		seq = -1
+	}
+	return stringOf(k[keys.AttrTenant]), seq
+}
+
+func kindOf(img map[string]events.DynamoDBAttributeValue) string {
+	return stringOf(img[keys.AttrKind])
+}
+
+func stringOf(v events.DynamoDBAttributeValue) string {
+	if v.DataType() != events.DataTypeString {
+		return ""
+	}
+	return v.String()
+}
+
+func number(v events.DynamoDBAttributeValue) (int64, bool) {
+	if v.DataType() != events.DataTypeNumber {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v.Number(), 10, 64)
+	return n, err == nil
+}

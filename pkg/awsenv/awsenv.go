@@ -1,0 +1,122 @@
+// Package awsenv builds the AWS SDK configuration and clients every function
+// and the CLI use, from the standard environment, so one binary runs in AWS
+// and against the local twin unchanged.
+//
+// Endpoints come from the SDK's own variables: AWS_ENDPOINT_URL_DYNAMODB,
+// AWS_ENDPOINT_URL_DYNAMODB_STREAMS, AWS_ENDPOINT_URL_SQS,
+// AWS_ENDPOINT_URL_LAMBDA (or AWS_ENDPOINT_URL for all). The local twin sets
+// them; in AWS they are unset. Tracing is added by pkg/tracing, the one seam
+// for it.
+package awsenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/fourlanes/fourlanes/pkg/tracing"
+)
+
+// ErrMissingEnv matches every *MissingEnvError.
+var ErrMissingEnv = errors.New("missing environment variables")
+
+// MissingEnvError names every required environment variable that is unset
+// or empty.
+type MissingEnvError struct{ Names []string }
+
+func (e *MissingEnvError) Error() string {
+	return fmt.Sprintf("missing environment variables %s: set them (the CDK app sets them on each function; the local twin resolves them to local resources)",
+		strings.Join(e.Names, ", "))
+}
+
+// Is matches ErrMissingEnv.
+func (e *MissingEnvError) Is(target error) bool { return target == ErrMissingEnv }
+
+// Require reads the named environment variables. Call it once at cold start:
+// it returns every value, or a *MissingEnvError naming each one that is unset
+// or empty, so a misconfigured function fails before its first invocation
+// with one message that lists everything to fix.
+func Require(names ...string) (map[string]string, error) {
+	vals := make(map[string]string, len(names))
+	var missing []string
+	for _, n := range names {
+		v, ok := os.LookupEnv(n)
+		if !ok || v == "" {
+			missing = append(missing, n)
+			continue
+		}
+		vals[n] = v
+	}
+	if len(missing) > 0 {
+		return nil, &MissingEnvError{Names: missing}
+	}
+	return vals, nil
+}
+
+// Load returns the SDK configuration from the environment
+// (config.LoadDefaultConfig: region, credentials, endpoint variables), with
+// tracing added when FOURLANES_TRACING asks for it. A missing region is an
+// error here rather than on the first call.
+func Load(ctx context.Context, optFns ...func(*config.LoadOptions) error) (aws.Config, error) {
+	cfg, err := config.LoadDefaultConfig(ctx, optFns...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("load AWS config: %w", err)
+	}
+	if cfg.Region == "" {
+		return aws.Config{}, errors.New("load AWS config: no region; set AWS_REGION (Lambda sets it; the local twin sets it too)")
+	}
+	tracing.Instrument(&cfg)
+	return cfg, nil
+}
+
+// DynamoDB returns a DynamoDB client. When its endpoint is on loopback
+// (DynamoDB Local), response checksum validation is off: DynamoDB Local
+// sends no x-amz-crc32 on error responses, and the SDK would warn on every
+// failed condition. Against AWS the check stays on.
+func DynamoDB(cfg aws.Config, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
+	return dynamodb.NewFromConfig(cfg, append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
+		// The service's endpoint variable is already resolved into
+		// BaseEndpoint when option functions run.
+		if IsLoopback(aws.ToString(o.BaseEndpoint)) {
+			o.DisableValidateResponseChecksum = true
+		}
+	}}, optFns...)...)
+}
+
+// Streams returns a DynamoDB Streams client.
+func Streams(cfg aws.Config, optFns ...func(*dynamodbstreams.Options)) *dynamodbstreams.Client {
+	return dynamodbstreams.NewFromConfig(cfg, optFns...)
+}
+
+// SQS returns an SQS client.
+func SQS(cfg aws.Config, optFns ...func(*sqs.Options)) *sqs.Client {
+	return sqs.NewFromConfig(cfg, optFns...)
+}
+
+// IsLoopback reports whether endpoint (a URL) names a loopback host:
+// localhost, 127.0.0.0/8 or ::1.
+func IsLoopback(endpoint string) bool {
+	if endpoint == "" {
+		return false
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,77 @@
+// Package reconcile proves each tenant's hash chain intact and counts what
+// failed delivery: the logic behind functions/reconcile's Function URL.
+//
+// # Walks
+//
+// A walk re-reads a tenant's events in seq order, re-hashes each one and
+// checks every link (chain.Verifier), then checks the head row. It answers
+// with the first break, if any: its seq and why (hash mismatch, prev_hash
+// mismatch, missing seq, head mismatch, …).
+//
+//   - full: from genesis. A checkpoint never shortens it. When it passes the
+//     checkpoint's seq it also compares hashes, so a log rewritten
+//     consistently (every hash after an edit recomputed, head included) still
+//     breaks there ("checkpoint mismatch"): the checkpoint is a witness.
+//   - incremental (the default): from the tenant's checkpoint, so a call
+//     costs O(events since the checkpoint). It TRUSTS the events the
+//     checkpoint covers; only a full walk re-proves them. It re-reads the
+//     checkpointed event first and requires that its stored hash still equals
+//     the checkpoint's and still matches its content, so rewriting that event
+//     breaks at the checkpoint's seq.
+//
+// The walk stops at the head's last_seq as read when it started; events
+// committed meanwhile are left for the next call. At the head it looks one row
+// further: rows past a head that did not move are a break (the head does not
+// cover them), rows past a head that moved are new commits and are walked too.
+//
+// # Checkpoints
+//
+// A checkpoint (state table, pk checkpoint#<tenant>) is the (seq, hash) of
+// the last event an intact walk verified. It only moves forward (a
+// conditional write), and only after a walk with no break, whether that walk
+// ran to the head or ran out of time. A walk that finds a break never moves
+// it.
+//
+// # Bounded time
+//
+// A call stops verifying before the Lambda deadline (a reserve of 10 %, at
+// least 2 s, is left to answer) or after max_events events, and answers
+// complete=false with a cursor. The walk's progress is kept server-side in a
+// walk row (pk checkpoint#<tenant>, sk walk#<id>, expiring after a day);
+// the cursor only names that row, so a cursor cannot make a walk skip events.
+// Resuming re-reads the event at the saved position and checks its hash, as
+// for a checkpoint.
+//
+// # Reads
+//
+// Each report counts reads: items read from the events table (head rows,
+// the re-read checkpoint or resume event, events), and state_reads: items
+// read from the state table (checkpoint, walk row, dead letters listed). The
+// Scan that lists tenants (eventstore.Store.Tenants) is not counted.
+//
+// # Response (GET ?tenant=T)
+//
+//	{
+//	  "tenant": "t1",
+//	  "chain_intact": true,         // false on a break; null while a walk is incomplete and unbroken
+//	  "complete": true,             // false: call again with cursor
+//	  "mode": "incremental",        // or "full"
+//	  "last_seq": 4211,             // the head's last_seq (0: no head)
+//	  "verified": 11,               // events re-hashed by this walk (across its resumed calls)
+//	  "verified_through": 4211,     // seq through which the chain is proven (trusted prefix included)
+//	  "trusted_through": 4200,      // seq of the checkpoint the walk trusted (0: from genesis)
+//	  "checkpoint_seq": 4211,       // the tenant's checkpoint after this call (0: none)
+//	  "first_break": null,          // or {"seq","reason","expected","got"}
+//	  "dead_letter_count": 0,
+//	  "dead_letters": [],           // distinct subscriptions with open dead letters, sorted
+//	  "reads": 13,
+//	  "state_reads": 1,
+//	  "cursor": null                // or an opaque string to pass back
+//	}
+//
+// Without tenant: {"mode","complete","cursor","reads","state_reads","tenants":[…]}
+// with one report as above per tenant, minus cursor; pass cursor back for the
+// next page (limit tenants per page). A tenant whose walk ran out of time ends
+// its page with complete=false and is listed again on the next page, where
+// its walk resumes.
+package reconcile

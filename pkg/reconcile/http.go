@@ -1,0 +1,207 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/obs"
+)
+
+// Request limits.
+const (
+	DefaultLimit = 20
+	MaxLimit     = 100
+	MaxEvents    = 10_000_000
+)
+
+// ParamError is a request the caller must change: a 400 naming the
+// parameter and what to do.
+type ParamError struct {
+	Param string
+	Msg   string
+}
+
+func (e *ParamError) Error() string { return e.Param + ": " + e.Msg }
+
+// Handler serves reconcile behind a Lambda Function URL (payload format 2.0,
+// BUFFERED invoke mode).
+type Handler struct {
+	r   *Reconciler
+	log *slog.Logger
+}
+
+// NewHandler returns the Function URL handler for r.
+func NewHandler(r *Reconciler, log *slog.Logger) *Handler {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Handler{r: r, log: log}
+}
+
+var accepted = []string{"cursor", "full", "limit", "max_events", "tenant"}
+
+type params struct {
+	tenant    string
+	hasTenant bool
+	mode      Mode
+	cursor    string
+	limit     int
+	maxEvents int64
+}
+
+// Handle answers GET ?tenant=T (one tenant) or GET (every tenant, paged).
+// It never returns an error: a bad request is a 400, a failure a 500 with
+// the request id, both as JSON.
+func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
+	if obs.RequestID(ctx) == "" && req.RequestContext.RequestID != "" {
+		ctx = obs.WithRequestID(ctx, req.RequestContext.RequestID)
+	}
+	method := req.RequestContext.HTTP.Method
+	if method != http.MethodGet {
+		resp := h.fail(ctx, http.StatusMethodNotAllowed, fmt.Sprintf("method %s: reconcile answers GET only", method))
+		resp.Headers["Allow"] = http.MethodGet
+		return resp, nil
+	}
+	if p := req.RawPath; p != "" && p != "/" {
+		return h.fail(ctx, http.StatusNotFound, fmt.Sprintf("path %s: reconcile is served at / (GET /?tenant=T, or GET / for every tenant)", p)), nil
+	}
+	p, err := parseParams(req)
+	if err != nil {
+		return h.fail(ctx, http.StatusBadRequest, err.Error()), nil
+	}
+	var body any
+	if p.hasTenant {
+		body, err = h.r.Tenant(ctx, TenantRequest{Tenant: p.tenant, Mode: p.mode, Cursor: p.cursor, MaxEvents: p.maxEvents})
+	} else {
+		body, err = h.r.All(ctx, AllRequest{Mode: p.mode, Cursor: p.cursor, Limit: p.limit, MaxEvents: p.maxEvents})
+	}
+	switch {
+	case errors.Is(err, ErrBadCursor), errors.Is(err, ErrCursorExpired):
+		return h.fail(ctx, http.StatusBadRequest, (&ParamError{Param: "cursor", Msg: err.Error()}).Error()), nil
+	case err != nil:
+		h.log.ErrorContext(ctx, "reconcile failed", slog.String(obs.KeyErr, err.Error()), slog.String(obs.KeyTenant, p.tenant))
+		return h.fail(ctx, http.StatusInternalServerError,
+			"internal error; the function's log has it under request_id "+obs.RequestID(ctx)+"; retry, or pass the cursor of the last response to resume"), nil
+	}
+	return respond(http.StatusOK, body), nil
+}
+
+func (h *Handler) fail(ctx context.Context, status int, msg string) events.LambdaFunctionURLResponse {
+	if status < 500 {
+		h.log.WarnContext(ctx, "reconcile request refused", slog.Int("status", status), slog.String(obs.KeyErr, msg))
+	}
+	body := map[string]string{"error": msg}
+	if id := obs.RequestID(ctx); id != "" {
+		body["request_id"] = id
+	}
+	return respond(status, body)
+}
+
+func respond(status int, body any) events.LambdaFunctionURLResponse {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		status, raw = http.StatusInternalServerError, []byte(`{"error":"internal error: response does not encode"}`)
+	}
+	return events.LambdaFunctionURLResponse{
+		StatusCode: status,
+		Headers:    map[string]string{"Content-Type": "application/json", "Cache-Control": "no-store"},
+		Body:       string(raw),
+	}
+}
+
+// parseParams reads the query string. Function URLs join repeated keys with
+// commas in queryStringParameters, so the raw query string is the source.
+func parseParams(req events.LambdaFunctionURLRequest) (params, error) {
+	var q url.Values
+	if req.RawQueryString != "" {
+		var err error
+		if q, err = url.ParseQuery(req.RawQueryString); err != nil {
+			return params{}, &ParamError{Param: "query", Msg: fmt.Sprintf("%v; encode it as application/x-www-form-urlencoded", err)}
+		}
+	} else {
+		q = url.Values{}
+		for k, v := range req.QueryStringParameters {
+			q.Set(k, v)
+		}
+	}
+	var unknown []string
+	for k, vs := range q {
+		if !contains(accepted, k) {
+			unknown = append(unknown, strconv.Quote(k))
+			continue
+		}
+		if len(vs) > 1 {
+			return params{}, &ParamError{Param: k, Msg: fmt.Sprintf("given %d times; pass it once", len(vs))}
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return params{}, &ParamError{Param: "query", Msg: fmt.Sprintf("unknown parameter %s; accepted: %s", strings.Join(unknown, ", "), strings.Join(accepted, ", "))}
+	}
+
+	var p params
+	if _, p.hasTenant = q["tenant"]; p.hasTenant {
+		p.tenant = q.Get("tenant")
+		switch {
+		case p.tenant == "":
+			return p, &ParamError{Param: "tenant", Msg: "is empty; pass tenant=<tenant id>, or omit it to reconcile every tenant"}
+		case len(p.tenant) > envelope.MaxTenantLen:
+			return p, &ParamError{Param: "tenant", Msg: fmt.Sprintf("is %d characters; tenant ids have at most %d", len(p.tenant), envelope.MaxTenantLen)}
+		}
+	}
+	if v, ok := q["full"]; ok {
+		full, err := strconv.ParseBool(v[0])
+		if err != nil {
+			return p, &ParamError{Param: "full", Msg: fmt.Sprintf("%q is not a boolean; full=true walks from genesis, full=false (the default) from the checkpoint", v[0])}
+		}
+		p.mode = Incremental
+		if full {
+			p.mode = Full
+		}
+	}
+	if v, ok := q["cursor"]; ok {
+		if v[0] == "" {
+			return p, &ParamError{Param: "cursor", Msg: "is empty; pass back the cursor of the previous response, or omit it"}
+		}
+		p.cursor = v[0]
+	}
+	p.limit = DefaultLimit
+	if v, ok := q["limit"]; ok {
+		if p.hasTenant {
+			return p, &ParamError{Param: "limit", Msg: "pages the list of tenants and applies only without tenant; remove it"}
+		}
+		n, err := strconv.Atoi(v[0])
+		if err != nil || n < 1 || n > MaxLimit {
+			return p, &ParamError{Param: "limit", Msg: fmt.Sprintf("%q: use an integer from 1 to %d (tenants per page; default %d)", v[0], MaxLimit, DefaultLimit)}
+		}
+		p.limit = n
+	}
+	if v, ok := q["max_events"]; ok {
+		n, err := strconv.ParseInt(v[0], 10, 64)
+		if err != nil || n < 1 || n > MaxEvents {
+			return p, &ParamError{Param: "max_events", Msg: fmt.Sprintf("%q: use an integer from 1 to %d (events verified per call before it answers with a cursor)", v[0], MaxEvents)}
+		}
+		p.maxEvents = n
+	}
+	return p, nil
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
