@@ -1,8 +1,11 @@
 package backbone
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,8 +13,10 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/fourlanes/fourlanes/functions/stream-filter/enrich"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventpattern"
+	"github.com/fourlanes/fourlanes/pkg/example"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
@@ -81,12 +86,9 @@ func TestPipeFilterFromTemplate(t *testing.T) {
 
 // TestPipeTargetPathsResolve reads MessageGroupId and MessageDeduplicationId
 // from the template and resolves them on what stream-filter returns for the
-// sample event row: a JSON array of envelopes. The envelope is the real
-// pkg/envelope type, decoded from the record's NewImage the way the Pipe hands
-// it to the enrichment.
-//
-// TODO(stream-filter): once functions/stream-filter exposes its handler,
-// run the record through it instead of envelope.FromStreamJSON.
+// sample records: its real handler runs on the event row and head row as the
+// Pipe hands them over, and its output (a JSON array of envelopes) is what the
+// paths must resolve on.
 func TestPipeTargetPathsResolve(t *testing.T) {
 	s := synth(t)
 	sqs := s.pipe(t)["TargetParameters"].(map[string]any)["SqsQueueParameters"].(map[string]any)
@@ -98,19 +100,23 @@ func TestPipeTargetPathsResolve(t *testing.T) {
 		}
 	}
 
-	var record struct {
-		Dynamodb struct {
-			NewImage json.RawMessage `json:"NewImage"`
-		} `json:"dynamodb"`
-	}
-	if err := json.Unmarshal(streamRecord(t, "event-insert.json"), &record); err != nil {
+	cat, err := example.Catalog()
+	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := envelope.FromStreamJSON(record.Dynamodb.NewImage)
+	h, err := enrich.New(enrich.Config{Catalog: cat, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), EMF: io.Discard})
 	if err != nil {
-		t.Fatalf("envelope.FromStreamJSON(event row): %v", err)
+		t.Fatal(err)
 	}
-	out, err := json.Marshal([]envelope.Envelope{env})
+	envs, err := h.Handle(context.Background(), []json.RawMessage{streamRecord(t, "event-insert.json"), streamRecord(t, "head-insert.json")})
+	if err != nil {
+		t.Fatalf("stream-filter on an event row and its head row: %v", err)
+	}
+	if len(envs) != 1 {
+		t.Fatalf("stream-filter returned %d envelopes, want 1 (the head row is dropped)", len(envs))
+	}
+	env := envs[0]
+	out, err := json.Marshal(envs)
 	if err != nil {
 		t.Fatal(err)
 	}
