@@ -224,6 +224,12 @@ const (
 	ChangeCauseTTL   = "ttl" // a REMOVE made by DynamoDB's TTL (userIdentity Service / dynamodb.amazonaws.com)
 )
 
+// DedupReparkPrefix starts the deduplication id dlq-repair gives a message it
+// re-parks in the FIFO DLQ (the same body sent again, so it does not hide its
+// tenant's later messages). The durable consumer accepts it besides the event
+// id, so a DLQ redrive back to the source queue stays deliverable.
+const DedupReparkPrefix = "repark-"
+
 // Metrics of the durable consumer, the change feed and dlq-repair (besides
 // MetricDelivered, MetricDeadLettered and MetricRepaired above).
 const (

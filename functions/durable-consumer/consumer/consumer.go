@@ -1,0 +1,327 @@
+// Package consumer is the durable consumer's logic: an SQS FIFO batch (one
+// message group per tenant, each body an envelope from stream-filter) goes
+// through delivery.Deliver, and the messages that must come back are
+// answered as batchItemFailures.
+//
+// FIFO order is per tenant, so a message that must come back takes every
+// later message of its tenant in the batch with it (they are not attempted);
+// other tenants go on. A message must come back when:
+//
+//   - Deliver fails on infrastructure (DynamoDB throttling, a timeout);
+//   - another delivery holds a claim's lease (RetryLater);
+//   - its body is not a valid, hash-intact envelope of the message's group:
+//     it is never deleted unread; after maxReceiveCount the queue's redrive
+//     moves it to the FIFO DLQ, where dlq-repair re-reads the log.
+//
+// A handler that fails does not fail the message: Deliver dead-letters that
+// subscription and its siblings run.
+//
+// The later messages of a tenant that come back with a failed one count a
+// receive each time, so when a poison message reaches the DLQ those behind it
+// usually reach it too; dlq-repair redelivers them from the log.
+package consumer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/fourlanes/fourlanes/pkg/catalog"
+	"github.com/fourlanes/fourlanes/pkg/chain"
+	"github.com/fourlanes/fourlanes/pkg/delivery"
+	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/obs"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
+)
+
+// SQS system attributes of a FIFO message, as Lambda passes them.
+const (
+	attrGroupID = "MessageGroupId"
+	attrDedupID = "MessageDeduplicationId"
+	attrCount   = "ApproximateReceiveCount"
+)
+
+// Reasons a message is answered as a batch item failure (log field reason
+// and the Reason dimension of keys.MetricDurableMessageFailed).
+const (
+	ReasonInfrastructure = "infrastructure" // Deliver returned an error
+	ReasonRetryLater     = "retry_later"    // a claim is held by another delivery's lease
+	ReasonUndecodable    = "undecodable"    // the body is not a valid envelope of this group
+	ReasonBehindFailure  = "behind_failure" // an earlier message of the tenant failed
+	ReasonNoTime         = "no_time"        // the invocation ran out of time before it started
+)
+
+// ErrUndecodable wraps every reason a body is not a deliverable envelope.
+var ErrUndecodable = errors.New("message body is not a deliverable envelope")
+
+// Deliverer is the part of *delivery.Deliverer the consumer uses.
+type Deliverer interface {
+	Deliver(ctx context.Context, e envelope.Envelope) (delivery.Result, error)
+	Prefetch(ctx context.Context, envs []envelope.Envelope) (context.Context, delivery.PrefetchStats, error)
+}
+
+var _ Deliverer = (*delivery.Deliverer)(nil)
+
+// Flusher finishes work started in the background during an invocation:
+// lanes.InProcess, when DURABLE handlers emit events whose LOCAL handlers
+// must finish before the invocation returns.
+type Flusher interface {
+	Flush(ctx context.Context) error
+}
+
+// Config configures a Handler.
+type Config struct {
+	Deliverer Deliverer // required
+	// Registry, when set, is used at construction to log the DURABLE
+	// subscriptions served and to refuse to start if one declared on
+	// DURABLE is not bound here (it would silently never run).
+	Registry *catalog.Registry
+	Flusher  Flusher // optional; see Flusher
+	Logger   *slog.Logger
+	Metrics  *obs.Metrics
+	// Reserve is the time kept back from the invocation's deadline for
+	// flushing and answering (default 2 s). A message not started by then
+	// comes back.
+	Reserve time.Duration
+}
+
+// Handler handles SQS FIFO batches. It is safe for concurrent use.
+type Handler struct{ cfg Config }
+
+// New returns a Handler. With cfg.Registry it logs the DURABLE
+// subscriptions served and fails if any declared one is unbound.
+func New(ctx context.Context, cfg Config) (*Handler, error) {
+	if cfg.Deliverer == nil {
+		return nil, errors.New("consumer: Config.Deliverer is nil")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Reserve <= 0 {
+		cfg.Reserve = 2 * time.Second
+	}
+	if cfg.Registry != nil {
+		if err := cfg.Registry.LogServed(ctx, cfg.Logger, catalog.Durable); err != nil {
+			return nil, fmt.Errorf("consumer: %w", err)
+		}
+	}
+	return &Handler{cfg: cfg}, nil
+}
+
+// message is one SQS message as the consumer sees it.
+type message struct {
+	idx   int
+	raw   events.SQSMessage
+	group string
+	env   envelope.Envelope
+	err   error // decode error: the message is poison
+}
+
+// outcome is what happened to one message.
+type outcome struct {
+	failed bool
+	reason string
+}
+
+// Handle delivers a batch and answers which messages must come back. It
+// returns an error only for a batch it cannot read at all, never for a
+// message (those are batchItemFailures).
+func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	ctx = obs.WithLane(ctx, string(catalog.Durable))
+	log := h.cfg.Logger
+	msgs := make([]*message, len(ev.Records))
+	var envs []envelope.Envelope
+	for i, r := range ev.Records {
+		m := &message{idx: i, raw: r, group: r.Attributes[attrGroupID]}
+		m.env, m.err = DecodeMessage(r)
+		if m.group == "" {
+			// Not from a FIFO queue, or a test: fall back on the envelope's
+			// tenant; an undecodable one is its own group.
+			m.group = m.env.TenantID
+			if m.group == "" {
+				m.group = "\x00" + r.MessageId
+			}
+		}
+		if m.err == nil {
+			envs = append(envs, m.env)
+		}
+		msgs[i] = m
+	}
+
+	dctx := ctx
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithDeadline(ctx, dl.Add(-h.cfg.Reserve))
+		defer cancel()
+	}
+	dctx, st, err := h.cfg.Deliverer.Prefetch(dctx, envs)
+	if err != nil {
+		log.WarnContext(ctx, "claim prefetch failed; claiming each subscription", slog.Any(obs.KeyErr, err))
+	}
+	log.InfoContext(ctx, "batch received", slog.Int(obs.KeyCount, len(msgs)), slog.Int("claims_prefetched", st.Keys), slog.Int("claims_final", st.Final))
+
+	// Tenants in parallel, each tenant's messages in queue order.
+	var order []string
+	groups := map[string][]*message{}
+	for _, m := range msgs {
+		if _, ok := groups[m.group]; !ok {
+			order = append(order, m.group)
+		}
+		groups[m.group] = append(groups[m.group], m)
+	}
+	outs := make([]outcome, len(msgs))
+	var wg sync.WaitGroup
+	for _, g := range order {
+		wg.Go(func() { h.tenant(ctx, dctx, groups[g], outs) })
+	}
+	wg.Wait()
+
+	if h.cfg.Flusher != nil {
+		if err := h.cfg.Flusher.Flush(ctx); err != nil {
+			log.ErrorContext(ctx, "LOCAL handlers still running when the invocation ends", slog.Any(obs.KeyErr, err))
+		}
+	}
+
+	var resp events.SQSEventResponse
+	failed := map[string]int{}
+	for i, o := range outs {
+		if o.failed {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: msgs[i].raw.MessageId})
+			failed[o.reason]++
+		}
+	}
+	for reason, n := range failed {
+		h.cfg.Metrics.Count(keys.MetricDurableMessageFailed, n, "Reason", reason)
+	}
+	log.InfoContext(ctx, "batch done", slog.Int(obs.KeyCount, len(msgs)), slog.Int("failed", len(resp.BatchItemFailures)),
+		slog.Int("claims_skipped", delivery.PrefetchSkipped(dctx)))
+	return resp, nil
+}
+
+// tenant delivers one tenant's messages in order until one fails; that one
+// and every later one come back.
+func (h *Handler) tenant(ctx, dctx context.Context, ms []*message, outs []outcome) {
+	log := h.cfg.Logger
+	blocked := ""
+	for _, m := range ms {
+		mctx := ctx
+		if m.err == nil {
+			mctx = obs.WithEvent(tenancy.MustWithTenant(ctx, m.env.TenantID), m.env.ID)
+		}
+		attrs := []any{slog.String("message_id", m.raw.MessageId), slog.String("group", m.group), slog.String("receive_count", m.raw.Attributes[attrCount])}
+		if blocked != "" {
+			outs[m.idx] = outcome{failed: true, reason: ReasonBehindFailure}
+			log.WarnContext(mctx, "not attempted: an earlier message of this tenant must come back first (FIFO order)", append(attrs, slog.String(obs.KeyReason, ReasonBehindFailure), slog.String("blocked_by", blocked))...)
+			continue
+		}
+		if m.err != nil {
+			outs[m.idx] = outcome{failed: true, reason: ReasonUndecodable}
+			blocked = m.raw.MessageId
+			log.ErrorContext(mctx, "undecodable message: not deleted; it comes back and, after maxReceiveCount, moves to the FIFO DLQ for dlq-repair",
+				append(attrs, slog.String(obs.KeyReason, ReasonUndecodable), slog.Any(obs.KeyErr, m.err), slog.String("body_prefix", prefix(m.raw.Body, 256)))...)
+			continue
+		}
+		if dctx.Err() != nil {
+			outs[m.idx] = outcome{failed: true, reason: ReasonNoTime}
+			blocked = m.raw.MessageId
+			log.WarnContext(mctx, "invocation out of time before this message started; it comes back", attrs...)
+			continue
+		}
+		res, err := h.cfg.Deliverer.Deliver(obs.WithEvent(tenancy.MustWithTenant(dctx, m.env.TenantID), m.env.ID), m.env)
+		attrs = append(attrs, slog.String(obs.KeyEventType, m.env.Type), slog.Int64(obs.KeySeq, m.env.Seq), slog.String("subscriptions", summary(res)))
+		switch {
+		case err != nil:
+			outs[m.idx] = outcome{failed: true, reason: ReasonInfrastructure}
+			blocked = m.raw.MessageId
+			log.ErrorContext(mctx, "delivery failed on infrastructure; the message and the tenant's later ones come back",
+				append(attrs, slog.String(obs.KeyReason, ReasonInfrastructure), slog.Any(obs.KeyErr, err))...)
+		case res.RetryLater():
+			outs[m.idx] = outcome{failed: true, reason: ReasonRetryLater}
+			blocked = m.raw.MessageId
+			log.WarnContext(mctx, "a claim is held by another delivery; the message and the tenant's later ones come back", append(attrs, slog.String(obs.KeyReason, ReasonRetryLater))...)
+		default:
+			log.InfoContext(mctx, "delivered", attrs...)
+		}
+	}
+}
+
+func summary(res delivery.Result) string {
+	var b bytes.Buffer
+	for i, s := range res.Subscriptions {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(s.Subscription + "=" + string(s.Outcome))
+	}
+	return b.String()
+}
+
+func prefix(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// DecodeMessage decodes an SQS message body into the envelope stream-filter
+// wrote: strict JSON (no unknown fields), a stored event (seq, prev_hash,
+// hash), a hash that matches its canonical bytes, and, on a FIFO message, a
+// tenant equal to the message group and an id equal to the deduplication id
+// (or a dedup id dlq-repair gave it, keys.DedupReparkPrefix).
+// Every failure wraps ErrUndecodable.
+func DecodeMessage(m events.SQSMessage) (envelope.Envelope, error) {
+	e, err := DecodeEnvelope([]byte(m.Body))
+	if err != nil {
+		return e, err
+	}
+	if g := m.Attributes[attrGroupID]; g != "" && g != e.TenantID {
+		return e, fmt.Errorf("%w: message group %q carries an event of tenant %q (the Pipe's MessageGroupId path is wrong)", ErrUndecodable, g, e.TenantID)
+	}
+	if d := m.Attributes[attrDedupID]; d != "" && d != e.ID && !strings.HasPrefix(d, keys.DedupReparkPrefix) {
+		return e, fmt.Errorf("%w: deduplication id %q is not the event id %q (the Pipe's MessageDeduplicationId path is wrong, or a head row reached the queue)", ErrUndecodable, d, e.ID)
+	}
+	return e, nil
+}
+
+// DecodeEnvelope decodes the JSON of a stored event and checks it: strict
+// fields, payload numbers in canonical form, ValidateStored, and the hash
+// recomputed from the canonical bytes. Every failure wraps ErrUndecodable.
+func DecodeEnvelope(body []byte) (envelope.Envelope, error) {
+	var e envelope.Envelope
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		return e, fmt.Errorf("%w: %v", ErrUndecodable, err)
+	}
+	if dec.More() {
+		return e, fmt.Errorf("%w: trailing data after the envelope", ErrUndecodable)
+	}
+	if e.Payload != nil {
+		p, err := envelope.NormalizePayload(e.Payload)
+		if err != nil {
+			return e, fmt.Errorf("%w: %v", ErrUndecodable, err)
+		}
+		e.Payload = p
+	}
+	if err := e.ValidateStored(); err != nil {
+		return e, fmt.Errorf("%w: %v", ErrUndecodable, err)
+	}
+	h, err := chain.Hash(&e)
+	if err != nil {
+		return e, fmt.Errorf("%w: %v", ErrUndecodable, err)
+	}
+	if h != e.Hash {
+		return e, fmt.Errorf("%w: tenant %s seq %d: stored hash %s, canonical bytes hash to %s (tampered or corrupted)", ErrUndecodable, e.TenantID, e.Seq, e.Hash, h)
+	}
+	return e, nil
+}

@@ -1,0 +1,303 @@
+package repair
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/fourlanes/fourlanes/pkg/catalog"
+	"github.com/fourlanes/fourlanes/pkg/chain"
+	"github.com/fourlanes/fourlanes/pkg/changefeed"
+	"github.com/fourlanes/fourlanes/pkg/delivery"
+	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/obs"
+)
+
+// SQS is the part of the SQS API a run uses.
+type SQS interface {
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+}
+
+// Streams is the part of the DynamoDB Streams API a run uses.
+type Streams interface {
+	GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardIteratorInput, optFns ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error)
+	GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, optFns ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error)
+}
+
+// Scanner scans tables: the events and tracked tables when the stream no
+// longer has a batch, the state table for tenants with dead letters.
+type Scanner interface {
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+}
+
+// Log reads a tenant's events (*eventstore.Store).
+type Log interface {
+	Events(ctx context.Context, tenant string, after int64, limit int32) (eventstore.Page, error)
+}
+
+// Deliverer redelivers events and replays dead-lettered subscriptions
+// (*delivery.Deliverer).
+type Deliverer interface {
+	Deliver(ctx context.Context, e envelope.Envelope) (delivery.Result, error)
+	Replay(ctx context.Context, e envelope.Envelope, subscription string) (delivery.SubResult, error)
+}
+
+// DeadLetters lists a tenant's open dead letters (delivery.Store).
+type DeadLetters interface {
+	DeadLetters(ctx context.Context, tenant, cursor string, limit int32) ([]delivery.DeadLetter, string, error)
+}
+
+// Feed re-runs the change feed (*changefeed.Feed).
+type Feed interface {
+	Entity(table string) (catalog.Entity, bool)
+	Apply(ctx context.Context, r changefeed.Record) (changefeed.Change, error)
+	Record(ctx context.Context, c changefeed.Change) error
+}
+
+// Reapplier applies an item as re-read from its table to a projection,
+// closing the gap a lost change left (search.Projector.Repair).
+type Reapplier interface {
+	Repair(ctx context.Context, tenant, entity, id string, version int64, item map[string]any) error
+}
+
+var (
+	_ Log         = (*eventstore.Store)(nil)
+	_ Deliverer   = (*delivery.Deliverer)(nil)
+	_ DeadLetters = (delivery.Store)(nil)
+	_ Feed        = (*changefeed.Feed)(nil)
+)
+
+// Config configures a Repairer. Every queue URL and table is required.
+type Config struct {
+	SQS         SQS
+	Streams     Streams
+	DB          Scanner
+	Log         Log
+	Deliverer   Deliverer
+	DeadLetters DeadLetters
+	Feed        Feed
+	// Projections are repaired from table re-reads (see Reapplier).
+	Projections []Reapplier
+
+	DurableDLQ    string // URL of the DURABLE FIFO DLQ
+	PipeDLQ       string // URL of the events Pipe's DLQ
+	ChangeFeedDLQ string // URL of the change feed's on-failure queue
+	EventsTable   string
+	StateTable    string
+
+	Logger  *slog.Logger
+	Metrics *obs.Metrics
+	// Reserve is kept back from the invocation's deadline to answer
+	// (default 10 s); Budget caps a run without a deadline (default 4 min).
+	Reserve time.Duration
+	Budget  time.Duration
+	// MaxItems caps the items listed per source (default 200).
+	MaxItems int
+	// Slack widens the arrival window of a batch whose records the stream
+	// no longer has, for the events-table scan (default 5 min): occurred_at
+	// is stamped before the commit, and its lexical order is approximate.
+	Slack time.Duration
+	Now   func() time.Time
+}
+
+// Repairer drains the dead-letter queues and dead letters. Runs must not
+// overlap (infra reserves a concurrency of one).
+type Repairer struct{ cfg Config }
+
+// New returns a Repairer.
+func New(cfg Config) (*Repairer, error) {
+	var missing []string
+	for name, ok := range map[string]bool{
+		"SQS": cfg.SQS != nil, "Streams": cfg.Streams != nil, "DB": cfg.DB != nil, "Log": cfg.Log != nil,
+		"Deliverer": cfg.Deliverer != nil, "DeadLetters": cfg.DeadLetters != nil, "Feed": cfg.Feed != nil,
+		"DurableDLQ": cfg.DurableDLQ != "", "PipeDLQ": cfg.PipeDLQ != "", "ChangeFeedDLQ": cfg.ChangeFeedDLQ != "",
+		"EventsTable": cfg.EventsTable != "", "StateTable": cfg.StateTable != "",
+	} {
+		if !ok {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return nil, fmt.Errorf("repair: Config lacks %v", missing)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Reserve <= 0 {
+		cfg.Reserve = 10 * time.Second
+	}
+	if cfg.Budget <= 0 {
+		cfg.Budget = 4 * time.Minute
+	}
+	if cfg.MaxItems <= 0 {
+		cfg.MaxItems = 200
+	}
+	if cfg.Slack <= 0 {
+		cfg.Slack = 5 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Repairer{cfg: cfg}, nil
+}
+
+// ErrUnknownSource: a Request names a source that does not exist.
+var ErrUnknownSource = errors.New("unknown repair source")
+
+// Handle runs one drain. It returns an error only for a request it cannot
+// run (an unknown source); everything else is in the report.
+func (r *Repairer) Handle(ctx context.Context, req Request) (Report, error) {
+	sources := req.Sources
+	if len(sources) == 0 {
+		sources = AllSources
+	}
+	for _, s := range sources {
+		if !slices.Contains(AllSources, s) {
+			return Report{}, fmt.Errorf("%w %q (known: %v)", ErrUnknownSource, s, AllSources)
+		}
+	}
+	start := r.cfg.Now()
+	end := start.Add(r.cfg.Budget)
+	if dl, ok := ctx.Deadline(); ok {
+		end = dl.Add(-r.cfg.Reserve)
+	}
+	rep := Report{StartedAt: envelope.FormatTime(start), Complete: true, Sources: map[string]*SourceReport{}}
+	r.cfg.Logger.InfoContext(ctx, "dlq-repair run", slog.Any("sources", sources), slog.Any("tenants", req.Tenants), slog.Time("until", end))
+	for i, src := range sources {
+		sr := &SourceReport{Items: []Item{}, max: r.cfg.MaxItems}
+		rep.Sources[src] = sr
+		share := time.Until(end) / time.Duration(len(sources)-i)
+		if share <= 0 {
+			sr.Error = "no time left in this run"
+			rep.Complete = false
+			continue
+		}
+		sctx, cancel := context.WithDeadline(ctx, time.Now().Add(share))
+		var err error
+		switch src {
+		case SourceDurableDLQ:
+			sr.Complete, err = r.drainDurable(sctx, sr, end)
+		case SourcePipeDLQ:
+			sr.Complete, err = r.drainMetadata(sctx, sr, src, r.cfg.PipeDLQ, end)
+		case SourceChangeFeedDLQ:
+			sr.Complete, err = r.drainMetadata(sctx, sr, src, r.cfg.ChangeFeedDLQ, end)
+		case SourceDeadLetters:
+			sr.Complete, err = r.drainDeadLetters(sctx, sr, req.Tenants)
+		}
+		cancel()
+		if err != nil {
+			sr.Error = err.Error()
+			r.cfg.Logger.ErrorContext(ctx, "repair source failed", slog.String("source", src), slog.Any(obs.KeyErr, err))
+		}
+		if !sr.Complete {
+			rep.Complete = false
+		}
+		rep.Fixed += sr.Fixed
+		rep.Open += sr.Open
+		if sr.Fixed > 0 {
+			r.cfg.Metrics.Count(keys.MetricRepaired, sr.Fixed, "Source", src)
+		}
+		if sr.Open > 0 {
+			r.cfg.Metrics.Count(keys.MetricRepairOpen, sr.Open, "Source", src)
+		}
+	}
+	fin := r.cfg.Now()
+	rep.FinishedAt = envelope.FormatTime(fin)
+	rep.DurationMS = fin.Sub(start).Milliseconds()
+	r.cfg.Logger.InfoContext(ctx, "dlq-repair done", slog.Int("fixed", rep.Fixed), slog.Int("open", rep.Open), slog.Bool("complete", rep.Complete),
+		slog.Int64("duration_ms", rep.DurationMS))
+	return rep, nil
+}
+
+// record logs an item (fixed at info, open at error) and adds it to the report.
+func (r *Repairer) record(ctx context.Context, sr *SourceReport, it Item) {
+	attrs := []any{slog.String("source", it.Source), slog.String("outcome", it.Outcome), slog.String(obs.KeyLane, laneOf[it.Source])}
+	for k, v := range map[string]string{"message_id": it.MessageID, obs.KeyTenant: it.Tenant, obs.KeyEventID: it.EventID,
+		obs.KeySubscription: it.Subscription, obs.KeyReason: it.Reason, "via": it.Via, obs.KeyErr: it.Error} {
+		if v != "" {
+			attrs = append(attrs, slog.String(k, v))
+		}
+	}
+	if it.Seq > 0 {
+		attrs = append(attrs, slog.Int64(obs.KeySeq, it.Seq))
+	}
+	if it.Stream != nil {
+		attrs = append(attrs, slog.String("stream_arn", it.Stream.ARN), slog.String("shard", it.Stream.Shard),
+			slog.String("start_seq", it.Stream.Start), slog.String("end_seq", it.Stream.End))
+	}
+	if it.Outcome == Fixed {
+		r.cfg.Logger.InfoContext(ctx, "repaired", attrs...)
+	} else {
+		r.cfg.Logger.ErrorContext(ctx, "left open", attrs...)
+	}
+	sr.add(it)
+}
+
+// laneOf is the lane whose failures each source holds, for log records.
+var laneOf = map[string]string{
+	SourceDurableDLQ:    string(catalog.Durable),
+	SourcePipeDLQ:       string(catalog.Durable),
+	SourceChangeFeedDLQ: string(catalog.BestEffort),
+	SourceDeadLetters:   string(catalog.Durable),
+}
+
+// ---- the log: the source of truth for events ----
+
+// errNotInLog: the log has no event at (tenant, seq).
+var errNotInLog = errors.New("not in the log")
+
+// readEvent reads the event at (tenant, seq) from the log and checks that
+// its stored hash matches its canonical bytes.
+func (r *Repairer) readEvent(ctx context.Context, tenant string, seq int64) (envelope.Envelope, error) {
+	if tenant == "" || seq < 1 {
+		return envelope.Envelope{}, fmt.Errorf("tenant %q seq %d: %w", tenant, seq, errNotInLog)
+	}
+	p, err := r.cfg.Log.Events(ctx, tenant, seq-1, 1)
+	if err != nil {
+		return envelope.Envelope{}, err
+	}
+	if len(p.Events) == 0 || p.Raw[0] == nil || (p.Errs[0] == nil && p.Events[0].Seq != seq) {
+		return envelope.Envelope{}, fmt.Errorf("tenant %s seq %d: %w", tenant, seq, errNotInLog)
+	}
+	if p.Errs[0] != nil {
+		return envelope.Envelope{}, fmt.Errorf("tenant %s seq %d: the log's row does not decode: %w", tenant, seq, p.Errs[0])
+	}
+	e := p.Events[0]
+	if h, err := chain.Hash(&e); err != nil || h != e.Hash {
+		return e, fmt.Errorf("tenant %s seq %d: the log's row hashes to %s, not its stored %s: run reconcile on the tenant", tenant, seq, h, e.Hash)
+	}
+	return e, nil
+}
+
+// deliver redelivers an event re-read from the log and says whether it is
+// done, with each subscription's outcome.
+func (r *Repairer) deliver(ctx context.Context, e envelope.Envelope) (map[string]string, string, error) {
+	res, err := r.cfg.Deliverer.Deliver(ctx, e)
+	subs := map[string]string{}
+	for _, s := range res.Subscriptions {
+		subs[s.Subscription] = string(s.Outcome)
+	}
+	switch {
+	case err != nil:
+		return subs, "delivery failed on infrastructure", err
+	case res.RetryLater():
+		return subs, "another delivery holds a claim's lease; try again later", nil
+	}
+	return subs, "", nil
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
