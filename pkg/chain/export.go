@@ -61,19 +61,9 @@ func ReadExport(r io.Reader) (Export, error) {
 			x.Head = probe.Head
 			continue
 		}
-		var e envelope.Envelope
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.UseNumber()
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&e); err != nil {
+		e, err := envelope.FromJSON(b)
+		if err != nil {
 			return x, fmt.Errorf("export line %d: %w", line, err)
-		}
-		if e.Payload != nil {
-			p, err := envelope.NormalizePayload(e.Payload)
-			if err != nil {
-				return x, fmt.Errorf("export line %d (seq %d): %w", line, e.Seq, err)
-			}
-			e.Payload = p
 		}
 		x.Events = append(x.Events, e)
 	}

@@ -196,3 +196,29 @@ func decodeStrict(raw []byte, v any) error {
 	}
 	return nil
 }
+
+// FromJSON decodes one envelope from its JSON form (stream-filter's output,
+// an SQS message body, a line of an export): strictly (no unknown members,
+// no trailing data) and with the payload in envelope form. It does not
+// validate: callers that need a stored event call ValidateStored, and a
+// verifier reports a malformed event as a chain break instead.
+func FromJSON(b []byte) (Envelope, error) {
+	var e Envelope
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		return e, fmt.Errorf("decode envelope: %w", err)
+	}
+	if dec.More() {
+		return e, fmt.Errorf("decode envelope: trailing data after the envelope")
+	}
+	if e.Payload != nil {
+		p, err := NormalizePayload(e.Payload)
+		if err != nil {
+			return e, fmt.Errorf("decode envelope: %w", err)
+		}
+		e.Payload = p
+	}
+	return e, nil
+}

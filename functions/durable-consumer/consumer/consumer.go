@@ -24,7 +24,6 @@ package consumer
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -296,22 +295,9 @@ func DecodeMessage(m events.SQSMessage) (envelope.Envelope, error) {
 // fields, payload numbers in canonical form, ValidateStored, and the hash
 // recomputed from the canonical bytes. Every failure wraps ErrUndecodable.
 func DecodeEnvelope(body []byte) (envelope.Envelope, error) {
-	var e envelope.Envelope
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&e); err != nil {
+	e, err := envelope.FromJSON(body)
+	if err != nil {
 		return e, fmt.Errorf("%w: %v", ErrUndecodable, err)
-	}
-	if dec.More() {
-		return e, fmt.Errorf("%w: trailing data after the envelope", ErrUndecodable)
-	}
-	if e.Payload != nil {
-		p, err := envelope.NormalizePayload(e.Payload)
-		if err != nil {
-			return e, fmt.Errorf("%w: %v", ErrUndecodable, err)
-		}
-		e.Payload = p
 	}
 	if err := e.ValidateStored(); err != nil {
 		return e, fmt.Errorf("%w: %v", ErrUndecodable, err)
