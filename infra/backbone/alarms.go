@@ -116,6 +116,8 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 	deadLettered := emfQuery("SUM", keys.MetricDeadLettered, fiveMin)
 	chainBreaks := emfQuery("SUM", keys.MetricChainBreaks, fiveMin)
 	rejected := emfQuery("SUM", keys.MetricRejectedRecords, fiveMin)
+	repairOpen := emfQuery("SUM", keys.MetricRepairOpen, fiveMin)
+	changeRejected := emfQuery("SUM", keys.MetricChangeRejected, fiveMin)
 
 	alarm("ChangeFeedIteratorAge",
 		"changefeed is more than 5 minutes behind the orders stream for 5 minutes: a slow or failing batch holds a shard. Check changefeed's errors and logs; records older than 6 h go to the change-feed DLQ.",
@@ -147,6 +149,12 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 	alarm("DeadLettered",
 		"A DURABLE subscription handler failed and its event was dead-lettered (EMF DeadLettered). Its siblings ran. Fix the handler, then run dlq-repair (docs/deploy.md, runbook).",
 		deadLettered, 1, 1)
+	alarm("RepairLeftOpen",
+		"dlq-repair finished a run with items it could not fix (EMF RepairOpen, by Source). They stay in their queue or as dead letters; its report and logs give each one's reason. Fix the cause and invoke it again.",
+		repairOpen, 1, 1)
+	alarm("ChangeFeedRejected",
+		"changefeed skipped orders-stream records it cannot represent as change events (EMF ChangeRejected, by Reason: no tenant, id or version, or a number outside I-JSON). Retrying cannot fix them, so the projection misses those versions until the item is written again; read changefeed's ERROR lines.",
+		changeRejected, 1, 1)
 	alarm("ChainBreaks",
 		"reconcile found a broken hash chain (EMF ChainBreaks). The log of a tenant was altered or lost an event. Call reconcile for the tenant to see the first break; this is a data-integrity incident.",
 		chainBreaks, 1, 1)

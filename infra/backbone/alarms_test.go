@@ -138,7 +138,7 @@ func TestQueueAndDeadLetterAlarms(t *testing.T) {
 	} else if p["Threshold"].(float64) < 6*durableConsumerTimeoutSeconds {
 		t.Errorf("oldest-message threshold %vs is under one visibility timeout", p["Threshold"])
 	}
-	for _, metric := range []string{keys.MetricDeadLettered, keys.MetricChainBreaks, keys.MetricRejectedRecords} {
+	for _, metric := range []string{keys.MetricDeadLettered, keys.MetricChainBreaks, keys.MetricRejectedRecords, keys.MetricRepairOpen, keys.MetricChangeRejected} {
 		q := fmt.Sprintf(`SELECT SUM(%s) FROM "%s"`, metric, keys.MetricNamespace)
 		if p, ok := s.alarmOnQuery(q); !ok {
 			t.Errorf("no alarm on %s", q)
