@@ -10,10 +10,9 @@ CDK := $(CURDIR)/.cache/npm/node_modules/.bin/cdk
 CDK_FLAGS ?=
 TEST_PKGS ?= ./...
 TESTFLAGS ?=
-# Benchmarks: point BENCH_PKGS at the packages to measure, or replace BENCH_CMD with a bench
-# runner (results belong in bench/out/, which git ignores). Both run under with-servers.sh.
-BENCH_PKGS ?= ./...
-BENCH_CMD ?= $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 40m $(BENCH_PKGS)
+# Benchmarks: the runner in bench/ measures everything side by side in one run and writes
+# bench/RESULTS.md (scratch builds in bench/out/, which git ignores). Runs under with-servers.sh.
+BENCH_CMD ?= $(GO) run ./bench
 
 # Every Lambda: a folder under functions/ with a main.go.
 FUNCTIONS := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
@@ -36,7 +35,7 @@ help:
 	@echo 'make deps     install DynamoDB Local, ElasticMQ, cfn-lint and the CDK CLI into .cache/'
 	@echo 'make build    cross-compile functions/* to build/<fn>/bootstrap (linux/arm64)'
 	@echo 'make test     lint, build, then go test ./... against one fresh DynamoDB Local + ElasticMQ'
-	@echo 'make bench    benchmarks against the same servers (BENCH_PKGS=..., BENCH_CMD=...)'
+	@echo 'make bench    every benchmark side by side in one run -> bench/RESULTS.md'
 	@echo 'make lint     gofmt check and go vet'
 	@echo 'make synth | diff | deploy   build, then the CDK CLI (CDK_FLAGS=... passes flags)'
 	@echo 'make dev      build, then run the local twin (go run ./cmd/fourlanes dev)'

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/gowebpki/jcs"
 )
 
 // MaxItemBytes is DynamoDB's item size limit. An envelope whose encoded item
@@ -155,19 +154,7 @@ func isHexHash(s string) bool {
 
 // CanonicalBytes is RFC 8785 (JCS) of the envelope without its hash field.
 // This is what the chain hashes; see pkg/chain/SPEC.md.
-func (e *Envelope) CanonicalBytes() ([]byte, error) {
-	c := *e
-	c.Hash = ""
-	raw, err := json.Marshal(&c)
-	if err != nil {
-		return nil, fmt.Errorf("canonical bytes: %w", err)
-	}
-	out, err := jcs.Transform(raw)
-	if err != nil {
-		return nil, fmt.Errorf("canonical bytes: %w", err)
-	}
-	return out, nil
-}
+func (e *Envelope) CanonicalBytes() ([]byte, error) { return canonical(e) }
 
 // DecodePayload decodes the payload into v (a pointer to the declared payload
 // type), refusing fields v does not have.

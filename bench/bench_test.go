@@ -1,0 +1,129 @@
+package main
+
+// Correctness-only smoke tests of the bench's own code: tiny settings, no
+// timing assertions (benchmarks are never assertions in make test).
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fourlanes/fourlanes/internal/localaws"
+)
+
+func TestMain(m *testing.M) { localaws.Main(m) }
+
+func tiny() options {
+	o := defaults()
+	o.quick()
+	o.emitTrial, o.emitMax = 150*time.Millisecond, 40
+	o.verifyN, o.verifyReps = 20, 1
+	o.reconcileN = 20
+	return o
+}
+
+func TestVerifySection(t *testing.T) {
+	sec, err := benchVerify(tiny())
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := sec.markdown()
+	for _, want := range []string{"raw SHA-256", "`chain.Verify`", "library canonicalizer", "Target (issue 7)"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("verify section lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestItemBytes(t *testing.T) {
+	it := map[string]types.AttributeValue{
+		"a": &types.AttributeValueMemberS{Value: "xyz"},     // 1 + 3
+		"n": &types.AttributeValueMemberN{Value: "-120.50"}, // 1 + (4 digits: 1205) 2+1
+		"m": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{ // 1 + 3 + (1 + 1 + 1)
+			"b": &types.AttributeValueMemberBOOL{Value: true},
+		}},
+	}
+	if got, want := itemBytes(it), 4+4+7; got != want {
+		t.Errorf("itemBytes: got %d, want %d", got, want)
+	}
+	if note, row := sizedEvent(); note <= 0 || row > 1024 || row < targetItemBytes-50 {
+		t.Errorf("sizedEvent: note %d, row %d bytes; want a row just under 1 KB", note, row)
+	}
+}
+
+func TestRuntimeAPI(t *testing.T) {
+	api, err := startRuntimeAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.close()
+	inv := api.queue("req-1", []byte(`{"x":1}`))
+	base := "http://" + api.addr + runtimePrefix
+
+	resp, err := http.Get(base + "/invocation/next")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if id := resp.Header.Get("Lambda-Runtime-Aws-Request-Id"); id != "req-1" || string(body) != `{"x":1}` {
+		t.Fatalf("next: got id %q body %s, want req-1 {\"x\":1}", id, body)
+	}
+	if resp.Header.Get("Lambda-Runtime-Deadline-Ms") == "" {
+		t.Error("next: no deadline header")
+	}
+	resp, err = http.Post(base+"/invocation/req-1/response", "application/json", strings.NewReader(`"ok"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	select {
+	case <-inv.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("response did not complete the invocation")
+	}
+	if string(inv.body) != `"ok"` || inv.failed != "" || inv.doneAt.Before(inv.nextAt) {
+		t.Errorf("invocation: body %s, failed %q", inv.body, inv.failed)
+	}
+
+	// With nothing queued, next holds the long poll.
+	client := &http.Client{Timeout: 200 * time.Millisecond}
+	if resp, err := client.Get(base + "/invocation/next"); err == nil {
+		resp.Body.Close()
+		t.Error("next answered with no invocation queued")
+	}
+}
+
+// TestDynamoSections runs the emit, reconcile and delivery code at tiny
+// sizes against DynamoDB Local: it must run and its tables must be whole.
+func TestDynamoSections(t *testing.T) {
+	env := &benchEnv{db: localaws.DynamoDB(t)}
+	ctx := context.Background()
+	o := tiny()
+	note, _ := sizedEvent()
+	for _, m := range emitModes {
+		r, err := emitTrial(ctx, env, m, 4, o.emitTrial, o.emitMax, orderPayload(1, note))
+		if err != nil {
+			t.Fatalf("%s: %v", m.name, err)
+		}
+		if r.events == 0 || r.txns == 0 || r.modelWCU < 4 {
+			t.Errorf("%s: %+v", m.name, r)
+		}
+	}
+	for name, f := range map[string]func(context.Context, *benchEnv, options) (section, error){
+		"reconcile": benchReconcile, "delivery": benchDelivery,
+	} {
+		sec, err := f(ctx, env, o)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !strings.Contains(sec.markdown(), "Target (issue 7)") {
+			t.Errorf("%s section has no verdict:\n%s", name, sec.markdown())
+		}
+	}
+}

@@ -1,0 +1,451 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/pkg/changefeed"
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+)
+
+// runtimeAPI is a minimal Lambda Runtime API (the three endpoints a Go
+// runtime client uses, and init/error) serving one invocation at a time.
+type runtimeAPI struct {
+	addr string
+	srv  *http.Server
+
+	mu  sync.Mutex
+	inv *invocation
+}
+
+// invocation is one queued event and what became of it.
+type invocation struct {
+	id        string
+	payload   []byte
+	delivered bool
+	nextAt    time.Time // the runtime first asked for work (its init is done)
+	doneAt    time.Time // the response (or error) arrived
+	body      []byte
+	failed    string // "error" or "init error" when not a response
+	done      chan struct{}
+}
+
+const runtimePrefix = "/2018-06-01/runtime"
+
+func startRuntimeAPI() (*runtimeAPI, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	r := &runtimeAPI{addr: ln.Addr().String()}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+runtimePrefix+"/invocation/next", r.next)
+	mux.HandleFunc("POST "+runtimePrefix+"/invocation/{id}/response", func(w http.ResponseWriter, req *http.Request) {
+		r.finish(w, req, req.PathValue("id"), "")
+	})
+	mux.HandleFunc("POST "+runtimePrefix+"/invocation/{id}/error", func(w http.ResponseWriter, req *http.Request) {
+		r.finish(w, req, req.PathValue("id"), "error")
+	})
+	mux.HandleFunc("POST "+runtimePrefix+"/init/error", func(w http.ResponseWriter, req *http.Request) {
+		r.finish(w, req, "", "init error")
+	})
+	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = r.srv.Serve(ln) }()
+	return r, nil
+}
+
+func (r *runtimeAPI) close() { _ = r.srv.Close() }
+
+// queue makes payload the next invocation.
+func (r *runtimeAPI) queue(id string, payload []byte) *invocation {
+	inv := &invocation{id: id, payload: payload, done: make(chan struct{})}
+	r.mu.Lock()
+	r.inv = inv
+	r.mu.Unlock()
+	return inv
+}
+
+func (r *runtimeAPI) next(w http.ResponseWriter, req *http.Request) {
+	r.mu.Lock()
+	inv := r.inv
+	if inv == nil || inv.delivered {
+		r.mu.Unlock()
+		// Nothing queued: hold the long poll, as Lambda does, until the
+		// process is stopped.
+		<-req.Context().Done()
+		return
+	}
+	inv.delivered, inv.nextAt = true, time.Now()
+	r.mu.Unlock()
+	h := w.Header()
+	h.Set("Lambda-Runtime-Aws-Request-Id", inv.id)
+	h.Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(time.Now().Add(60*time.Second).UnixMilli(), 10))
+	h.Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:"+localaws.Region+":"+localaws.AccountID+":function:bench")
+	h.Set("Lambda-Runtime-Trace-Id", "Root=1-00000000-000000000000000000000000;Parent=0000000000000000;Sampled=0")
+	h.Set("Content-Type", "application/json")
+	_, _ = w.Write(inv.payload)
+}
+
+func (r *runtimeAPI) finish(w http.ResponseWriter, req *http.Request, id, failed string) {
+	at := time.Now()
+	body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
+	r.mu.Lock()
+	inv := r.inv
+	if inv != nil && (id == "" || id == inv.id) && inv.doneAt.IsZero() {
+		inv.doneAt, inv.body, inv.failed = at, body, failed
+		close(inv.done)
+	}
+	r.mu.Unlock()
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// coldTarget is one binary to start cold.
+type coldTarget struct {
+	name     string
+	pkg      string // import path to build
+	payload  []byte
+	arm64    int64 // bytes
+	host     int64
+	bin      string // host build
+	buildErr error
+}
+
+// coldRun is one measured start.
+type coldRun struct {
+	toNext, toResponse time.Duration
+	outcome            string
+	err                error
+}
+
+func buildFunction(ctx context.Context, root, pkg, out, goarch string) (int64, error) {
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("go build %s (%s): %v: %s", pkg, goarch, err, strings.TrimSpace(string(b)))
+	}
+	st, err := os.Stat(out)
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+// startCold starts bin with env, hands it one invocation and times process
+// start → first /next and → response.
+func startCold(ctx context.Context, api *runtimeAPI, bin string, env []string, payload []byte, id string) coldRun {
+	inv := api.queue(id, payload)
+	var out bytes.Buffer
+	cmd := exec.Command(bin)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = &out, &out
+	exited := make(chan error, 1)
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return coldRun{err: err}
+	}
+	go func() { exited <- cmd.Wait() }()
+	stop := func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	timer := time.NewTimer(30 * time.Second)
+	defer timer.Stop()
+	select {
+	case <-inv.done:
+		stop()
+	case err := <-exited:
+		return coldRun{err: fmt.Errorf("exited before answering (%v): %s", err, tail(out.String(), 400))}
+	case <-timer.C:
+		stop()
+		return coldRun{err: fmt.Errorf("no answer within 30 s: %s", tail(out.String(), 400))}
+	case <-ctx.Done():
+		stop()
+		return coldRun{err: ctx.Err()}
+	}
+	r := coldRun{toNext: inv.nextAt.Sub(start), toResponse: inv.doneAt.Sub(start), outcome: tail(string(inv.body), 90)}
+	if inv.failed != "" {
+		r.outcome = inv.failed + ": " + r.outcome
+	}
+	return r
+}
+
+func tail(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// coldResources creates what the functions' environments name, so each one
+// starts as it would in the stack: tables in DynamoDB Local, queues in
+// ElasticMQ (when there is one).
+func coldResources(ctx context.Context, env *benchEnv) (vars []string, cleanup func(), err error) {
+	var drops []func()
+	cleanup = func() {
+		for _, d := range drops {
+			d()
+		}
+	}
+	pksk := func(prefix string) *dynamodb.CreateTableInput { return stateSchema(uniqueName(prefix)) }
+	orders := &dynamodb.CreateTableInput{
+		TableName: aws.String(uniqueName("orders")),
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(keys.AttrOrderTenant), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(keys.AttrOrderID), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(keys.AttrOrderTenant), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(keys.AttrOrderID), KeyType: types.KeyTypeRange},
+		},
+		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
+	}
+	for _, t := range []struct {
+		env string
+		in  *dynamodb.CreateTableInput
+	}{
+		{keys.EnvEventsTable, eventstore.TableSchema(uniqueName("events"))},
+		{keys.EnvStateTable, pksk("state")},
+		{keys.EnvChangeFeedTable, changefeed.TableSchema(uniqueName("changefeed"))},
+		{keys.EnvSearchTable, pksk("search")},
+		{keys.EnvOrdersTable, orders},
+	} {
+		name, drop, err := createTable(ctx, env.db, t.in)
+		if err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		drops = append(drops, drop)
+		vars = append(vars, t.env+"="+name)
+	}
+	queues := []struct {
+		env  string
+		fifo bool
+	}{{keys.EnvDurableQueueURL, true}, {keys.EnvDurableDLQURL, true}, {keys.EnvPipeDLQURL, false}, {keys.EnvChangeFeedDLQURL, false}}
+	for _, q := range queues {
+		url := "http://127.0.0.1:9/000000000000/none" // no ElasticMQ: a name only
+		if env.sqsEndpoint != "" {
+			client := localaws.NewSQS(env.sqsEndpoint)
+			name := uniqueName("q")
+			attrs := map[string]string{}
+			if q.fifo {
+				name += ".fifo"
+				attrs["FifoQueue"] = "true"
+				attrs["ContentBasedDeduplication"] = "false"
+			}
+			out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+			if err != nil {
+				cleanup()
+				return nil, nil, fmt.Errorf("create queue: %w", err)
+			}
+			url = aws.ToString(out.QueueUrl)
+			drops = append(drops, func() {
+				_, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
+			})
+		}
+		vars = append(vars, q.env+"="+url)
+	}
+	sqsEndpoint := env.sqsEndpoint
+	if sqsEndpoint == "" {
+		sqsEndpoint = "http://127.0.0.1:9"
+	}
+	vars = append(vars,
+		"AWS_REGION="+localaws.Region, "AWS_DEFAULT_REGION="+localaws.Region,
+		"AWS_ACCESS_KEY_ID=fourlanes", "AWS_SECRET_ACCESS_KEY=local",
+		"AWS_ENDPOINT_URL_DYNAMODB="+env.ddbEndpoint, "AWS_ENDPOINT_URL_DYNAMODB_STREAMS="+env.ddbEndpoint,
+		"AWS_ENDPOINT_URL_SQS="+sqsEndpoint,
+		keys.EnvTracing+"=off", keys.EnvLogLevel+"=info",
+		"AWS_LAMBDA_FUNCTION_VERSION=$LATEST", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=512",
+		"AWS_LAMBDA_LOG_GROUP_NAME=/aws/lambda/bench", "AWS_LAMBDA_LOG_STREAM_NAME=bench", "_HANDLER=bootstrap",
+		"TZ=UTC", "PATH=/usr/bin:/bin",
+	)
+	return vars, cleanup, nil
+}
+
+// coldPayload is a small valid first invocation for each function: one that
+// does the function's real work on an empty or tiny input (the reconcile and
+// dlq-repair ones make DynamoDB calls).
+func coldPayload(root, fn string) []byte {
+	switch fn {
+	case keys.FnStreamFilter:
+		// A real Pipes enrichment batch: one event row from the events table.
+		if b, err := os.ReadFile(filepath.Join(root, "pkg", "envelope", "testdata", "pipe-enrichment-batch.json")); err == nil {
+			return b
+		}
+		return []byte(`[]`)
+	case keys.FnDurableConsumer, keys.FnChangefeed:
+		return []byte(`{"Records":[]}`)
+	case keys.FnReconcile:
+		return []byte(`{"version":"2.0","rawPath":"/","rawQueryString":"tenant=tenant-cold","headers":{},` +
+			`"requestContext":{"requestId":"bench","http":{"method":"GET","path":"/","protocol":"HTTP/1.1","sourceIp":"127.0.0.1"}},"isBase64Encoded":false}`)
+	case keys.FnDLQRepair:
+		return []byte(`{"sources":["dead_letters"],"tenants":["tenant-cold"]}`)
+	}
+	return []byte(`{}`)
+}
+
+func benchColdStart(ctx context.Context, env *benchEnv, o options) (section, error) {
+	sec := section{title: "5. Cold start: binary size and process start → first response"}
+	if err := env.requireDB(); err != nil {
+		return sec, err
+	}
+	mains, _ := filepath.Glob(filepath.Join(env.root, "functions", "*", "main.go"))
+	if len(mains) == 0 {
+		return sec, fmt.Errorf("functions/*/main.go: %w", errNotLanded)
+	}
+	var targets []*coldTarget
+	for _, m := range mains {
+		fn := filepath.Base(filepath.Dir(m))
+		targets = append(targets, &coldTarget{name: fn, pkg: "./functions/" + fn, payload: coldPayload(env.root, fn)})
+	}
+	hello := &coldTarget{name: "hello-world (aws-lambda-go baseline)", pkg: "./bench/hello", payload: []byte(`{}`)}
+	targets = append(targets, hello)
+
+	out := filepath.Join(env.root, "bench", "out", "coldstart")
+	for _, t := range targets {
+		dir := strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(t.name)
+		if t.arm64, t.buildErr = buildFunction(ctx, env.root, t.pkg, filepath.Join(out, "arm64", dir, "bootstrap"), "arm64"); t.buildErr != nil {
+			continue
+		}
+		t.bin = filepath.Join(out, runtime.GOARCH, dir, "bootstrap")
+		if runtime.GOARCH == "arm64" {
+			t.host = t.arm64
+		} else if t.host, t.buildErr = buildFunction(ctx, env.root, t.pkg, t.bin, runtime.GOARCH); t.buildErr != nil {
+			continue
+		}
+	}
+
+	vars, cleanup, err := coldResources(ctx, env)
+	if err != nil {
+		return sec, err
+	}
+	defer cleanup()
+	api, err := startRuntimeAPI()
+	if err != nil {
+		return sec, err
+	}
+	defer api.close()
+	envFor := func(t *coldTarget) []string {
+		return append([]string{"AWS_LAMBDA_RUNTIME_API=" + api.addr, "AWS_LAMBDA_FUNCTION_NAME=" + t.name}, vars...)
+	}
+
+	// One unrecorded start each (page cache, DynamoDB Local's first call),
+	// then rounds in a rotating order.
+	runs := map[*coldTarget][]coldRun{}
+	seq := 0
+	for round := -1; round < o.coldReps; round++ {
+		for k := range targets {
+			t := targets[(k+max(round, 0))%len(targets)]
+			if t.buildErr != nil {
+				continue
+			}
+			seq++
+			r := startCold(ctx, api, t.bin, envFor(t), t.payload, fmt.Sprintf("bench-%06d", seq))
+			if round >= 0 {
+				runs[t] = append(runs[t], r)
+			}
+			if r.err != nil {
+				log.Printf("cold start %s: %v", t.name, r.err)
+			}
+		}
+	}
+
+	helloMedian := time.Duration(0)
+	if rs := okRuns(runs[hello]); len(rs) > 0 {
+		helloMedian = medianDuration(toResponse(rs))
+	}
+	tb := &table{head: []string{"binary", "linux/arm64 size (MB)", "linux/" + runtime.GOARCH + " size (MB)",
+		"start → first /next (median)", "start → response (median)", "min – max", "÷ hello-world", "runs ok", "first response"}}
+	for _, t := range targets {
+		if t.buildErr != nil {
+			tb.add(t.name, "—", "—", "—", "—", "—", "—", "0", "build failed: "+tail(t.buildErr.Error(), 200))
+			continue
+		}
+		rs := okRuns(runs[t])
+		outcome := ""
+		for _, r := range runs[t] {
+			if r.err != nil {
+				outcome = "error: " + tail(r.err.Error(), 200)
+			} else if outcome == "" {
+				outcome = "`" + strings.ReplaceAll(r.outcome, "`", "'") + "`"
+			}
+		}
+		if len(rs) == 0 {
+			tb.add(t.name, mb(t.arm64), mb(t.host), "—", "—", "—", "—", fmt.Sprintf("0 / %d", len(runs[t])), outcome)
+			continue
+		}
+		resp := toResponse(rs)
+		next := make([]time.Duration, len(rs))
+		for i, r := range rs {
+			next[i] = r.toNext
+		}
+		lo, hi := minMax(durationsToFloats(resp))
+		tb.add(t.name, mb(t.arm64), mb(t.host), ms(medianDuration(next)), ms(medianDuration(resp)),
+			ms(time.Duration(lo))+" – "+ms(time.Duration(hi)), ratio(float64(medianDuration(resp))/float64(helloMedian)),
+			fmt.Sprintf("%d / %d", len(rs), len(runs[t])), outcome)
+	}
+	sec.para("Every `functions/*` binary and a hello-world aws-lambda-go function are built the way `make build` builds "+
+		"(`CGO_ENABLED=0 go build -tags lambda.norpc -trimpath -ldflags '-s -w'`), for linux/arm64 (what Lambda runs; size only) "+
+		"and for this machine (linux/%s; run). Each run starts the binary as a new process with `AWS_LAMBDA_RUNTIME_API` "+
+		"pointing at a minimal Lambda Runtime API inside the bench (`/runtime/invocation/next`, `/{id}/response`, "+
+		"`/{id}/error`, `/runtime/init/error`), with one invocation queued, and the environment the stack gives the function "+
+		"(table names and queue URLs of this run's DynamoDB Local and ElasticMQ, `AWS_ENDPOINT_URL_*`, tracing off). "+
+		"*start → first /next* is process start until the runtime asks for work (its init is done); *start → response* "+
+		"until the response is posted. First invocations: stream-filter gets a real Pipes enrichment batch (one event row), "+
+		"reconcile `GET /?tenant=tenant-cold` (reads the state and events tables), dlq-repair "+
+		"`{\"sources\":[\"dead_letters\"],\"tenants\":[\"tenant-cold\"]}` (a state-table query), durable-consumer and "+
+		"changefeed an empty batch. One unrecorded start per binary first, then %d rounds with every binary once per "+
+		"round in a rotating order; medians. This is the process's share of a cold start only: Lambda's own sandbox "+
+		"set-up and code download are not in it.", runtime.GOARCH, o.coldReps)
+	sec.table(tb)
+	return sec, nil
+}
+
+func okRuns(rs []coldRun) []coldRun {
+	var ok []coldRun
+	for _, r := range rs {
+		if r.err == nil {
+			ok = append(ok, r)
+		}
+	}
+	return ok
+}
+
+func toResponse(rs []coldRun) []time.Duration {
+	ds := make([]time.Duration, len(rs))
+	for i, r := range rs {
+		ds[i] = r.toResponse
+	}
+	return ds
+}
+
+func durationsToFloats(ds []time.Duration) []float64 {
+	xs := make([]float64, len(ds))
+	for i, d := range ds {
+		xs[i] = float64(d)
+	}
+	return xs
+}
+
+func mb(n int64) string { return fmt.Sprintf("%.1f", float64(n)/1e6) }

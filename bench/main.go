@@ -1,0 +1,220 @@
+// Command bench measures fourlanes side by side in one run and writes the
+// results as markdown (bench/RESULTS.md):
+//
+//   - Emit on one tenant at 1, 8 and 32 concurrent emitters, group commit
+//     against the naive design, interleaved, against DynamoDB Local;
+//   - chain verification throughput beside raw SHA-256 over the same
+//     canonical bytes, and the library canonicalizer it replaced;
+//   - reconcile after a checkpoint: the reads it costs;
+//   - durable delivery: DynamoDB writes per (event, subscription);
+//   - cold start of every function under a local Lambda Runtime API, beside
+//     a hello-world aws-lambda-go binary built the same way.
+//
+// `make bench` runs it under scripts/with-servers.sh, which exports
+// FOURLANES_DYNAMODB_ENDPOINT and FOURLANES_SQS_ENDPOINT; without them it
+// starts its own DynamoDB Local. Every loop is bounded in count and in time.
+// The machine is shared and noisy, so compared things run interleaved in the
+// same run and the tables give ratios beside absolute numbers.
+//
+//	go run ./bench                  # everything, about five minutes
+//	go run ./bench -quick -out /tmp/r.md -only verify,coldstart
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/fourlanes/fourlanes/internal/localaws"
+)
+
+// options are the knobs of one run; quick() shrinks them for a smoke run.
+type options struct {
+	out        string
+	only       map[string]bool
+	emitTrial  time.Duration // one emit trial (bounded also by emitMax)
+	emitReps   int           // interleaved repetitions per emitter count
+	emitMax    int64         // events per emit trial at most
+	verifyN    int           // events in the in-memory chain
+	verifyReps int           // interleaved rounds
+	coldReps   int           // cold starts per binary
+	reconcileN int           // events before the checkpoint
+}
+
+func defaults() options {
+	return options{
+		out:        "", // bench/RESULTS.md in the repository
+		emitTrial:  4 * time.Second,
+		emitReps:   4,
+		emitMax:    30000,
+		verifyN:    2000,
+		verifyReps: 9,
+		coldReps:   9,
+		reconcileN: 1000,
+	}
+}
+
+func (o *options) quick() {
+	o.emitTrial, o.emitReps, o.emitMax = 300*time.Millisecond, 1, 500
+	o.verifyN, o.verifyReps = 100, 2
+	o.coldReps = 1
+	o.reconcileN = 30
+}
+
+var sections = []string{"emit", "verify", "reconcile", "delivery", "coldstart"}
+
+func main() {
+	exit := 0
+	defer func() { os.Exit(exit) }()
+	log.SetFlags(0)
+	log.SetPrefix("bench: ")
+	o := defaults()
+	quick := flag.Bool("quick", false, "a short smoke run (numbers are not meaningful)")
+	only := flag.String("only", strings.Join(sections, ","), "comma-separated sections to run: "+strings.Join(sections, ","))
+	flag.StringVar(&o.out, "out", o.out, "markdown file to write (default bench/RESULTS.md in the repository)")
+	flag.IntVar(&o.verifyN, "verify-events", o.verifyN, "events in the verification bench's chain")
+	flag.DurationVar(&o.emitTrial, "emit-trial", o.emitTrial, "length of one emit trial")
+	flag.IntVar(&o.emitReps, "emit-reps", o.emitReps, "interleaved repetitions per emitter count")
+	flag.IntVar(&o.coldReps, "cold-reps", o.coldReps, "cold starts per binary")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *quick {
+		// -quick shrinks everything, then explicit flags win again.
+		q := defaults()
+		q.quick()
+		flag.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "emit-trial":
+				q.emitTrial = o.emitTrial
+			case "emit-reps":
+				q.emitReps = o.emitReps
+			case "verify-events":
+				q.verifyN = o.verifyN
+			case "cold-reps":
+				q.coldReps = o.coldReps
+			}
+		})
+		q.out = o.out
+		o = q
+	}
+	o.only = map[string]bool{}
+	for _, s := range strings.Split(*only, ",") {
+		o.only[strings.TrimSpace(s)] = true
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	// The whole run is bounded too.
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+
+	if err := run(ctx, o, *quick); err != nil {
+		log.Print(err)
+		exit = 1
+	}
+}
+
+func run(ctx context.Context, o options, quick bool) error {
+	root, err := localaws.RepoRoot()
+	if err != nil {
+		return err
+	}
+	env := &benchEnv{root: root, ddbEndpoint: os.Getenv("FOURLANES_DYNAMODB_ENDPOINT"), sqsEndpoint: os.Getenv("FOURLANES_SQS_ENDPOINT")}
+	needDB := o.only["emit"] || o.only["reconcile"] || o.only["delivery"] || o.only["coldstart"]
+	if needDB && env.ddbEndpoint == "" {
+		log.Print("FOURLANES_DYNAMODB_ENDPOINT is unset: starting a DynamoDB Local of our own")
+		srv, err := localaws.StartDynamoDB(ctx)
+		if err != nil {
+			return fmt.Errorf("start DynamoDB Local (or run under scripts/with-servers.sh): %w", err)
+		}
+		defer srv.Stop()
+		env.ddbEndpoint = srv.Endpoint
+	}
+	if env.ddbEndpoint != "" {
+		env.db = localaws.NewDynamoDB(env.ddbEndpoint)
+	}
+
+	if o.out == "" {
+		o.out = filepath.Join(root, "bench", "RESULTS.md")
+	}
+	rep := &report{quick: quick, machine: describeMachine(root)}
+	var failed []string
+	for _, s := range sections {
+		if !o.only[s] {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		log.Printf("section %s", s)
+		begin := time.Now()
+		var sec section
+		var err error
+		switch s {
+		case "emit":
+			sec, err = benchEmit(ctx, env, o)
+		case "verify":
+			sec, err = benchVerify(o)
+		case "reconcile":
+			sec, err = benchReconcile(ctx, env, o)
+		case "delivery":
+			sec, err = benchDelivery(ctx, env, o)
+		case "coldstart":
+			sec, err = benchColdStart(ctx, env, o)
+		}
+		if err != nil {
+			// A section that fails says so in the results; it never
+			// leaves numbers that were not measured.
+			log.Printf("section %s failed: %v", s, err)
+			failed = append(failed, s)
+			sec.body = append(sec.body, fmt.Sprintf("**This section failed in this run:** `%v`", err))
+		}
+		sec.took = time.Since(begin)
+		rep.sections = append(rep.sections, sec)
+		fmt.Println(sec.markdown())
+	}
+	rep.machine.loadEnd = loadAverage()
+	if err := os.WriteFile(o.out, []byte(rep.markdown()), 0o644); err != nil {
+		return err
+	}
+	log.Printf("wrote %s", o.out)
+	if len(failed) > 0 {
+		return fmt.Errorf("sections that failed (see %s): %s", o.out, strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// benchEnv is what the sections share: the servers and the repository.
+type benchEnv struct {
+	root        string
+	ddbEndpoint string
+	sqsEndpoint string
+	db          *dynamodb.Client
+}
+
+func (e *benchEnv) requireDB() error {
+	if e.db == nil {
+		return errors.New("no DynamoDB Local endpoint")
+	}
+	return nil
+}
