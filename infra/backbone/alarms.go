@@ -135,19 +135,19 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		"stream-filter rejected stream records (EMF RejectedRecords, by Reason: hash_mismatch, broken_link, undeclared, undecodable, unstamped_head). The Pipe retries, bisects and finally dead-letters the batch. Read the Reason in stream-filter's logs before draining.",
 		rejected, 1, 1)
 	alarm("DurableDLQDepth",
-		"Messages in the DURABLE FIFO DLQ: an event failed durable-consumer 5 times (an infrastructure error, not a handler error, which dead-letters per subscription). Run dlq-repair (README, "Runbook: draining the dead-letter queues").",
+		"Messages in the DURABLE FIFO DLQ: an event failed durable-consumer 5 times (an infrastructure error, not a handler error, which dead-letters per subscription). Run dlq-repair (README, 'Runbook: draining the dead-letter queues').",
 		visible(props.Durable.DLQ), 1, 1)
 	alarm("PipeDLQDepth",
-		"Messages in the Pipe DLQ: a batch of the events stream exhausted the Pipe's retries or record age. Its events are not on the DURABLE lane yet. Run dlq-repair within 18 hours, while the stream still holds them (README, "Runbook: draining the dead-letter queues").",
+		"Messages in the Pipe DLQ: a batch of the events stream exhausted the Pipe's retries or record age. Its events are not on the DURABLE lane yet. Run dlq-repair within 18 hours, while the stream still holds them (README, 'Runbook: draining the dead-letter queues').",
 		visible(props.Durable.PipeDLQ), 1, 1)
 	alarm("ChangeFeedDLQDepth",
-		"Messages in the change-feed on-failure queue: an orders stream batch exhausted changefeed's retries or record age. Run dlq-repair (README, "Runbook: draining the dead-letter queues").",
+		"Messages in the change-feed on-failure queue: an orders stream batch exhausted changefeed's retries or record age. Run dlq-repair (README, 'Runbook: draining the dead-letter queues').",
 		visible(props.ChangeFeed.DLQ), 1, 1)
 	alarm("DurableOldestMessage",
 		"The oldest message in the DURABLE FIFO queue is over 15 minutes old for 5 minutes: durable-consumer keeps failing a tenant's message group, or is throttled. Check durable-consumer's errors.",
 		oldest, oldestMessageThresholdS, 5)
 	alarm("DeadLettered",
-		"A DURABLE subscription handler failed and its event was dead-lettered (EMF DeadLettered). Its siblings ran. Fix the handler, then run dlq-repair (README, "Runbook: draining the dead-letter queues").",
+		"A DURABLE subscription handler failed and its event was dead-lettered (EMF DeadLettered). Its siblings ran. Fix the handler, then run dlq-repair (README, 'Runbook: draining the dead-letter queues').",
 		deadLettered, 1, 1)
 	alarm("RepairLeftOpen",
 		"dlq-repair finished a run with items it could not fix (EMF RepairOpen, by Source). They stay in their queue or as dead letters; its report and logs give each one's reason. Fix the cause and invoke it again.",
