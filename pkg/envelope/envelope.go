@@ -113,10 +113,11 @@ func (e *Envelope) Validate() error {
 	if e.Payload == nil {
 		return fieldErr("payload", "is missing; use an empty object for an event without data")
 	}
-	if err := checkValue("payload", e.Payload); err != nil {
+	n, err := checkValue("payload", e.Payload)
+	if err != nil {
 		return err
 	}
-	if n := len(mustJSON(e.Payload)); n > MaxPayloadBytes {
+	if n > MaxPayloadBytes {
 		return fieldErr("payload", "is %d bytes; at most %d fit in one DynamoDB item with the envelope", n, MaxPayloadBytes)
 	}
 	return nil

@@ -105,42 +105,85 @@ func normalizeValue(path string, v any) (any, error) {
 	}
 }
 
-// checkValue verifies an already-normalized payload (used by Validate).
-func checkValue(path string, v any) error {
+// checkValue verifies an already-normalized payload (used by Validate) and
+// returns its size in DynamoDB's terms (UTF-8 bytes of names and strings,
+// numbers by their digits). It runs on every verification of a stored event,
+// so the path of a failing field is built only on the way out of an error.
+func checkValue(path string, v any) (int, error) {
+	n, err := check(v)
+	if err != nil {
+		err.Field = path + err.Field
+		return 0, err
+	}
+	return n, nil
+}
+
+func check(v any) (int, *FieldError) {
 	switch x := v.(type) {
 	case nil, bool:
-		return nil
+		return 1, nil
 	case string:
 		if !utf8.ValidString(x) {
-			return fieldErr(path, "is not valid UTF-8")
+			return 0, &FieldError{Reason: "is not valid UTF-8"}
 		}
-		return nil
+		return len(x), nil
 	case json.Number:
-		n, err := CanonicalNumber(path, string(x))
+		if isCanonicalNumber(string(x)) {
+			return len(x)/2 + 2, nil
+		}
+		n, err := CanonicalNumber("", string(x))
 		if err != nil {
-			return err
+			return 0, err.(*FieldError)
 		}
-		if n != x {
-			return fieldErr(path, "number %s is not in canonical form %s; build payloads with NormalizePayload", x, n)
+		if n == x {
+			return len(x)/2 + 2, nil
 		}
-		return nil
+		return 0, &FieldError{Reason: fmt.Sprintf("number %s is not in canonical form %s; build payloads with NormalizePayload", x, n)}
 	case []any:
+		size := 3
 		for i, e := range x {
-			if err := checkValue(fmt.Sprintf("%s[%d]", path, i), e); err != nil {
-				return err
+			n, err := check(e)
+			if err != nil {
+				err.Field = "[" + strconv.Itoa(i) + "]" + err.Field
+				return 0, err
 			}
+			size += n + 1
 		}
-		return nil
+		return size, nil
 	case map[string]any:
+		size := 3
 		for k, e := range x {
-			if err := checkValue(path+"."+k, e); err != nil {
-				return err
+			n, err := check(e)
+			if err != nil {
+				err.Field = "." + k + err.Field
+				return 0, err
 			}
+			size += len(k) + n + 1
 		}
-		return nil
+		return size, nil
 	default:
-		return fieldErr(path, "has unsupported Go type %T; build payloads with NormalizePayload", v)
+		return 0, &FieldError{Reason: fmt.Sprintf("has unsupported Go type %T; build payloads with NormalizePayload", v)}
 	}
+}
+
+// isCanonicalNumber is the fast path of CanonicalNumber for the spellings
+// NormalizePayload produces: an integer within ±(2^53−1), or a decimal in
+// [1e-6, 1e21) written with the fewest digits that round-trip (ECMAScript
+// writes those ranges in plain notation, as strconv's 'f' format with -1 does).
+// Anything else takes the exact path.
+func isCanonicalNumber(s string) bool {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f == 0 && s != "0" {
+		return false
+	}
+	if f == math.Trunc(f) {
+		return math.Abs(f) <= maxSafeInt && strconv.FormatInt(int64(f), 10) == s
+	}
+	if a := math.Abs(f); a < 1e-6 || a >= 1e21 {
+		return false
+	}
+	var buf [32]byte
+	return string(strconv.AppendFloat(buf[:0], f, 'f', -1, 64)) == s
 }
 
 // CanonicalNumber checks that the decimal s is exact in IEEE 754 binary64 as
