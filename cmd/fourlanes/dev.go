@@ -1,0 +1,447 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/internal/twin"
+	"github.com/fourlanes/fourlanes/internal/twin/cfn"
+	"github.com/fourlanes/fourlanes/internal/twin/demo"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+)
+
+// localCreds are the credentials the local servers accept.
+type localCreds struct{}
+
+func (localCreds) Retrieve(context.Context) (aws.Credentials, error) {
+	return aws.Credentials{AccessKeyID: "fourlanes", SecretAccessKey: "local", Source: "fourlanes dev"}, nil
+}
+
+type devOptions struct {
+	template string // a template file; empty: synthesize
+	cdkOut   string // a cloud assembly to read; empty: synthesize
+	tenants  int
+	orders   int
+	demo     bool
+	port     int
+	every    time.Duration
+}
+
+func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+	fs := flags("dev [flags]", "dev", stderr)
+	var o devOptions
+	fs.StringVar(&o.cdkOut, "cdk-out", "", "run the stack of this cloud assembly (e.g. cdk.out from `make synth`) instead of synthesizing")
+	fs.StringVar(&o.template, "template", "", "run this template file (its assets beside it) instead of synthesizing")
+	fs.IntVar(&o.tenants, "tenants", 3, "tenants in the demo workload")
+	fs.IntVar(&o.orders, "orders", 5, "orders per tenant in the demo workload")
+	fs.BoolVar(&o.demo, "demo", true, "run the demo workload (orders, one dead letter, one poison record)")
+	fs.IntVar(&o.port, "reconcile-port", 0, "serve reconcile's Function URL on this port (0: any free port)")
+	fs.DurationVar(&o.every, "status-every", time.Second, "how often the status line refreshes")
+	if err := parse(fs, args); err != nil {
+		return 0, err
+	}
+	if fs.NArg() > 0 {
+		return 0, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if o.template != "" && o.cdkOut != "" {
+		return 0, fmt.Errorf("%w: -template and -cdk-out: pick one", errUsage)
+	}
+	return devMain(ctx, o, stdout, stderr)
+}
+
+func devMain(ctx context.Context, o devOptions, stdout, stderr io.Writer) (int, error) {
+	say := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
+	root, err := localaws.RepoRoot()
+	if err != nil {
+		return 0, err
+	}
+	dir, err := devDir()
+	if err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, err
+	}
+	hostBin := filepath.Join(dir, "bin")
+
+	// 1. Functions for this machine, and the template.
+	start := time.Now()
+	fns, err := twin.FunctionNames(root)
+	if err != nil {
+		return 0, err
+	}
+	say("dev: building %d functions for this machine into %s", len(fns), rel(root, hostBin))
+	if err := twin.BuildHost(ctx, root, hostBin, fns); err != nil {
+		return 0, err
+	}
+	tmpl, code, err := devTemplate(ctx, root, dir, hostBin, fns, o, say)
+	if err != nil {
+		return 0, err
+	}
+	say("dev: template ready (%d resources) after %v", len(tmpl.Resources), time.Since(start).Round(100*time.Millisecond))
+
+	// 2. The local servers.
+	say("dev: starting DynamoDB Local and ElasticMQ")
+	ddbSrv, err := localaws.StartDynamoDB(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("%w (run `make deps`)", err)
+	}
+	defer ddbSrv.Stop()
+	sqsSrv, err := localaws.StartElasticMQ(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("%w (run `make deps`)", err)
+	}
+	defer sqsSrv.Stop()
+
+	// 3. The stack.
+	twinLog, err := os.Create(filepath.Join(dir, "twin.log"))
+	if err != nil {
+		return 0, err
+	}
+	defer twinLog.Close()
+	fnLog, err := os.Create(filepath.Join(dir, "functions.log"))
+	if err != nil {
+		return 0, err
+	}
+	defer fnLog.Close()
+	ports := map[string]int{}
+	if o.port != 0 {
+		for _, r := range tmpl.OfType(cfn.TypeURL) {
+			ports[r.LogicalID] = o.port
+		}
+	}
+	tw, err := twin.Up(ctx, twin.Config{
+		Template: tmpl, StackName: "fourlanes-dev",
+		DynamoDBEndpoint: ddbSrv.Endpoint, SQSEndpoint: sqsSrv.Endpoint,
+		Code:           code,
+		Log:            slog.New(slog.NewJSONHandler(twinLog, nil)),
+		FunctionOutput: fnLog,
+		URLPorts:       ports,
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer tw.Close()
+	ids, err := findIDs(tw)
+	if err != nil {
+		return 0, err
+	}
+	repairName, _ := tw.FunctionName(ids.repair)
+	env, _ := tw.FunctionEnv(ids.repair)
+	st := devState{
+		PID: os.Getpid(), ReconcileURL: tw.URLs()[ids.reconcile], RepairFunction: repairName, LambdaEndpoint: tw.InvokeEndpoint(),
+		DynamoDBEndpoint: ddbSrv.Endpoint, SQSEndpoint: sqsSrv.Endpoint, EventsTable: env[keys.EnvEventsTable], Outputs: tw.Outputs(),
+	}
+	statePath, err := writeState(st)
+	if err != nil {
+		return 0, err
+	}
+	defer removeState()
+
+	say("")
+	say("dev: the stack is up on this machine (%d resources from the template; Ctrl-C stops it)", len(tmpl.Resources))
+	say("  reconcile URL   %s   (AWS_IAM in AWS; unsigned here)", st.ReconcileURL)
+	say("  Lambda API      %s   (AWS_ENDPOINT_URL_LAMBDA)", st.LambdaEndpoint)
+	say("  DynamoDB Local  %s   ElasticMQ %s", st.DynamoDBEndpoint, st.SQSEndpoint)
+	say("  logs            %s (the twin: invocations, deliveries, retries), %s (the functions)", rel(root, twinLog.Name()), rel(root, fnLog.Name()))
+	say("  try             fourlanes reconcile -local")
+	say("                  fourlanes repair -local")
+	say(`                  fourlanes emit -local -tenant t9 -type order.paid -payload '{"order_id":"o1","customer_email":"a@t9.example","amount_cents":100,"payment_ref":"p1"}'`)
+	say("  endpoints for -local in %s", rel(root, statePath))
+	names := make([]string, 0, len(st.Outputs))
+	for k := range st.Outputs {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	say("  stack outputs:")
+	for _, k := range names {
+		say("    %-26s %s", k, st.Outputs[k])
+	}
+	say("")
+
+	ddb := localaws.NewDynamoDB(ddbSrv.Endpoint)
+	var app *demo.App
+	if tables, err := demo.TablesFromEnv(env); err == nil {
+		appLog, err := os.Create(filepath.Join(dir, "app.log"))
+		if err != nil {
+			return 0, err
+		}
+		defer appLog.Close()
+		if app, err = demo.New(ddb, tables, slog.New(slog.NewJSONHandler(appLog, nil))); err != nil {
+			return 0, err
+		}
+	}
+	notes := make(chan string, 16)
+	if o.demo && app != nil {
+		go runDemo(ctx, app, tw, ids, o, notes)
+	}
+
+	// 4. The status line until Ctrl-C.
+	tty := isTerminal(stdout)
+	tick := time.NewTicker(o.every)
+	defer tick.Stop()
+	var lastLine string
+	var lastPrint time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			if tty {
+				fmt.Fprintln(stdout)
+			}
+			say("dev: stopping (functions get SIGTERM, then the servers stop)")
+			return exitOK, nil
+		case n := <-notes:
+			if tty {
+				fmt.Fprint(stdout, "\r\033[K")
+			}
+			say("dev: %s", n)
+		case <-tick.C:
+			line := statusLine(ctx, tw, ddb, st.EventsTable, ids)
+			switch {
+			case tty:
+				fmt.Fprintf(stdout, "\r\033[K%s %s", time.Now().Format("15:04:05"), line)
+			case line != lastLine || time.Since(lastPrint) > 30*time.Second:
+				// Not a terminal (a log file, CI): a line when something changed.
+				say("%s %s", time.Now().Format("15:04:05"), line)
+				lastPrint = time.Now()
+			}
+			lastLine = line
+		}
+	}
+}
+
+// devTemplate synthesizes the stack (or reads the template it is given)
+// and returns it with the resolver of each function's host binary.
+func devTemplate(ctx context.Context, root, dir, hostBin string, fns []string, o devOptions, say func(string, ...any)) (*cfn.Template, twin.CodeResolver, error) {
+	build := filepath.Join(root, "build")
+	switch {
+	case o.template != "":
+		t, err := cfn.Load(o.template)
+		return t, twin.CodeFromBuild(build, hostBin), err
+	case o.cdkOut != "":
+		p, err := cfn.StackTemplate(o.cdkOut, "")
+		if err != nil {
+			return nil, nil, err
+		}
+		t, err := cfn.Load(p)
+		return t, twin.CodeFromBuild(build, hostBin), err
+	}
+	// Stage the Lambda build (make build) when it is complete, so the
+	// template is the one `make synth` makes; else the host binaries.
+	codeRoot := build
+	for _, fn := range fns {
+		if _, err := os.Stat(filepath.Join(build, fn, "bootstrap")); err != nil {
+			codeRoot = hostBin
+			say("dev: %s is missing (run `make build` for the Lambda build); staging this machine's binaries as the code assets", rel(root, filepath.Join(build, fn, "bootstrap")))
+			break
+		}
+	}
+	out := filepath.Join(dir, "cdk.out")
+	say("dev: synthesizing the CDK app (go run ./infra) into %s", rel(root, out))
+	p, err := twin.Synth(ctx, root, out, codeRoot)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := cfn.Load(p)
+	return t, twin.CodeFromBuild(codeRoot, hostBin), err
+}
+
+// stackIDs are the logical IDs dev reports on, found in the template by what they are.
+type stackIDs struct {
+	reconcile, repair, streamFilter, durable, changefeed string
+	pipe, durableMap, feedMap                            string
+	durableDLQ, pipeDLQ, feedDLQ                         string
+}
+
+func findIDs(tw *twin.Twin) (stackIDs, error) {
+	var ids stackIDs
+	var err error
+	for name, dst := range map[string]*string{
+		keys.FnReconcile: &ids.reconcile, keys.FnDLQRepair: &ids.repair, keys.FnStreamFilter: &ids.streamFilter,
+		keys.FnDurableConsumer: &ids.durable, keys.FnChangefeed: &ids.changefeed,
+	} {
+		if *dst, err = tw.FunctionByCode(name); err != nil {
+			return ids, err
+		}
+	}
+	t := tw.Template()
+	for _, r := range t.OfType(cfn.TypePipe) {
+		ids.pipe = r.LogicalID
+	}
+	for _, r := range t.OfType(cfn.TypeMapping) {
+		ref, _ := r.Prop("FunctionName")
+		for _, id := range t.References(ref) {
+			switch id {
+			case ids.durable:
+				ids.durableMap = r.LogicalID
+			case ids.changefeed:
+				ids.feedMap = r.LogicalID
+			}
+		}
+	}
+	env, err := tw.FunctionEnv(ids.repair)
+	if err != nil {
+		return ids, err
+	}
+	for _, r := range t.OfType(cfn.TypeQueue) {
+		u, _ := tw.QueueURL(r.LogicalID)
+		switch u {
+		case env[keys.EnvDurableDLQURL]:
+			ids.durableDLQ = r.LogicalID
+		case env[keys.EnvPipeDLQURL]:
+			ids.pipeDLQ = r.LogicalID
+		case env[keys.EnvChangeFeedDLQURL]:
+			ids.feedDLQ = r.LogicalID
+		}
+	}
+	return ids, nil
+}
+
+// runDemo is the demo workload: tenants of orders, one dead letter (a
+// payload the subscriber cannot decode), and one poison record on the
+// change feed, fixed once it is isolated so `fourlanes repair -local` can
+// apply it.
+func runDemo(ctx context.Context, app *demo.App, tw *twin.Twin, ids stackIDs, o devOptions, notes chan<- string) {
+	note := func(format string, a ...any) {
+		select {
+		case notes <- fmt.Sprintf(format, a...):
+		case <-ctx.Done():
+		}
+	}
+	tenants := make([]string, o.tenants)
+	for i := range tenants {
+		tenants[i] = fmt.Sprintf("tenant-%d", i+1)
+	}
+	note("demo: %d tenants × %d orders (placed, paid, shipped or cancelled)", o.tenants, o.orders)
+	half := max(o.orders/2, 1)
+	if _, err := app.Workload(ctx, tenants, half); err != nil && ctx.Err() == nil {
+		note("demo: workload failed: %v", err)
+		return
+	}
+	poisonTenant := tenants[0]
+	poison, err := app.PlantPoison(ctx, poisonTenant)
+	if err != nil {
+		note("demo: %v", err)
+		return
+	}
+	note("demo: placed order %s of %s with a corrupt search document: the change feed will fail on it every time (a poison record)", poison.ID, poisonTenant)
+	if e, err := app.EmitUnchecked(ctx, tenants[len(tenants)-1]); err == nil {
+		note("demo: emitted %s seq %d of %s with a payload its schema does not allow: notifications will dead-letter it", e.Type, e.Seq, e.TenantID)
+	}
+	if _, err := workloadFrom(ctx, app, tenants, half, o.orders); err != nil && ctx.Err() == nil {
+		note("demo: workload failed: %v", err)
+		return
+	}
+	note("demo: %d events appended; waiting for the poison record to reach the on-failure queue", app.Emitted())
+	for ctx.Err() == nil {
+		if v, f, err := tw.QueueDepth(ctx, ids.feedDLQ); err == nil && v+f > 0 {
+			break
+		}
+		sleepCtx(ctx, 500*time.Millisecond)
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if err := app.FixPoison(ctx, poisonTenant, poison.ID); err != nil {
+		note("demo: %v", err)
+		return
+	}
+	note("demo: the poison record was isolated by bisect and its metadata is on %s; its neighbours were applied. The cause is now fixed: run `fourlanes repair -local` to apply it, then `fourlanes reconcile -local`", ids.feedDLQ)
+}
+
+// workloadFrom runs orders from..to-1 of each tenant.
+func workloadFrom(ctx context.Context, app *demo.App, tenants []string, from, to int) (int, error) {
+	n := 0
+	for i := from; i < to; i++ {
+		for _, t := range tenants {
+			if _, err := app.Order(ctx, t, i); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// statusLine is one line: events appended, delivered per lane, DLQ
+// depths, iterator ages.
+func statusLine(ctx context.Context, tw *twin.Twin, ddb *dynamodb.Client, events string, ids stackIDs) string {
+	appended, err := countEvents(ctx, ddb, events)
+	a := fmt.Sprint(appended)
+	if err != nil {
+		a = "?"
+	}
+	st := tw.Status(ctx)
+	pipe, durable, feed := st.Pollers[ids.pipe], st.Pollers[ids.durableMap], st.Pollers[ids.feedMap]
+	depth := func(id string) string {
+		d, ok := st.DeadLetterQueues[id]
+		if !ok || d.Err != nil {
+			return "?"
+		}
+		return fmt.Sprint(d.Visible + d.InFlight)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "appended %s | delivered DURABLE %d, BEST_EFFORT %d", a, durable.Delivered, feed.Delivered)
+	fmt.Fprintf(&b, " | DLQ durable %s, pipe %s, changefeed %s", depth(ids.durableDLQ), depth(ids.pipeDLQ), depth(ids.feedDLQ))
+	fmt.Fprintf(&b, " | iterator age pipe %v, changefeed %v", pipe.IteratorAge.Round(time.Millisecond), feed.IteratorAge.Round(time.Millisecond))
+	return b.String()
+}
+
+// countEvents counts the event rows of the log (head rows aside).
+func countEvents(ctx context.Context, ddb *dynamodb.Client, table string) (int, error) {
+	n := 0
+	var start map[string]types.AttributeValue
+	for {
+		out, err := ddb.Scan(ctx, &dynamodb.ScanInput{
+			TableName: aws.String(table), Select: types.SelectCount, ExclusiveStartKey: start,
+			FilterExpression:          aws.String("#k = :event"),
+			ExpressionAttributeNames:  map[string]string{"#k": keys.AttrKind},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":event": &types.AttributeValueMemberS{Value: keys.KindEvent}},
+		})
+		if err != nil {
+			return n, err
+		}
+		n += int(out.Count)
+		if out.LastEvaluatedKey == nil {
+			return n, nil
+		}
+		start = out.LastEvaluatedKey
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func rel(root, p string) string {
+	if r, err := filepath.Rel(root, p); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return p
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/config"
+)
+
+// EnvReconcileURL is the default for reconcile's -url.
+const EnvReconcileURL = "FOURLANES_RECONCILE_URL"
+
+func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+	fs := flags("reconcile [-url URL | -local] [-tenant T] [-mode M] [-cursor C]", "reconcile", stderr)
+	u := fs.String("url", os.Getenv(EnvReconcileURL), "reconcile's Function URL (the stack output ReconcileUrl; default $"+EnvReconcileURL+")")
+	local := fs.Bool("local", false, "use the URL of the twin `fourlanes dev` is running")
+	tenant := fs.String("tenant", "", "one tenant; without it every tenant, page after page")
+	mode := fs.String("mode", "", "verification mode, passed on as ?mode= (see the reconcile function)")
+	cursor := fs.String("cursor", "", "resume from a cursor an earlier answer returned")
+	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
+	if err := parse(fs, args); err != nil {
+		return 0, err
+	}
+	if fs.NArg() > 0 {
+		return 0, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if *local {
+		st, err := readState()
+		if err != nil {
+			return 0, err
+		}
+		*u = st.ReconcileURL
+	}
+	if *u == "" {
+		return 0, fmt.Errorf("%w: no URL: pass -url (the stack output ReconcileUrl), set $%s, or -local for the twin", errUsage, EnvReconcileURL)
+	}
+	base, err := url.Parse(*u)
+	if err != nil || base.Scheme == "" || base.Host == "" {
+		return 0, fmt.Errorf("%w: -url %q is not an absolute URL", errUsage, *u)
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	c := &reconcileClient{http: &http.Client{Timeout: *timeout}}
+	if !isLoopback(base.Hostname()) {
+		// AWS_IAM: sign with the default credential chain, service lambda.
+		cfg, err := config.LoadDefaultConfig(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("AWS configuration: %w", err)
+		}
+		region := regionOfURL(base.Hostname())
+		if region == "" {
+			region = cfg.Region
+		}
+		if region == "" {
+			return 0, fmt.Errorf("cannot tell the region of %s: set AWS_REGION", base.Host)
+		}
+		c.creds, c.region = cfg.Credentials, region
+	}
+	broken := false
+	next := *cursor
+	for {
+		q := url.Values{}
+		if *tenant != "" {
+			q.Set("tenant", *tenant)
+		}
+		if *mode != "" {
+			q.Set("mode", *mode)
+		}
+		if next != "" {
+			q.Set("cursor", next)
+		}
+		body, err := c.get(ctx, base, q)
+		if err != nil {
+			return 0, err
+		}
+		var page struct {
+			ChainIntact *bool             `json:"chain_intact"`
+			Cursor      *string           `json:"cursor"`
+			Tenants     []json.RawMessage `json:"tenants"`
+		}
+		if err := json.Unmarshal(body, &page); err != nil {
+			return 0, fmt.Errorf("reconcile answered something that is not JSON: %w: %s", err, clip(body))
+		}
+		if page.ChainIntact != nil && !*page.ChainIntact {
+			broken = true
+		}
+		for _, t := range page.Tenants {
+			var r struct {
+				ChainIntact *bool `json:"chain_intact"`
+			}
+			if json.Unmarshal(t, &r) == nil && r.ChainIntact != nil && !*r.ChainIntact {
+				broken = true
+			}
+		}
+		var out bytes.Buffer
+		if json.Indent(&out, body, "", "  ") != nil {
+			out.Reset()
+			out.Write(body)
+		}
+		fmt.Fprintln(stdout, out.String())
+		if page.Cursor == nil || *page.Cursor == "" {
+			break
+		}
+		next = *page.Cursor
+	}
+	if broken {
+		fmt.Fprintln(stderr, "fourlanes reconcile: a chain is broken (see first_break)")
+		return exitFinding, nil
+	}
+	return exitOK, nil
+}
+
+type reconcileClient struct {
+	http   *http.Client
+	creds  aws.CredentialsProvider // nil: unsigned (the local twin)
+	region string
+}
+
+// emptySHA256 is the payload hash of a GET.
+var emptySHA256 = func() string { h := sha256.Sum256(nil); return hex.EncodeToString(h[:]) }()
+
+func (c *reconcileClient) get(ctx context.Context, base *url.URL, q url.Values) ([]byte, error) {
+	u := *base
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.creds != nil {
+		creds, err := c.creds.Retrieve(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("AWS credentials: %w", err)
+		}
+		if err := v4.NewSigner().SignHTTP(ctx, creds, req, emptySHA256, "lambda", c.region, time.Now()); err != nil {
+			return nil, fmt.Errorf("sign the request: %w", err)
+		}
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", u.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", u.Redacted(), err)
+	}
+	switch {
+	case resp.StatusCode == http.StatusForbidden:
+		return nil, fmt.Errorf("GET %s: 403 Forbidden: the caller needs lambda:InvokeFunctionUrl and lambda:InvokeFunction on the function (attach the stack output ReconcileCallerPolicyArn): %s", u.Redacted(), clip(body))
+	case resp.StatusCode >= 400:
+		return nil, fmt.Errorf("GET %s: %s: %s", u.Redacted(), resp.Status, clip(body))
+	}
+	return body, nil
+}
+
+// regionOfURL reads the region from a Function URL host,
+// <url-id>.lambda-url.<region>.on.aws.
+func regionOfURL(host string) string {
+	parts := strings.Split(host, ".")
+	for i, p := range parts {
+		if p == "lambda-url" && i+1 < len(parts) {
+			return parts[i+1]
+		}
+	}
+	return ""
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func clip(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 500 {
+		s = s[:500] + "…"
+	}
+	return s
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+)
+
+// EnvRepairFunction is the default for repair's -function.
+const EnvRepairFunction = "FOURLANES_REPAIR_FUNCTION"
+
+func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+	fs := flags("repair [-function NAME | -local] [-payload JSON]", "repair", stderr)
+	name := fs.String("function", os.Getenv(EnvRepairFunction), "dlq-repair's name or ARN (the stack output RepairFunctionName; default $"+EnvRepairFunction+")")
+	local := fs.Bool("local", false, "invoke the dlq-repair of the twin `fourlanes dev` is running")
+	payload := fs.String("payload", "{}", "the invocation's event (JSON)")
+	logs := fs.Bool("logs", false, "print the end of the invocation's log to stderr")
+	timeout := fs.Duration("timeout", 6*time.Minute, "give up after this long (dlq-repair runs up to 5 minutes)")
+	if err := parse(fs, args); err != nil {
+		return 0, err
+	}
+	if fs.NArg() > 0 {
+		return 0, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if !json.Valid([]byte(*payload)) {
+		return 0, fmt.Errorf("%w: -payload is not JSON", errUsage)
+	}
+	var endpoint string
+	if *local {
+		st, err := readState()
+		if err != nil {
+			return 0, err
+		}
+		*name, endpoint = st.RepairFunction, st.LambdaEndpoint
+	}
+	if *name == "" {
+		return 0, fmt.Errorf("%w: no function: pass -function (the stack output RepairFunctionName), set $%s, or -local for the twin", errUsage, EnvRepairFunction)
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	var opts []func(*config.LoadOptions) error
+	if endpoint != "" {
+		// The twin takes any credentials; a developer's own are not needed.
+		opts = append(opts, config.WithRegion("us-east-1"), config.WithCredentialsProvider(aws.AnonymousCredentials{}))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return 0, fmt.Errorf("AWS configuration: %w", err)
+	}
+	client := lambda.NewFromConfig(cfg, func(o *lambda.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+		// One repair run at a time: a retry would race the first over the same messages.
+		o.RetryMaxAttempts = 1
+	})
+	in := &lambda.InvokeInput{FunctionName: name, Payload: []byte(*payload), InvocationType: lambdatypes.InvocationTypeRequestResponse}
+	if *logs {
+		in.LogType = lambdatypes.LogTypeTail
+	}
+	out, err := client.Invoke(ctx, in)
+	if err != nil {
+		return 0, fmt.Errorf("invoke %s: %w", *name, err)
+	}
+	if *logs && out.LogResult != nil {
+		if b, err := base64.StdEncoding.DecodeString(*out.LogResult); err == nil {
+			fmt.Fprintf(stderr, "--- end of %s's log ---\n%s\n", *name, b)
+		}
+	}
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, out.Payload, "", "  ") != nil {
+		pretty.Reset()
+		pretty.Write(out.Payload)
+	}
+	if out.FunctionError != nil {
+		fmt.Fprintln(stderr, pretty.String())
+		return 0, fmt.Errorf("%s failed (%s)", *name, aws.ToString(out.FunctionError))
+	}
+	fmt.Fprintln(stdout, pretty.String())
+	var report struct {
+		Fixed    int  `json:"fixed"`
+		Open     int  `json:"open"`
+		Complete bool `json:"complete"`
+	}
+	if err := json.Unmarshal(out.Payload, &report); err != nil {
+		return 0, fmt.Errorf("%s answered something that is not a report: %w", *name, err)
+	}
+	fmt.Fprintf(stderr, "fourlanes repair: %d fixed, %d open, complete: %v\n", report.Fixed, report.Open, report.Complete)
+	if report.Open > 0 || !report.Complete {
+		return exitFinding, nil
+	}
+	return exitOK, nil
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/fourlanes/fourlanes/internal/localaws"
+)
+
+// devState is what a running `fourlanes dev` tells the other commands
+// (-local), in .cache/twin/dev.json under the repository root.
+type devState struct {
+	PID              int               `json:"pid"`
+	ReconcileURL     string            `json:"reconcile_url"`
+	RepairFunction   string            `json:"repair_function"`
+	LambdaEndpoint   string            `json:"lambda_endpoint"`
+	DynamoDBEndpoint string            `json:"dynamodb_endpoint"`
+	SQSEndpoint      string            `json:"sqs_endpoint"`
+	EventsTable      string            `json:"events_table"`
+	Outputs          map[string]string `json:"outputs"`
+}
+
+// EnvTwinDir overrides where `fourlanes dev` keeps its files (binaries,
+// synthesized template, logs, dev.json); default .cache/twin.
+const EnvTwinDir = "FOURLANES_TWIN_DIR"
+
+func devDir() (string, error) {
+	if d := os.Getenv(EnvTwinDir); d != "" {
+		return filepath.Abs(d)
+	}
+	root, err := localaws.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, ".cache", "twin"), nil
+}
+
+func statePath() (string, error) {
+	dir, err := devDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "dev.json"), nil
+}
+
+func writeState(st devState) (string, error) {
+	p, err := statePath()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return "", err
+	}
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	return p, os.WriteFile(p, b, 0o644)
+}
+
+func removeState() {
+	if p, err := statePath(); err == nil {
+		_ = os.Remove(p)
+	}
+}
+
+// readState reads the running twin's endpoints for -local.
+func readState() (devState, error) {
+	var st devState
+	p, err := statePath()
+	if err != nil {
+		return st, err
+	}
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, fmt.Errorf("-local: no running twin (%s is missing): start one with `make dev` or `fourlanes dev`", p)
+	}
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("-local: %s: %w", p, err)
+	}
+	if st.PID > 0 {
+		if proc, err := os.FindProcess(st.PID); err != nil || proc.Signal(syscall.Signal(0)) != nil {
+			return st, fmt.Errorf("-local: the twin that wrote %s (pid %d) is not running: start one with `make dev`", p, st.PID)
+		}
+	}
+	return st, nil
+}

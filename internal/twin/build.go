@@ -1,0 +1,187 @@
+package twin
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+
+	"github.com/fourlanes/fourlanes/internal/twin/cfn"
+)
+
+// FunctionNames lists the functions of the repository at root: every
+// folder under functions/ with a main.go, sorted (as the Makefile finds them).
+func FunctionNames(root string) ([]string, error) {
+	mains, err := filepath.Glob(filepath.Join(root, "functions", "*", "main.go"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range mains {
+		out = append(out, filepath.Base(filepath.Dir(m)))
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// BuildHost builds each function for this machine's OS and architecture
+// into dir/<fn>/bootstrap, with the flags the Makefile uses for Lambda
+// (static, lambda.norpc, trimmed), so the twin runs the same code.
+func BuildHost(ctx context.Context, root, dir string, fns []string) error {
+	if len(fns) == 0 {
+		return fmt.Errorf("build: no functions under %s", filepath.Join(root, "functions"))
+	}
+	tmp, err := os.MkdirTemp(dir, ".build-")
+	if err != nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("build: %w", err)
+		}
+		if tmp, err = os.MkdirTemp(dir, ".build-"); err != nil {
+			return fmt.Errorf("build: %w", err)
+		}
+	}
+	defer os.RemoveAll(tmp)
+	// One go build for all: the shared packages compile once.
+	args := []string{"build", "-tags", "lambda.norpc", "-trimpath", "-ldflags", "-s -w", "-o", tmp + string(filepath.Separator)}
+	for _, fn := range fns {
+		args = append(args, "./functions/"+fn)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build functions for %s/%s: %w\n%s", runtime.GOOS, runtime.GOARCH, err, out)
+	}
+	for _, fn := range fns {
+		dst := filepath.Join(dir, fn)
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("build: %w", err)
+		}
+		if err := os.Rename(filepath.Join(tmp, fn), filepath.Join(dst, "bootstrap")); err != nil {
+			return fmt.Errorf("build %s: %w", fn, err)
+		}
+	}
+	return nil
+}
+
+// Synth synthesizes the CDK app at root (infra/) into outDir, staging the
+// functions from codeRoot (a folder of <fn>/bootstrap), and returns the
+// path of the stack template. It runs the app directly (go run ./infra),
+// as the CDK CLI would, without the CLI.
+func Synth(ctx context.Context, root, outDir, codeRoot string) (string, error) {
+	if err := os.RemoveAll(outDir); err != nil {
+		return "", fmt.Errorf("synth: %w", err)
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return "", fmt.Errorf("synth: %w", err)
+	}
+	absCode, err := filepath.Abs(codeRoot)
+	if err != nil {
+		return "", fmt.Errorf("synth: %w", err)
+	}
+	ctxJSON, err := json.Marshal(map[string]string{"codeRoot": absCode})
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, "go", "run", "./infra")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CDK_OUTDIR="+outDir, "CDK_CONTEXT_JSON="+string(ctxJSON), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("synth (go run ./infra): %w\n%s", err, tail(out.String(), 4000))
+	}
+	return cfn.StackTemplate(outDir, "")
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+// CodeFromBuild returns the resolver that maps a function's staged asset to
+// the function it was built from, by comparing the asset's bootstrap with
+// codeRoot/<fn>/bootstrap byte for byte, and runs hostDir/<fn>/bootstrap,
+// the same function built for this machine.
+func CodeFromBuild(codeRoot, hostDir string) CodeResolver {
+	var once sync.Once
+	byHash := map[[32]byte]string{}
+	var scanErr error
+	return func(t *cfn.Template, r *cfn.Resource) (string, error) {
+		once.Do(func() {
+			dirs, err := os.ReadDir(codeRoot)
+			if err != nil {
+				scanErr = err
+				return
+			}
+			for _, d := range dirs {
+				if h, err := fileHash(filepath.Join(codeRoot, d.Name(), "bootstrap")); err == nil {
+					byHash[h] = d.Name()
+				}
+			}
+		})
+		if scanErr != nil {
+			return "", fmt.Errorf("functions built in %s: %w", codeRoot, scanErr)
+		}
+		asset, err := t.AssetDir(r)
+		if err != nil {
+			return "", err
+		}
+		h, err := fileHash(filepath.Join(asset, "bootstrap"))
+		if err != nil {
+			return "", fmt.Errorf("%s: code asset: %w", r.LogicalID, err)
+		}
+		fn, ok := byHash[h]
+		if !ok {
+			return "", fmt.Errorf("%s: its code asset %s matches no %s/<fn>/bootstrap: the template is stale, build and synthesize again (make build synth)", r.LogicalID, asset, codeRoot)
+		}
+		bin := filepath.Join(hostDir, fn, "bootstrap")
+		if _, err := os.Stat(bin); err != nil {
+			return "", fmt.Errorf("%s is %s, but it is not built for this machine: %w", r.LogicalID, fn, err)
+		}
+		return bin, nil
+	}
+}
+
+func fileHash(p string) ([32]byte, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return sha256.Sum256(b), nil
+}
+
+// Assemble builds the functions of the repository at root for this machine
+// into hostDir and synthesizes the stack into outDir, its code assets staged
+// from codeRoot (empty: the host binaries themselves). It returns the
+// template and the resolver that runs each function's host binary.
+func Assemble(ctx context.Context, root, hostDir, outDir, codeRoot string) (*cfn.Template, CodeResolver, error) {
+	fns, err := FunctionNames(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := BuildHost(ctx, root, hostDir, fns); err != nil {
+		return nil, nil, err
+	}
+	if codeRoot == "" {
+		codeRoot = hostDir
+	}
+	path, err := Synth(ctx, root, outDir, codeRoot)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := cfn.Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, CodeFromBuild(codeRoot, hostDir), nil
+}

@@ -1,0 +1,97 @@
+// Package twin runs a synthesized CloudFormation stack on one machine: the
+// local twin behind `fourlanes dev` and the end-to-end tests. It reads the
+// template (package cfn), creates what the template declares on DynamoDB
+// Local and ElasticMQ, runs each function's real bootstrap against a local
+// Lambda Runtime API (package lambdart), and reproduces the AWS services in
+// between — EventBridge Pipes and Lambda event source mappings — with the
+// semantics AWS documents. Because it is driven by the template, a missing
+// filter or a JSON path that does not resolve fails here as in AWS.
+//
+// # What the twin reads from the template
+//
+//	AWS::DynamoDB::Table, AWS::DynamoDB::GlobalTable
+//	    KeySchema, AttributeDefinitions, Global/LocalSecondaryIndexes,
+//	    StreamSpecification.StreamViewType, TimeToLiveSpecification, TableName.
+//	    Ref: name. GetAtt: Arn, StreamArn (= LatestStreamArn, the real stream
+//	    ARN DynamoDB Local assigns). Billing, encryption, PITR: AWS-side only.
+//	AWS::SQS::Queue
+//	    FifoQueue, ContentBasedDeduplication, VisibilityTimeout,
+//	    MessageRetentionPeriod, DelaySeconds, ReceiveMessageWaitTimeSeconds,
+//	    MaximumMessageSize, RedrivePolicy (ElasticMQ applies it),
+//	    DeduplicationScope (see below), FifoThroughputLimit, QueueName.
+//	    Ref: URL. GetAtt: Arn, QueueName, QueueUrl.
+//	AWS::Lambda::Function
+//	    Environment.Variables (references resolved to local names, URLs and
+//	    ARNs), Timeout, MemorySize, ReservedConcurrentExecutions (caps the
+//	    environments), Runtime (provided.* only), Handler, FunctionName, and
+//	    the code asset (Code.S3Key or aws:asset:path) that Config.Code maps
+//	    to a host binary. Ref: name. GetAtt: Arn.
+//	AWS::Lambda::Url
+//	    TargetFunctionArn, AuthType, InvokeMode (BUFFERED). Served on
+//	    127.0.0.1. GetAtt: FunctionUrl, FunctionArn.
+//	AWS::Lambda::EventSourceMapping
+//	    FunctionName, EventSourceArn (a table stream or a queue of the
+//	    stack), Enabled, BatchSize, StartingPosition, BisectBatchOnFunctionError,
+//	    MaximumRetryAttempts, MaximumRecordAgeInSeconds,
+//	    MaximumBatchingWindowInSeconds, FunctionResponseTypes
+//	    (ReportBatchItemFailures), FilterCriteria, DestinationConfig.OnFailure
+//	    (a standard queue), ScalingConfig.MaximumConcurrency.
+//	    ParallelizationFactor > 1 runs as 1 (warned); TumblingWindowInSeconds
+//	    is refused.
+//	AWS::Pipes::Pipe
+//	    Source (a table stream of the stack), SourceParameters.
+//	    DynamoDBStreamParameters (StartingPosition, BatchSize,
+//	    MaximumBatchingWindowInSeconds, MaximumRetryAttempts,
+//	    MaximumRecordAgeInSeconds, OnPartialBatchItemFailure, DeadLetterConfig),
+//	    SourceParameters.FilterCriteria (compiled by pkg/eventpattern with
+//	    Pipes' restrictions), Enrichment (a function of the stack), Target (a
+//	    queue of the stack), TargetParameters.SqsQueueParameters
+//	    (MessageGroupId, MessageDeduplicationId: static or JSON paths),
+//	    DesiredState. InputTemplate and other sources and targets are refused.
+//
+// Every other resource (IAM, logs, alarms, dashboards…) gets a placeholder
+// name and ARN so outputs that mention it resolve. Intrinsics: Ref,
+// Fn::GetAtt, Fn::Join, Fn::Select, Fn::Split, Fn::Sub, Fn::If and the
+// condition functions, Fn::FindInMap, Fn::Base64, pseudo parameters.
+//
+// # Semantics
+//
+// Stream sources (Pipes and mappings alike) read every shard in sequence
+// order, a child shard only after its parent is read to the end, one batch
+// in flight per shard. A batch that fails (function error, Runtime exit,
+// timeout, an invalid partial response, an enrichment failure, a target
+// parameter that does not resolve, a refused send) is split in two when
+// bisect is on — splitting does not consume retries — until a failing batch
+// cannot be split; that one is retried up to MaximumRetryAttempts, then its
+// metadata (DDBStreamBatchInfo, never the records) goes to the on-failure
+// destination or the Pipe's DLQ. Records older than MaximumRecordAgeInSeconds
+// skip to the destination. ReportBatchItemFailures checkpoints before the
+// lowest failed sequence number. Filters drop non-matching records before
+// batching. The Pipe's enrichment gets the batch as a JSON array; an empty
+// answer skips the target, more than 10 events fail the batch.
+//
+// SQS sources receive up to BatchSize messages; SQS itself keeps one batch
+// in flight per message group. Messages the function reports failed (or all,
+// on a function error) are left to reappear after the visibility timeout;
+// ElasticMQ applies the redrive policy. AWS refuses a mapping whose function
+// timeout exceeds the queue's visibility timeout; so does the twin.
+//
+// Deduplication: SQS accepts a duplicate send and drops the message; the
+// twin reports each such drop (KindDuplicate). ElasticMQ ignores
+// DeduplicationScope=messageGroup and deduplicates across the queue, so when
+// another group used the same id within five minutes the twin sends a
+// group-scoped id instead, as SQS would keep both.
+//
+// Every invocation and every delivery, retry, split and dead-lettering is an
+// Entry in the Journal, logged as it happens; CheckBisectRule checks a
+// source's entries against the rule above.
+//
+// Differences from AWS, deliberate: retries back off for milliseconds to
+// seconds (Config.RetryDelay), not AWS's longer schedule; every failure
+// counts against the retry limit (AWS does not count its own internal
+// errors); a batch that the target partly refused is retried whole (FIFO
+// deduplication makes the re-sent part a no-op); AWS_IAM is not enforced
+// on Function URLs; ApproximateCreationDateTime from DynamoDB Local is
+// rounded to the minute, so record ages use when the twin first read a
+// record (within a poll interval of its write).
+package twin

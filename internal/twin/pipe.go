@@ -1,0 +1,375 @@
+package twin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/fourlanes/fourlanes/internal/twin/cfn"
+	"github.com/fourlanes/fourlanes/pkg/eventpattern"
+)
+
+// sqsTargetMaxBatch is the most events an SQS target takes per batch.
+const sqsTargetMaxBatch = 10
+
+// targetParam is one SQS target parameter: a static value or a JSON path
+// evaluated on each event.
+type targetParam struct {
+	name   string // MessageGroupId, MessageDeduplicationId
+	static string
+	path   *eventpattern.Path
+}
+
+func newTargetParam(name, v string) (*targetParam, error) {
+	if v == "" {
+		return nil, nil
+	}
+	if !eventpattern.IsDynamic(v) {
+		return &targetParam{name: name, static: v}, nil
+	}
+	p, err := eventpattern.ParsePath(v)
+	if err != nil {
+		return nil, fmt.Errorf("TargetParameters.SqsQueueParameters.%s: %w", name, err)
+	}
+	return &targetParam{name: name, path: &p}, nil
+}
+
+// value returns the parameter for one event. A path that selects nothing
+// (or more than one value, or an object) is an error.
+func (tp *targetParam) value(doc any) (string, error) {
+	if tp.path == nil {
+		return tp.static, nil
+	}
+	v, ok := tp.path.Resolve(doc)
+	if !ok {
+		return "", fmt.Errorf("%s path %s does not resolve", tp.name, tp.path)
+	}
+	switch x := v.(type) {
+	case string:
+		return x, nil
+	case json.Number:
+		return x.String(), nil
+	case bool:
+		return strconv.FormatBool(x), nil
+	}
+	return "", fmt.Errorf("%s path %s selects %T, not a string", tp.name, tp.path, v)
+}
+
+// createPipe sets up an EventBridge Pipe from a DynamoDB stream of this
+// stack, through an optional Lambda enrichment, to an SQS queue.
+func (tw *Twin) createPipe(ctx context.Context, res *cfn.Resource) (*resource, error) {
+	var p cfn.PipeProps
+	if err := tw.rv.Decode(res, &p, "Name", "DesiredState", "Source", "SourceParameters", "Enrichment", "EnrichmentParameters", "Target", "TargetParameters"); err != nil {
+		return nil, err
+	}
+	name := tw.name(res.LogicalID, 64)
+	if p.Name != "" {
+		name = p.Name
+	}
+	arn := arnOf("pipes", "pipe/"+name)
+	r := &resource{id: res.LogicalID, typ: res.Type, ref: name, attrs: map[string]any{"Arn": arn}}
+
+	tb := tw.tableByStream(p.Source)
+	if tb == nil {
+		return nil, fmt.Errorf("Source %s: the twin runs Pipes from this stack's DynamoDB streams only", p.Source)
+	}
+	sp := p.SourceParameters
+	if sp == nil || sp.DynamoDBStreamParameters == nil {
+		return nil, errors.New("SourceParameters.DynamoDBStreamParameters is required for a DynamoDB stream source")
+	}
+	sq := sp.DynamoDBStreamParameters
+	switch sq.StartingPosition {
+	case "TRIM_HORIZON", "LATEST":
+	default:
+		return nil, fmt.Errorf("DynamoDBStreamParameters.StartingPosition %q: want TRIM_HORIZON or LATEST", sq.StartingPosition)
+	}
+	policy := batchPolicy{
+		size:       cfn.IntOr(sq.BatchSize, 100),
+		bisect:     sq.OnPartialBatchItemFailure == "AUTOMATIC_BISECT",
+		maxRetries: cfn.IntOr(sq.MaximumRetryAttempts, -1),
+		window:     time.Duration(cfn.IntOr(sq.MaximumBatchingWindowInSeconds, 0)) * time.Second,
+	}
+	if age := cfn.IntOr(sq.MaximumRecordAgeInSeconds, -1); age > 0 {
+		policy.maxAge = time.Duration(age) * time.Second
+	}
+	if sq.OnPartialBatchItemFailure != "" && !policy.bisect {
+		return nil, fmt.Errorf("OnPartialBatchItemFailure %q: want AUTOMATIC_BISECT", sq.OnPartialBatchItemFailure)
+	}
+	if pf := cfn.IntOr(sq.ParallelizationFactor, 1); pf > 1 {
+		tw.log.Warn("twin: ParallelizationFactor > 1 runs as 1 locally", "logical_id", res.LogicalID, "parallelization_factor", pf)
+	}
+	var dlq *queue
+	if sq.DeadLetterConfig != nil && sq.DeadLetterConfig.Arn != "" {
+		if dlq = tw.queueByARN(sq.DeadLetterConfig.Arn); dlq == nil {
+			return nil, fmt.Errorf("DeadLetterConfig.Arn %s: the twin supports this stack's SQS queues only", sq.DeadLetterConfig.Arn)
+		}
+		tw.failureQueues = append(tw.failureQueues, dlq.id)
+	}
+	var filters []*eventpattern.Pattern
+	if sp.FilterCriteria != nil {
+		var err error
+		if filters, err = compileFilters(sp.FilterCriteria, eventpattern.ForPipes()); err != nil {
+			return nil, fmt.Errorf("SourceParameters.%w", err)
+		}
+	}
+
+	var enrich *function
+	if p.Enrichment != "" {
+		if enrich = tw.functionByRef(p.Enrichment); enrich == nil {
+			return nil, fmt.Errorf("Enrichment %s: the twin enriches with this stack's Lambda functions only", p.Enrichment)
+		}
+		if ep := p.EnrichmentParameters; ep != nil && (ep.InputTemplate != "" || ep.HttpParameters != nil) {
+			return nil, errors.New("EnrichmentParameters (InputTemplate, HttpParameters) are not supported by the twin")
+		}
+	}
+	target := tw.queueByARN(p.Target)
+	if target == nil {
+		return nil, fmt.Errorf("Target %s: the twin sends to this stack's SQS queues only", p.Target)
+	}
+	if policy.size > sqsTargetMaxBatch {
+		return nil, fmt.Errorf("DynamoDBStreamParameters.BatchSize %d: a Pipe's batch cannot exceed its target's (SQS: %d)", policy.size, sqsTargetMaxBatch)
+	}
+	var group, dedup *targetParam
+	if tp := p.TargetParameters; tp != nil {
+		if tp.InputTemplate != "" {
+			return nil, errors.New("TargetParameters.InputTemplate is not supported by the twin")
+		}
+		if q := tp.SqsQueueParameters; q != nil {
+			var err error
+			if group, err = newTargetParam("MessageGroupId", q.MessageGroupId); err != nil {
+				return nil, err
+			}
+			if dedup, err = newTargetParam("MessageDeduplicationId", q.MessageDeduplicationId); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if target.fifo && group == nil {
+		return nil, fmt.Errorf("Target %s is a FIFO queue: TargetParameters.SqsQueueParameters.MessageGroupId is required", target.id)
+	}
+
+	pp := &pipe{tw: tw, id: res.LogicalID, arn: arn, enrich: enrich, target: target, group: group, dedup: dedup}
+	c := &streamConsumer{tw: tw, source: res.LogicalID, streamARN: tb.streamARN, latest: sq.StartingPosition == "LATEST", policy: policy, filters: filters}
+	c.deliver = pp.deliver
+	c.giveUp = func(ctx context.Context, f failure) {
+		// The content of a Pipe's DLQ message is not documented; it carries
+		// the same metadata as a Lambda on-failure record (never the records),
+		// naming the Pipe instead of a function.
+		doc := map[string]any{
+			"requestContext": map[string]any{
+				"requestId": requestIDOr(f.last.requestID), "pipeArn": arn,
+				"condition": f.condition, "approximateInvokeCount": f.invokes,
+			},
+			"responseContext":    map[string]any{"errorMessage": f.last.reason},
+			"version":            "1.0",
+			"timestamp":          isoMillis(time.Now()),
+			"DDBStreamBatchInfo": batchInfo(tb.streamARN, f),
+		}
+		tw.destination(ctx, res.LogicalID, dlq, f, doc, "dead-letter queue")
+	}
+	pp.consumer = c
+	if p.DesiredState == "STOPPED" {
+		tw.log.Info("twin: pipe stopped in the template", "logical_id", res.LogicalID)
+		return r, nil
+	}
+	r.poller = c
+	tw.log.Info("twin: pipe", "logical_id", res.LogicalID, "source", tb.id, "enrichment", funcID(enrich), "target", target.id,
+		"batch_size", policy.size, "bisect", policy.bisect, "max_retries", policy.maxRetries, "max_age", policy.maxAge,
+		"dlq", destID(dlq), "filters", len(filters))
+	return r, nil
+}
+
+func funcID(f *function) string {
+	if f == nil {
+		return ""
+	}
+	return f.id
+}
+
+type pipe struct {
+	tw       *Twin
+	id, arn  string
+	enrich   *function
+	target   *queue
+	group    *targetParam
+	dedup    *targetParam
+	consumer *streamConsumer
+}
+
+// deliver runs one batch through the Pipe: enrichment (synchronous; any
+// error fails the batch), then the target. Failures are whole-batch: an
+// enrichment cannot fail part of a batch, and a target parameter that does
+// not resolve for one event fails them all.
+func (pp *pipe) deliver(ctx context.Context, recs []*record, attempt int) (attemptResult, error) {
+	events := make([]json.RawMessage, len(recs))
+	for i, r := range recs {
+		events[i] = r.JSON
+	}
+	var requestID string
+	if pp.enrich != nil {
+		var b bytes.Buffer
+		b.WriteByte('[')
+		for i, r := range recs {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.Write(r.JSON)
+		}
+		b.WriteByte(']')
+		res, err := pp.tw.invoke(ctx, pp.enrich, pp.id, b.Bytes(), seqs(recs), keysOf(recs), attempt)
+		if err != nil {
+			return attemptResult{}, err
+		}
+		requestID = res.RequestID
+		if res.Err != nil {
+			return attemptResult{reason: "enrichment " + pp.enrich.id + " failed: " + res.Err.Error(), functionError: true, requestID: requestID}, nil
+		}
+		var skip bool
+		events, skip = enrichmentEvents(res.Payload)
+		if skip {
+			return attemptResult{ok: len(recs), requestID: requestID, detail: "enrichment returned nothing: target not invoked"}, nil
+		}
+		if len(events) > sqsTargetMaxBatch {
+			reason := fmt.Sprintf("enrichment returned %d events; the SQS target takes at most %d per batch, so it is not invoked", len(events), sqsTargetMaxBatch)
+			pp.tw.journal.add(Entry{Kind: KindFailed, Source: pp.id, RequestID: requestID, Items: seqs(recs), Outcome: "target not invoked", Detail: reason})
+			return attemptResult{reason: reason, requestID: requestID}, nil
+		}
+	}
+	sent, reason := pp.send(ctx, events)
+	if reason != "" {
+		pp.tw.journal.add(Entry{Kind: KindFailed, Source: pp.id, RequestID: requestID, Items: seqs(recs), Keys: keysOf(recs), Outcome: "target " + pp.target.id + ": batch failed", Detail: reason})
+		return attemptResult{reason: reason, requestID: requestID}, nil
+	}
+	return attemptResult{ok: len(recs), requestID: requestID, detail: fmt.Sprintf("%d message(s) to %s: %s", len(sent), pp.target.id, strings.Join(sent, "; "))}, nil
+}
+
+// enrichmentEvents splits an enrichment response into target events. An
+// empty response ("", {}, [], null) means the target is skipped.
+func enrichmentEvents(payload []byte) ([]json.RawMessage, bool) {
+	p := bytes.TrimSpace(payload)
+	switch string(p) {
+	case "", `""`, "{}", "[]", "null":
+		return nil, true
+	}
+	if p[0] == '[' {
+		var arr []json.RawMessage
+		if json.Unmarshal(p, &arr) == nil {
+			return arr, false
+		}
+	}
+	return []json.RawMessage{p}, false
+}
+
+// send sends the events to the SQS target in one SendMessageBatch. It
+// returns a description of each message sent, or why the batch failed.
+func (pp *pipe) send(ctx context.Context, events []json.RawMessage) ([]string, string) {
+	type planned struct {
+		group, dedup, sendDedup string
+		dup                     *dedupSeen
+	}
+	now := time.Now()
+	inBatch := map[string]int{} // dedup scope key → first entry using it
+	plans := make([]planned, len(events))
+	entries := make([]sqstypes.SendMessageBatchRequestEntry, len(events))
+	for i, ev := range events {
+		body := string(ev)
+		var s string
+		if json.Unmarshal(ev, &s) == nil {
+			body = s // a JSON string event is sent as its text
+		}
+		doc, err := decodeJSON(ev)
+		if err != nil {
+			return nil, fmt.Sprintf("event %d of %d is not JSON: %v", i+1, len(events), err)
+		}
+		e := sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(body)}
+		var pl planned
+		if pp.group != nil {
+			if pl.group, err = pp.group.value(doc); err != nil {
+				return nil, fmt.Sprintf("event %d of %d: %v (event: %s)", i+1, len(events), err, clip(ev, 300))
+			}
+			e.MessageGroupId = aws.String(pl.group)
+		}
+		if pp.dedup != nil {
+			if pl.dedup, err = pp.dedup.value(doc); err != nil {
+				return nil, fmt.Sprintf("event %d of %d: %v (event: %s)", i+1, len(events), err, clip(ev, 300))
+			}
+			pl.sendDedup = pl.dedup
+			if pp.target.fifo {
+				pl.sendDedup, pl.dup = pp.target.plan(pl.group, pl.dedup, now)
+				key := pl.group + "\x00" + pl.dedup
+				if !pp.target.groupScope {
+					key = pl.dedup
+				}
+				if j, ok := inBatch[key]; ok && pl.dup == nil {
+					pl.dup = &dedupSeen{group: pl.group, at: now, entry: j}
+				}
+				inBatch[key] = i
+			}
+			e.MessageDeduplicationId = aws.String(pl.sendDedup)
+		}
+		plans[i], entries[i] = pl, e
+	}
+	out, err := pp.tw.sqs.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(pp.target.url), Entries: entries})
+	if err != nil {
+		return nil, "SendMessageBatch: " + err.Error()
+	}
+	if len(out.Failed) > 0 {
+		var parts []string
+		for _, f := range out.Failed {
+			parts = append(parts, fmt.Sprintf("entry %s: %s %s", aws.ToString(f.Id), aws.ToString(f.Code), aws.ToString(f.Message)))
+		}
+		return nil, "SendMessageBatch refused " + strings.Join(parts, "; ")
+	}
+	var sent []string
+	for _, s := range out.Successful {
+		i, _ := strconv.Atoi(aws.ToString(s.Id))
+		pl := plans[i]
+		desc := fmt.Sprintf("group=%s dedup=%s id=%s", pl.group, pl.dedup, aws.ToString(s.MessageId))
+		if pl.dup != nil {
+			first := pl.dup.messageID
+			if pl.dup.entry >= 0 {
+				first = "entry " + strconv.Itoa(pl.dup.entry) + " of the same batch"
+			}
+			pp.tw.journal.add(Entry{Kind: KindDuplicate, Source: pp.id, Items: []string{aws.ToString(s.MessageId)},
+				Keys:    []string{"MessageGroupId=" + pl.group + " MessageDeduplicationId=" + pl.dedup},
+				Outcome: "dropped by SQS: deduplication id already used within 5 minutes",
+				Detail:  fmt.Sprintf("first sent as %s at %s; SQS answered with that message's id", first, pl.dup.at.Format(time.RFC3339Nano))})
+			desc += " DROPPED as duplicate"
+		} else if pp.target.fifo && pl.dedup != "" {
+			if pl.sendDedup != pl.dedup {
+				desc += " (sent as " + pl.sendDedup + ")"
+				pp.tw.log.Warn("twin: deduplication id reused by another message group: sent scoped to this group, because ElasticMQ deduplicates across the queue where SQS (DeduplicationScope=messageGroup) would keep both; the consumer sees the scoped id",
+					"source", pp.id, "group", pl.group, "dedup_id", pl.dedup, "sent_as", pl.sendDedup)
+			}
+			pp.target.remember(pl.group, pl.dedup, aws.ToString(s.MessageId), now)
+		}
+		sent = append(sent, desc)
+	}
+	return sent, ""
+}
+
+func decodeJSON(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func clip(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	return string(b[:n]) + "…"
+}

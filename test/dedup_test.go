@@ -1,0 +1,62 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fourlanes/fourlanes/internal/twin"
+	"github.com/fourlanes/fourlanes/internal/twin/cfn"
+	"github.com/fourlanes/fourlanes/pkg/example/orders"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
+)
+
+// Two messages that share one deduplication id: SQS accepts both sends and
+// delivers one; the twin reports the other as dropped. The template here is
+// broken on purpose (the dedup path names the tenant, not the event); the
+// design never shares an id (TestOrdersFlowEndToEnd checks none is dropped),
+// and durable-consumer refuses the survivor too, loudly: its dedup id is
+// not its event id.
+func TestSharedDedupIDIsDropped(t *testing.T) {
+	s := startStack(t, func(tm *cfn.Template) {
+		for _, r := range tm.OfType(cfn.TypePipe) {
+			r.SetProp("$.tenant_id", "TargetParameters", "SqsQueueParameters", "MessageDeduplicationId")
+		}
+	})
+	ctx, err := tenancy.WithTenant(context.Background(), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := s.app.Orders.Place(ctx, "x@acme.example", []orders.Item{{SKU: "sku-mug", Qty: 1}}, 1000, "EUR")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.app.Orders.Pay(ctx, o, "pay-1"); err != nil {
+		t.Fatal(err)
+	}
+	if evs := s.allEvents(t, "acme"); len(evs) != 2 {
+		t.Fatalf("%d events, want 2", len(evs))
+	}
+	var left []twin.Entry
+	eventually(t, 30*time.Second, "one message dropped, the other refused", func() (bool, string) {
+		dups := s.tw.Journal().Count(func(e twin.Entry) bool { return e.Kind == twin.KindDuplicate })
+		left = s.tw.Journal().Entries(func(e twin.Entry) bool { return e.Source == s.durableMap && e.Kind == twin.KindLeft })
+		return dups == 1 && len(left) > 0, fmt.Sprintf("%d dropped, %d refused", dups, len(left))
+	})
+	dups := s.tw.Journal().Entries(func(e twin.Entry) bool { return e.Kind == twin.KindDuplicate })
+	t.Logf("dropped by SQS:\n%s", twin.FormatEntries(dups))
+	t.Logf("refused by durable-consumer:\n%s", twin.FormatEntries(left))
+	sent := s.tw.Journal().Entries(func(e twin.Entry) bool { return e.Source == s.pipe && e.Kind == twin.KindDelivered })
+	if all := twin.FormatEntries(sent); strings.Count(all, "DROPPED as duplicate") != 1 || strings.Count(all, "dedup=acme") != 2 {
+		t.Errorf("the Pipe's sends: want two messages with dedup id acme, one dropped:\n%s", all)
+	}
+	if len(s.grep(s.fn[keys.FnDurableConsumer], "is not the event id")) == 0 {
+		t.Error("durable-consumer did not say the dedup id is not the event id")
+	}
+	if st, _ := s.tw.Poller(s.durableMap); st.Delivered != 0 || st.Read != 1 {
+		t.Errorf("durable mapping: %+v, want the one surviving message received and none completed", st)
+	}
+}

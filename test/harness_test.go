@@ -1,0 +1,369 @@
+// Package e2e runs the whole stack end to end on the local twin: the
+// synthesized CloudFormation template brought up by internal/twin on
+// DynamoDB Local and ElasticMQ, the real function binaries, the example
+// application as the producer, and the operator CLI. Each test brings up
+// its own stack (own tables, queues, processes) from the one template,
+// sometimes mutated the way a careless edit would.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/internal/twin"
+	"github.com/fourlanes/fourlanes/internal/twin/cfn"
+	"github.com/fourlanes/fourlanes/internal/twin/demo"
+	"github.com/fourlanes/fourlanes/internal/twin/lambdart"
+	"github.com/fourlanes/fourlanes/internal/twin/twintest"
+	"github.com/fourlanes/fourlanes/pkg/delivery"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+)
+
+func TestMain(m *testing.M) {
+	code := twintest.Run(m)
+	cleanup()
+	os.Exit(code)
+}
+
+// The one build and synthesis every test shares.
+var (
+	assembleOnce sync.Once
+	assembled    struct {
+		template *cfn.Template
+		code     twin.CodeResolver
+		cli      string // the fourlanes binary
+		took     time.Duration
+		err      error
+	}
+	tmpDir string
+)
+
+func cleanup() {
+	if tmpDir != "" {
+		os.RemoveAll(tmpDir)
+	}
+}
+
+// assemble builds the functions and the CLI for this machine and
+// synthesizes the CDK app (go run ./infra) with the host binaries as code
+// assets, once per test binary.
+func assemble(t *testing.T) (*cfn.Template, twin.CodeResolver, string) {
+	t.Helper()
+	assembleOnce.Do(func() {
+		start := time.Now()
+		root, err := localaws.RepoRoot()
+		if err != nil {
+			assembled.err = err
+			return
+		}
+		if tmpDir, err = os.MkdirTemp("", "fourlanes-e2e-"); err != nil {
+			assembled.err = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		host := filepath.Join(tmpDir, "bin")
+		tmpl, code, err := twin.Assemble(ctx, root, host, filepath.Join(tmpDir, "cdk.out"), "")
+		if err != nil {
+			assembled.err = err
+			return
+		}
+		cli := filepath.Join(tmpDir, "fourlanes")
+		build := exec.CommandContext(ctx, "go", "build", "-o", cli, "./cmd/fourlanes")
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			assembled.err = fmt.Errorf("build the CLI: %w\n%s", err, out)
+			return
+		}
+		assembled.template, assembled.code, assembled.cli = tmpl, code, cli
+		assembled.took = time.Since(start)
+	})
+	if assembled.err != nil {
+		t.Fatalf("assemble the stack: %v", assembled.err)
+	}
+	return assembled.template, assembled.code, assembled.cli
+}
+
+// stack is one running twin of the synthesized stack, and the example
+// application writing to it.
+type stack struct {
+	t   *testing.T
+	tw  *twin.Twin
+	app *demo.App
+	ddb *dynamodb.Client
+	sqs *sqs.Client
+	cli string
+	// env is dlq-repair's environment: it names every table and queue.
+	env map[string]string
+	// Logical IDs, found in the template by what they are.
+	fn         map[string]string // functions/<name> → logical ID
+	pipe       string
+	feedMap    string // the change feed's stream mapping
+	durableMap string // durable-consumer's queue mapping
+	url        string // reconcile's Function URL
+
+	mu     sync.Mutex
+	onLine func(fn string, l lambdart.Line)
+	lines  []string // every line the functions printed, "<fn>: text"
+}
+
+// startStack brings up a fresh twin of the synthesized template, mutated
+// by mutate if given (on a copy).
+func startStack(t *testing.T, mutate func(*cfn.Template)) *stack {
+	t.Helper()
+	ddbEP, sqsEP := twintest.Endpoints(t) // skip before building when there are no servers
+	tmpl, code, cli := assemble(t)
+	tmpl = tmpl.Clone()
+	if mutate != nil {
+		mutate(tmpl)
+	}
+	s := &stack{t: t, ddb: localaws.NewDynamoDB(ddbEP), sqs: localaws.NewSQS(sqsEP), cli: cli, fn: map[string]string{}}
+	tw, err := twin.Up(t.Context(), twin.Config{
+		Template:         tmpl,
+		StackName:        fmt.Sprintf("e2e%06x", rand.Uint32()>>8),
+		DynamoDBEndpoint: ddbEP, SQSEndpoint: sqsEP,
+		Code:           code,
+		Log:            twintest.Logger(t),
+		PollInterval:   25 * time.Millisecond,
+		RetryDelay:     func(int) time.Duration { return 20 * time.Millisecond },
+		OnFunctionLine: s.line,
+	})
+	if err != nil {
+		t.Fatalf("twin up: %v", err)
+	}
+	t.Cleanup(func() {
+		start := time.Now()
+		tw.Close()
+		t.Logf("twin stopped in %v", time.Since(start).Round(time.Millisecond))
+		if t.Failed() {
+			s.mu.Lock()
+			lines := s.lines[max(0, len(s.lines)-300):]
+			s.mu.Unlock()
+			t.Logf("the functions' last %d lines:\n%s", len(lines), strings.Join(lines, "\n"))
+		}
+	})
+	s.tw = tw
+	for _, name := range []string{keys.FnStreamFilter, keys.FnDurableConsumer, keys.FnChangefeed, keys.FnReconcile, keys.FnDLQRepair} {
+		id, err := tw.FunctionByCode(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.fn[name] = id
+	}
+	for _, r := range tmpl.OfType(cfn.TypePipe) {
+		s.pipe = r.LogicalID
+	}
+	for _, r := range tmpl.OfType(cfn.TypeMapping) {
+		ref, _ := r.Prop("FunctionName")
+		refs := tmpl.References(ref)
+		switch {
+		case len(refs) == 1 && refs[0] == s.fn[keys.FnChangefeed]:
+			s.feedMap = r.LogicalID
+		case len(refs) == 1 && refs[0] == s.fn[keys.FnDurableConsumer]:
+			s.durableMap = r.LogicalID
+		}
+	}
+	if s.pipe == "" || s.feedMap == "" || s.durableMap == "" {
+		t.Fatalf("template: pipe %q, change feed mapping %q, durable mapping %q: want all three", s.pipe, s.feedMap, s.durableMap)
+	}
+	if s.url = tw.URLs()[s.fn[keys.FnReconcile]]; s.url == "" {
+		t.Fatal("no Function URL for reconcile")
+	}
+	if s.env, err = tw.FunctionEnv(s.fn[keys.FnDLQRepair]); err != nil {
+		t.Fatal(err)
+	}
+	tables, err := demo.TablesFromEnv(s.env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.app, err = demo.New(s.ddb, tables, twintest.Logger(t)); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (s *stack) line(id string, l lambdart.Line) {
+	s.mu.Lock()
+	s.lines = append(s.lines, id+": "+l.Text)
+	f := s.onLine
+	s.mu.Unlock()
+	if f != nil {
+		f(id, l)
+	}
+}
+
+// whenLine sets what to do on each function line.
+func (s *stack) whenLine(f func(fn string, l lambdart.Line)) {
+	s.mu.Lock()
+	s.onLine = f
+	s.mu.Unlock()
+}
+
+// grep returns the function lines of logical ID fn that contain sub.
+func (s *stack) grep(fn, sub string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, l := range s.lines {
+		if strings.HasPrefix(l, fn+": ") && strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// queueID returns the logical ID of the queue whose URL the environment
+// variable env of dlq-repair holds.
+func (s *stack) queueID(env string) string {
+	s.t.Helper()
+	url := s.env[env]
+	for _, r := range s.tw.Template().OfType(cfn.TypeQueue) {
+		if u, _ := s.tw.QueueURL(r.LogicalID); u == url {
+			return r.LogicalID
+		}
+	}
+	s.t.Fatalf("no queue for %s=%s", env, url)
+	return ""
+}
+
+// depth returns visible + in-flight messages of the queue env names.
+func (s *stack) depth(env string) int {
+	s.t.Helper()
+	v, f, err := s.tw.QueueDepth(context.Background(), s.queueID(env))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return v + f
+}
+
+// peek reads the bodies of the queue env names and makes them visible again
+// at once, as if they had not been read (the receive count still grows).
+func (s *stack) peek(env string) []string {
+	s.t.Helper()
+	ctx := context.Background()
+	url := aws.String(s.env[env])
+	out, err := s.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var bodies []string
+	for _, m := range out.Messages {
+		bodies = append(bodies, aws.ToString(m.Body))
+		if _, err := s.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: url, ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0}); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	return bodies
+}
+
+// claim reads the DURABLE claim of (event, subscription).
+func (s *stack) claim(eventID, sub string) (delivery.ClaimRecord, bool) {
+	s.t.Helper()
+	rec, ok, err := delivery.NewDynamoStore(s.ddb, s.env[keys.EnvStateTable]).Get(context.Background(), delivery.Key{EventID: eventID, Subscription: sub})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return rec, ok
+}
+
+// run runs the fourlanes CLI with the twin's Lambda endpoint and returns
+// its standard output; a non-zero exit fails the test unless wantFail.
+func (s *stack) run(wantFail bool, args ...string) string {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, s.cli, args...)
+	cmd.Env = append(os.Environ(), "AWS_ENDPOINT_URL_LAMBDA="+s.tw.InvokeEndpoint(), "AWS_REGION="+localaws.Region,
+		"AWS_ACCESS_KEY_ID=fourlanes", "AWS_SECRET_ACCESS_KEY=local", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if (err != nil) != wantFail {
+		s.t.Fatalf("fourlanes %s: err %v (want failure: %v)\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, wantFail, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}
+
+// reconcileReport is the part of reconcile's answer the tests read.
+type reconcileReport struct {
+	Tenant          string          `json:"tenant"`
+	ChainIntact     *bool           `json:"chain_intact"`
+	LastSeq         int64           `json:"last_seq"`
+	Verified        int64           `json:"verified"`
+	FirstBreak      json.RawMessage `json:"first_break"`
+	DeadLetterCount int             `json:"dead_letter_count"`
+	DeadLetters     []string        `json:"dead_letters"`
+}
+
+// reconcile asks the local reconcile URL about tenant through the CLI.
+func (s *stack) reconcile(tenant string) reconcileReport {
+	s.t.Helper()
+	out := s.run(false, "reconcile", "-url", s.url, "-tenant", tenant)
+	var r reconcileReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		s.t.Fatalf("reconcile output %q: %v", out, err)
+	}
+	return r
+}
+
+// repairReport is the part of dlq-repair's report the tests read.
+type repairReport struct {
+	Fixed   int `json:"fixed"`
+	Open    int `json:"open"`
+	Sources map[string]struct {
+		Seen  int `json:"seen"`
+		Fixed int `json:"fixed"`
+		Open  int `json:"open"`
+		Items []struct {
+			Outcome string `json:"outcome"`
+			Reason  string `json:"reason"`
+			Error   string `json:"error"`
+		} `json:"items"`
+	} `json:"sources"`
+}
+
+// repair invokes dlq-repair through the CLI (the twin's Lambda Invoke API).
+func (s *stack) repair() (repairReport, string) {
+	s.t.Helper()
+	name, err := s.tw.FunctionName(s.fn[keys.FnDLQRepair])
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	out := s.run(false, "repair", "-function", name)
+	var r repairReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		s.t.Fatalf("repair output %q: %v", out, err)
+	}
+	return r, out
+}
+
+// journal logs what a source of the twin did, for a reader to check.
+func (s *stack) journal(source string) []twin.Entry {
+	es := twin.SourceEntries(s.tw.Journal(), source)
+	s.t.Logf("what %s did (%d entries):\n%s", source, len(es), twin.FormatEntries(es))
+	return es
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	twintest.Eventually(t, timeout, what, cond)
+}
