@@ -80,7 +80,7 @@ synth diff deploy: build
 	$(CDK) $@ $(CDK_FLAGS)
 
 dev: build
-	@bash scripts/deps.sh dynamodb elasticmq cdk
+	@bash scripts/deps.sh dynamodb elasticmq
 	@echo 'dev: the local twin starts its own DynamoDB Local and ElasticMQ'
 	$(GO) run ./cmd/fourlanes dev
 
