@@ -57,9 +57,8 @@ func TestPipeFilterRemoved(t *testing.T) {
 	if n := len(s.grep(s.fn[keys.FnStreamFilter], "head row dropped")); n == 0 {
 		t.Error("stream-filter never said it dropped a head row")
 	}
-	durable, _ := s.tw.Poller(s.durableMap)
-	if durable.Delivered != int64(len(events)) {
-		t.Errorf("messages delivered to durable-consumer: %d, want one per event (%d): no head row on the queue", durable.Delivered, len(events))
+	if got := s.waitMessagesDone(t, len(events)); got != int64(len(events)) {
+		t.Errorf("messages delivered to durable-consumer: %d, want one per event (%d): no head row on the queue", got, len(events))
 	}
 	if n := s.tw.Journal().Count(func(e twin.Entry) bool { return e.Kind == twin.KindDuplicate }); n != 0 {
 		t.Errorf("%d duplicates: head rows' dedup ids must never equal an event's", n)
@@ -142,6 +141,20 @@ func (s *stack) allEvents(t *testing.T, tenants ...string) []envelope.Envelope {
 		out = append(out, evs...)
 	}
 	return out
+}
+
+// waitMessagesDone waits until the durable mapping has deleted at least n
+// messages (a claim completes inside the invocation; the mapping deletes the
+// message after the function returns) and returns its count.
+func (s *stack) waitMessagesDone(t *testing.T, n int) int64 {
+	t.Helper()
+	var got int64
+	eventually(t, 60*time.Second, "the durable mapping finished its messages", func() (bool, string) {
+		st, _ := s.tw.Poller(s.durableMap)
+		got = st.Delivered
+		return got >= int64(n), fmt.Sprintf("durable mapping %+v", st)
+	})
+	return got
 }
 
 // waitDelivered waits until the DURABLE subscriber completed every event.

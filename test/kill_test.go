@@ -143,7 +143,7 @@ func TestKillMidBatch(t *testing.T) {
 			t.Errorf("%s seq %d of %s: %d emails sent, want exactly 1", e.Type, e.Seq, e.TenantID, n)
 		}
 	}
-	if st, _ := s.tw.Poller(s.durableMap); st.Delivered != int64(len(events)) {
-		t.Errorf("messages completed: %d, want %d", st.Delivered, len(events))
+	if got := s.waitMessagesDone(t, len(events)); got != int64(len(events)) {
+		t.Errorf("messages completed: %d, want %d", got, len(events))
 	}
 }
