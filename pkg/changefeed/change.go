@@ -2,7 +2,6 @@ package changefeed
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -273,42 +272,5 @@ func untype(path string, av types.AttributeValue) (any, error) {
 		return m, nil
 	default:
 		return nil, fmt.Errorf("%s: unsupported attribute value %T", path, av)
-	}
-}
-
-// retype converts a payload-form value back to an attribute value, for the
-// change-feed row.
-func retype(path string, v any) (types.AttributeValue, error) {
-	switch x := v.(type) {
-	case nil:
-		return &types.AttributeValueMemberNULL{Value: true}, nil
-	case bool:
-		return &types.AttributeValueMemberBOOL{Value: x}, nil
-	case string:
-		return &types.AttributeValueMemberS{Value: x}, nil
-	case json.Number:
-		return &types.AttributeValueMemberN{Value: string(x)}, nil
-	case []any:
-		l := make([]types.AttributeValue, len(x))
-		for i, e := range x {
-			av, err := retype(fmt.Sprintf("%s[%d]", path, i), e)
-			if err != nil {
-				return nil, err
-			}
-			l[i] = av
-		}
-		return &types.AttributeValueMemberL{Value: l}, nil
-	case map[string]any:
-		m := make(map[string]types.AttributeValue, len(x))
-		for k, e := range x {
-			av, err := retype(path+"."+k, e)
-			if err != nil {
-				return nil, err
-			}
-			m[k] = av
-		}
-		return &types.AttributeValueMemberM{Value: m}, nil
-	default:
-		return nil, fmt.Errorf("%s: unsupported payload value %T", path, v)
 	}
 }

@@ -177,7 +177,7 @@ func SortKey(c Change) string {
 
 func (f *Feed) put(ctx context.Context, c Change) error {
 	e := c.Envelope
-	payload, err := retype("payload", e.Payload)
+	payload, err := envelope.ToAttributeValue("payload", e.Payload)
 	if err != nil {
 		return fmt.Errorf("change-feed row of %s: %w", e.ID, err)
 	}

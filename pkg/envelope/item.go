@@ -50,6 +50,10 @@ func (e *Envelope) ToItem() (Item, error) {
 	return it, nil
 }
 
+// ToAttributeValue encodes a payload-form value (see NormalizePayload) as a
+// DynamoDB attribute value; path names the value in errors.
+func ToAttributeValue(path string, v any) (types.AttributeValue, error) { return toAV(path, v) }
+
 func toAV(path string, v any) (types.AttributeValue, error) {
 	switch x := v.(type) {
 	case nil:

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -68,6 +67,22 @@ func (r *Repairer) delete(ctx context.Context, url string, m sqstypes.Message) e
 func (r *Repairer) drainDurable(ctx context.Context, sr *SourceReport, end time.Time) (bool, error) {
 	url := r.cfg.DurableDLQ
 	seen := map[string]bool{} // bodies tried in this run
+	return r.drain(ctx, url, end, func(m sqstypes.Message) bool {
+		key := bodyKey(aws.ToString(m.Body))
+		if seen[key] {
+			// Re-parked earlier in this run: held in flight until the
+			// run ends, so the next receive moves past it.
+			return false
+		}
+		seen[key] = true
+		return r.durableMessage(ctx, sr, url, m)
+	})
+}
+
+// drain receives url's messages until it is empty or time runs out, and
+// hands each to repair, which reports whether it deleted the message. The
+// others stay in flight until the drain ends, then become visible again.
+func (r *Repairer) drain(ctx context.Context, url string, end time.Time, repair func(sqstypes.Message) bool) (bool, error) {
 	var held []sqstypes.Message
 	defer func() { r.release(ctx, url, held) }()
 	for ctx.Err() == nil {
@@ -86,15 +101,7 @@ func (r *Repairer) drainDurable(ctx context.Context, sr *SourceReport, end time.
 				held = append(held, msgs[i:]...) // not started: back in the queue for the next run
 				return false, nil
 			}
-			key := bodyKey(aws.ToString(m.Body))
-			if seen[key] {
-				// Re-parked earlier in this run: held in flight until the
-				// run ends, so the next receive moves past it.
-				held = append(held, m)
-				continue
-			}
-			seen[key] = true
-			if !r.durableMessage(ctx, sr, url, m) {
+			if !repair(m) {
 				held = append(held, m)
 			}
 		}
@@ -114,18 +121,9 @@ type bodyEvent struct {
 }
 
 func decodeBody(body string) bodyEvent {
-	var e envelope.Envelope
-	dec := json.NewDecoder(bytes.NewReader([]byte(body)))
-	dec.UseNumber()
-	if err := dec.Decode(&e); err != nil {
-		return bodyEvent{err: fmt.Errorf("body is not an envelope: %w", err)}
-	}
-	if e.Payload != nil {
-		p, err := envelope.NormalizePayload(e.Payload)
-		if err != nil {
-			return bodyEvent{env: e, err: fmt.Errorf("body payload: %w", err)}
-		}
-		e.Payload = p
+	e, err := envelope.FromJSON([]byte(body))
+	if err != nil {
+		return bodyEvent{env: e, err: fmt.Errorf("body is not an envelope: %w", err)}
 	}
 	return bodyEvent{env: e}
 }

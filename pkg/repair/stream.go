@@ -170,30 +170,9 @@ func (r *Repairer) fetch(ctx context.Context, bi BatchInfo) (recs []streamtypes.
 // changefeed_dlq). Messages that stay open are left in the queue, invisible
 // until the run ends.
 func (r *Repairer) drainMetadata(ctx context.Context, sr *SourceReport, src, url string, end time.Time) (bool, error) {
-	var held []sqstypes.Message
-	defer func() { r.release(ctx, url, held) }()
-	for ctx.Err() == nil {
-		msgs, err := r.receive(ctx, url, end)
-		if err != nil {
-			if ctx.Err() != nil {
-				return false, nil // out of time for this source
-			}
-			return false, err
-		}
-		if len(msgs) == 0 {
-			return true, nil
-		}
-		for i, m := range msgs {
-			if ctx.Err() != nil {
-				held = append(held, msgs[i:]...) // not started: back in the queue for the next run
-				return false, nil
-			}
-			if !r.metadataMessage(ctx, sr, src, url, m) {
-				held = append(held, m)
-			}
-		}
-	}
-	return false, nil
+	return r.drain(ctx, url, end, func(m sqstypes.Message) bool {
+		return r.metadataMessage(ctx, sr, src, url, m)
+	})
 }
 
 // metadataMessage repairs one message and reports whether it was deleted.
