@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
 )
 
 // uniqueName is a table name no other run sharing the server uses.
@@ -48,72 +49,8 @@ func createTable(ctx context.Context, db *dynamodb.Client, in *dynamodb.CreateTa
 	return name, drop, nil
 }
 
-// itemBytes is an item's size as DynamoDB bills it: attribute names plus
-// values; a string is its UTF-8 length, a number about one byte per two
-// significant digits plus one, a boolean or null one byte, a list or map
-// three bytes plus one per element plus its elements (and a map's names).
-func itemBytes(it map[string]types.AttributeValue) int {
-	n := 0
-	for k, v := range it {
-		n += len(k) + avBytes(v)
-	}
-	return n
-}
-
-func avBytes(v types.AttributeValue) int {
-	switch x := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(x.Value)
-	case *types.AttributeValueMemberN:
-		return numberBytes(x.Value)
-	case *types.AttributeValueMemberB:
-		return len(x.Value)
-	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
-		return 1
-	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range x.Value {
-			n += 1 + avBytes(e)
-		}
-		return n
-	case *types.AttributeValueMemberM:
-		n := 3
-		for k, e := range x.Value {
-			n += 1 + len(k) + avBytes(e)
-		}
-		return n
-	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range x.Value {
-			n += len(s)
-		}
-		return n
-	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range x.Value {
-			n += numberBytes(s)
-		}
-		return n
-	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range x.Value {
-			n += len(b)
-		}
-		return n
-	}
-	return 0
-}
-
-func numberBytes(s string) int {
-	digits := strings.TrimLeft(strings.Map(func(r rune) rune {
-		if r >= '0' && r <= '9' {
-			return r
-		}
-		return -1
-	}, strings.SplitN(strings.ToLower(s), "e", 2)[0]), "0")
-	digits = strings.TrimRight(digits, "0")
-	return (len(digits)+1)/2 + 1
-}
+// itemBytes is an item's size as DynamoDB bills it (eventstore.ItemSize).
+func itemBytes(it map[string]types.AttributeValue) int { return eventstore.ItemSize(it) }
 
 // writeUnits is the model cost of one transactional write of an item of n
 // bytes on AWS: 2 WCU per started KB.

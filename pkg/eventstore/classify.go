@@ -3,6 +3,7 @@ package eventstore
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -145,7 +146,7 @@ func sizeOfEvent(r *request) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return n + itemSize(it), nil
+	return n + ItemSize(it), nil
 }
 
 const zeroHash = "0000000000000000000000000000000000000000000000000000000000000000"
@@ -155,19 +156,19 @@ func actionSize(x types.TransactWriteItem) (int, error) {
 	count := 0
 	if x.Put != nil {
 		count++
-		n += itemSize(x.Put.Item) + len(aws.ToString(x.Put.ConditionExpression)) + itemSize(x.Put.ExpressionAttributeValues)
+		n += ItemSize(x.Put.Item) + len(aws.ToString(x.Put.ConditionExpression)) + ItemSize(x.Put.ExpressionAttributeValues)
 	}
 	if x.Update != nil {
 		count++
-		n += itemSize(x.Update.Key) + len(aws.ToString(x.Update.UpdateExpression)) + len(aws.ToString(x.Update.ConditionExpression)) + itemSize(x.Update.ExpressionAttributeValues)
+		n += ItemSize(x.Update.Key) + len(aws.ToString(x.Update.UpdateExpression)) + len(aws.ToString(x.Update.ConditionExpression)) + ItemSize(x.Update.ExpressionAttributeValues)
 	}
 	if x.Delete != nil {
 		count++
-		n += itemSize(x.Delete.Key) + len(aws.ToString(x.Delete.ConditionExpression)) + itemSize(x.Delete.ExpressionAttributeValues)
+		n += ItemSize(x.Delete.Key) + len(aws.ToString(x.Delete.ConditionExpression)) + ItemSize(x.Delete.ExpressionAttributeValues)
 	}
 	if x.ConditionCheck != nil {
 		count++
-		n += itemSize(x.ConditionCheck.Key) + len(aws.ToString(x.ConditionCheck.ConditionExpression)) + itemSize(x.ConditionCheck.ExpressionAttributeValues)
+		n += ItemSize(x.ConditionCheck.Key) + len(aws.ToString(x.ConditionCheck.ConditionExpression)) + ItemSize(x.ConditionCheck.ExpressionAttributeValues)
 	}
 	if count != 1 {
 		return 0, fmt.Errorf("has %d of Put, Update, Delete, ConditionCheck; exactly one is required: %w", count, ErrBadWrite)
@@ -175,9 +176,13 @@ func actionSize(x types.TransactWriteItem) (int, error) {
 	return n, nil
 }
 
-// itemSize follows DynamoDB's item size rules closely enough to refuse an
-// oversized transaction before sending it: names plus values.
-func itemSize(m map[string]types.AttributeValue) int {
+// ItemSize is an item's size as DynamoDB counts it against the 400 KB item
+// limit and bills it: attribute names plus values; a string or binary is its
+// byte length, a number about one byte per two significant digits plus one, a
+// boolean or null one byte, a list or map three bytes plus one per element
+// plus its elements (and a map's names). Emit uses it to refuse an oversized
+// transaction before sending; make bench uses it for the WCU model.
+func ItemSize(m map[string]types.AttributeValue) int {
 	n := 0
 	for k, v := range m {
 		n += len(k) + avSize(v)
@@ -185,12 +190,13 @@ func itemSize(m map[string]types.AttributeValue) int {
 	return n
 }
 
+
 func avSize(v types.AttributeValue) int {
 	switch x := v.(type) {
 	case *types.AttributeValueMemberS:
 		return len(x.Value)
 	case *types.AttributeValueMemberN:
-		return len(x.Value)/2 + 2
+		return numberSize(x.Value)
 	case *types.AttributeValueMemberB:
 		return len(x.Value)
 	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
@@ -202,7 +208,11 @@ func avSize(v types.AttributeValue) int {
 		}
 		return n
 	case *types.AttributeValueMemberM:
-		return 3 + itemSize(x.Value) + len(x.Value)
+		n := 3
+		for k, e := range x.Value {
+			n += 1 + len(k) + avSize(e)
+		}
+		return n
 	case *types.AttributeValueMemberSS:
 		n := 0
 		for _, e := range x.Value {
@@ -212,7 +222,7 @@ func avSize(v types.AttributeValue) int {
 	case *types.AttributeValueMemberNS:
 		n := 0
 		for _, e := range x.Value {
-			n += len(e)/2 + 2
+			n += numberSize(e)
 		}
 		return n
 	case *types.AttributeValueMemberBS:
@@ -223,4 +233,30 @@ func avSize(v types.AttributeValue) int {
 		return n
 	}
 	return 0
+}
+
+// numberSize: one byte per two significant digits, plus one.
+func numberSize(s string) int {
+	mant, _, _ := strings.Cut(strings.ToLower(s), "e")
+	digits := 0
+	lead := true
+	trailingZeros := 0
+	for i := 0; i < len(mant); i++ {
+		c := mant[i]
+		if c < '0' || c > '9' {
+			continue
+		}
+		if lead && c == '0' {
+			continue
+		}
+		lead = false
+		digits++
+		if c == '0' {
+			trailingZeros++
+		} else {
+			trailingZeros = 0
+		}
+	}
+	digits -= trailingZeros
+	return (digits+1)/2 + 1
 }
