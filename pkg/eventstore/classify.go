@@ -190,7 +190,6 @@ func ItemSize(m map[string]types.AttributeValue) int {
 	return n
 }
 
-
 func avSize(v types.AttributeValue) int {
 	switch x := v.(type) {
 	case *types.AttributeValueMemberS:
