@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,10 +10,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fourlanes/fourlanes/internal/logtest"
 )
 
 // TestBootstrap builds the function as it ships (lambda.norpc) and runs it
@@ -37,7 +37,7 @@ func TestBootstrap(t *testing.T) {
 	srv := httptest.NewServer(rt)
 	defer srv.Close()
 
-	var stdout syncBuffer
+	var stdout logtest.Buffer
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "AWS_LAMBDA_RUNTIME_API="+strings.TrimPrefix(srv.URL, "http://"), "LOG_LEVEL=info")
 	cmd.Stdout, cmd.Stderr = &stdout, &stdout
@@ -91,22 +91,4 @@ func (rt *runtime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
-}
-
-// syncBuffer is written by the process's output copier while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -22,6 +22,7 @@ import (
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/internal/logtest"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/changefeed"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
@@ -36,23 +37,6 @@ import (
 func TestMain(m *testing.M) { localaws.Main(m) }
 
 const fixtureTable = "fourlanes-Orders" // the table in the fixture's eventSourceARN
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func orderEntity(t *testing.T) catalog.Entity {
 	t.Helper()
@@ -104,8 +88,8 @@ type rig struct {
 	search  *search.DynamoStore
 	h       *changefeed.Handler
 	feed    *changefeed.Feed
-	logs    *syncBuffer
-	metrics *syncBuffer
+	logs    *logtest.Buffer
+	metrics *logtest.Buffer
 }
 
 func pkSK(name string) *dynamodb.CreateTableInput {
@@ -131,7 +115,7 @@ func newRig(t *testing.T, ordersTable string) *rig {
 	feedTbl := aws.ToString(localaws.CreateTable(t, raw, changefeed.TableSchema(localaws.UniqueName(t, "feed"))).TableName)
 	searchTbl := aws.ToString(localaws.CreateTable(t, raw, pkSK(localaws.UniqueName(t, "search"))).TableName)
 	stateTbl := aws.ToString(localaws.CreateTable(t, raw, pkSK(localaws.UniqueName(t, "state"))).TableName)
-	rg := &rig{raw: raw, db: &failingPut{Client: raw}, feedTbl: feedTbl, logs: &syncBuffer{}, metrics: &syncBuffer{}}
+	rg := &rig{raw: raw, db: &failingPut{Client: raw}, feedTbl: feedTbl, logs: &logtest.Buffer{}, metrics: &logtest.Buffer{}}
 	logger := obs.NewLogger(rg.logs, "debug")
 	metrics := obs.NewMetrics(rg.metrics)
 	rg.search = &search.DynamoStore{DB: raw, SearchTable: searchTbl, StateTable: stateTbl}
@@ -521,14 +505,14 @@ func (s *stubDispatcher) Dispatch(_ context.Context, e envelope.Envelope) error 
 	return s.err
 }
 
-func stubFeed(t *testing.T, d changefeed.Dispatcher, logs *syncBuffer) *changefeed.Handler {
+func stubFeed(t *testing.T, d changefeed.Dispatcher, logs *logtest.Buffer) *changefeed.Handler {
 	t.Helper()
 	f, err := changefeed.New(changefeed.Config{DB: &memDB{}, Table: "feed", Tables: map[string]catalog.Entity{fixtureTable: orderEntity(t)},
-		Dispatcher: d, Logger: obs.NewLogger(logs, "debug"), Metrics: obs.NewMetrics(&syncBuffer{}), Backoff: time.Millisecond})
+		Dispatcher: d, Logger: obs.NewLogger(logs, "debug"), Metrics: obs.NewMetrics(&logtest.Buffer{}), Backoff: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := changefeed.NewHandler(context.Background(), changefeed.HandlerConfig{Feed: f, Logger: obs.NewLogger(logs, "debug"), Metrics: obs.NewMetrics(&syncBuffer{}), Concurrency: 1})
+	h, err := changefeed.NewHandler(context.Background(), changefeed.HandlerConfig{Feed: f, Logger: obs.NewLogger(logs, "debug"), Metrics: obs.NewMetrics(&logtest.Buffer{}), Concurrency: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,7 +523,7 @@ func stubFeed(t *testing.T, d changefeed.Dispatcher, logs *syncBuffer) *changefe
 // failing is retried in-process, then the record is reported.
 func TestSubscriberFailureIsRetriedThenReported(t *testing.T) {
 	d := &stubDispatcher{err: errors.New("search table throttled")}
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	h := stubFeed(t, d, logs)
 	ev := loadEvent(t)
 	resp, err := h.Handle(context.Background(), ev)
@@ -557,7 +541,7 @@ func TestSubscriberFailureIsRetriedThenReported(t *testing.T) {
 // TestUntrackedTableFailsLoudly: a record from a table the feed does not
 // track is a wiring mistake: it is reported, not skipped.
 func TestUntrackedTableFailsLoudly(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	h := stubFeed(t, &stubDispatcher{}, logs)
 	ev := loadEvent(t)
 	ev.Records[1].EventSourceArn = "arn:aws:dynamodb:us-east-1:000000000000:table/someone-else/stream/2026-11-29T00:00:00.000"
@@ -576,7 +560,7 @@ func TestUntrackedTableFailsLoudly(t *testing.T) {
 // TestMissingSequenceNumberFailsTheBatch: a record that cannot be reported
 // fails the whole batch.
 func TestMissingSequenceNumberFailsTheBatch(t *testing.T) {
-	h := stubFeed(t, &stubDispatcher{}, &syncBuffer{})
+	h := stubFeed(t, &stubDispatcher{}, &logtest.Buffer{})
 	ev := loadEvent(t)
 	ev.Records[2].Change.SequenceNumber = ""
 	if _, err := h.Handle(context.Background(), ev); err == nil {

@@ -1,7 +1,6 @@
 package delivery_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fourlanes/fourlanes/internal/logtest"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
@@ -98,26 +98,9 @@ type rig struct {
 	d       *delivery.Deliverer
 	store   delivery.Store
 	r       *recv
-	logs    *syncBuffer
-	metrics *syncBuffer
+	logs    *logtest.Buffer
+	metrics *logtest.Buffer
 	now     *clock
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 type clock struct {
@@ -152,7 +135,7 @@ func newRig(t *testing.T, st delivery.Store, bind bool) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rg := &rig{store: st, r: r, logs: &syncBuffer{}, metrics: &syncBuffer{}, now: &clock{t: time.Now()}}
+	rg := &rig{store: st, r: r, logs: &logtest.Buffer{}, metrics: &logtest.Buffer{}, now: &clock{t: time.Now()}}
 	rg.d, err = delivery.New(reg, delivery.Config{
 		Store: st, Logger: obs.NewLogger(rg.logs, "debug"), Metrics: obs.NewMetrics(rg.metrics),
 		Backoff: time.Millisecond, Now: rg.now.Now,

@@ -1,7 +1,6 @@
 package lanes_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/internal/logtest"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
@@ -104,26 +104,9 @@ type rig struct {
 	s       *shop
 	reg     *catalog.Registry
 	d       *lanes.InProcess
-	logs    *safeBuffer
-	metrics *safeBuffer
+	logs    *logtest.Buffer
+	metrics *logtest.Buffer
 	cfg     lanes.Config
-}
-
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *safeBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func newRig(t *testing.T) *rig {
@@ -137,7 +120,7 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{s: s, reg: reg, logs: &safeBuffer{}, metrics: &safeBuffer{}}
+	r := &rig{s: s, reg: reg, logs: &logtest.Buffer{}, metrics: &logtest.Buffer{}}
 	r.cfg = lanes.Config{Logger: obs.NewLogger(r.logs, "debug"), Metrics: obs.NewMetrics(r.metrics)}
 	r.d = lanes.NewInProcess(reg, r.cfg)
 	return r

@@ -1,7 +1,6 @@
 package repair_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +21,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/internal/logtest"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/changefeed"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
@@ -39,23 +39,6 @@ import (
 )
 
 func TestMain(m *testing.M) { localaws.Main(m) }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // mailbox records emails and fails while fail is set.
 type mailbox struct {
@@ -150,7 +133,7 @@ type rig struct {
 	proj                         *search.Projector
 	searchStore                  *search.DynamoStore
 	feed                         *changefeed.Feed
-	logs, metrics                *syncBuffer
+	logs, metrics                *logtest.Buffer
 	cfg                          repair.Config
 }
 
@@ -171,7 +154,7 @@ func pkSK(name string) *dynamodb.CreateTableInput {
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	db := localaws.DynamoDB(t)
-	rg := &rig{db: db, streams: localaws.DynamoDBStreams(t), q: localaws.SQS(t), mail: &mailbox{sent: map[string]int{}}, logs: &syncBuffer{}, metrics: &syncBuffer{}}
+	rg := &rig{db: db, streams: localaws.DynamoDBStreams(t), q: localaws.SQS(t), mail: &mailbox{sent: map[string]int{}}, logs: &logtest.Buffer{}, metrics: &logtest.Buffer{}}
 	ev := localaws.CreateTable(t, db, eventstore.TableSchema(localaws.UniqueName(t, "events")))
 	rg.eventsTbl, rg.eventsStream = aws.ToString(ev.TableName), aws.ToString(ev.LatestStreamArn)
 	rg.stateTbl = aws.ToString(localaws.CreateTable(t, db, pkSK(localaws.UniqueName(t, "state"))).TableName)

@@ -3,7 +3,6 @@
 package tracing_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -20,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-xray-sdk-go/xray"
 
+	"github.com/fourlanes/fourlanes/internal/logtest"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tracing"
 )
@@ -72,30 +72,13 @@ func getItem(ctx context.Context, c *dynamodb.Client) error {
 }
 
 // captureLogs routes slog's default logger to a buffer for the test.
-func captureLogs(t *testing.T) *syncBuffer {
+func captureLogs(t *testing.T) *logtest.Buffer {
 	t.Helper()
-	buf := &syncBuffer{}
+	buf := &logtest.Buffer{}
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	t.Cleanup(func() { slog.SetDefault(prev) })
 	return buf
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestOffLeavesConfigAlone(t *testing.T) {

@@ -1,7 +1,6 @@
 package consumer_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/md5"
 	"encoding/json"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/fourlanes/fourlanes/functions/durable-consumer/consumer"
 	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/internal/logtest"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
@@ -272,23 +272,6 @@ func (f *flushRecorder) Flush(context.Context) error {
 	return nil
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type rig struct {
 	db      *faultyDB
 	table   string
@@ -296,8 +279,8 @@ type rig struct {
 	mail    *mailbox
 	h       *consumer.Handler
 	flush   *flushRecorder
-	logs    *syncBuffer
-	metrics *syncBuffer
+	logs    *logtest.Buffer
+	metrics *logtest.Buffer
 }
 
 func newRig(t *testing.T) *rig {
@@ -315,7 +298,7 @@ func newRig(t *testing.T) *rig {
 		},
 	})
 	rg := &rig{db: &faultyDB{Client: raw, failFor: map[string]bool{}}, table: aws.ToString(desc.TableName), mail: &mailbox{},
-		flush: &flushRecorder{}, logs: &syncBuffer{}, metrics: &syncBuffer{}}
+		flush: &flushRecorder{}, logs: &logtest.Buffer{}, metrics: &logtest.Buffer{}}
 	cat, err := example.Catalog()
 	if err != nil {
 		t.Fatal(err)
@@ -456,7 +439,7 @@ func TestUnboundDurableSubscriptionRefusesToStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs logtest.Buffer
 	_, err = consumer.New(context.Background(), consumer.Config{Deliverer: d, Registry: reg, Logger: obs.NewLogger(&logs, "info")})
 	if !errors.Is(err, catalog.ErrUnbound) {
 		t.Errorf("got %v, want ErrUnbound", err)

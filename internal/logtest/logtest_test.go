@@ -1,0 +1,28 @@
+package logtest_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/fourlanes/fourlanes/internal/logtest"
+)
+
+func TestBufferConcurrentWrites(t *testing.T) {
+	var b logtest.Buffer
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for j := 0; j < 100; j++ {
+				fmt.Fprintf(&b, "writer %d line %d\n", i, j)
+				_ = b.String()
+			}
+		}(i)
+	}
+	wg.Wait()
+	if got := len(b.Lines()); got != 800 {
+		t.Fatalf("got %d lines, want 800", got)
+	}
+}
