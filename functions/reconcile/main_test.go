@@ -3,16 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +18,7 @@ import (
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/internal/logtest"
+	"github.com/fourlanes/fourlanes/internal/twin/lambdart"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -66,7 +62,7 @@ func (testCatalog) Prepare(_ string, payload any) (int, map[string]any, error) {
 }
 
 // TestBootstrap runs the shipped binary (X-Ray on, as in AWS) against DynamoDB
-// Local through a minimal Lambda Runtime API, with a Function URL request.
+// Local through the local Lambda Runtime API (internal/twin/lambdart), with a Function URL request.
 func TestBootstrap(t *testing.T) {
 	bin := buildBootstrap(t)
 	db := localaws.DynamoDB(t)
@@ -103,31 +99,30 @@ func TestBootstrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := &runtime{payload: req, responses: make(chan []byte, 1)}
-	srv := httptest.NewServer(rt)
-	defer srv.Close()
-
 	var stdout logtest.Buffer
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(),
-		"AWS_LAMBDA_RUNTIME_API="+strings.TrimPrefix(srv.URL, "http://"),
-		keys.EnvEventsTable+"="+eventsTable, keys.EnvStateTable+"="+stateTable,
-		"AWS_ENDPOINT_URL_DYNAMODB="+aws.ToString(db.Options().BaseEndpoint),
-		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=fourlanes", "AWS_SECRET_ACCESS_KEY=local",
-		"AWS_CONFIG_FILE="+filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(t.TempDir(), "none"),
-		keys.EnvTracing+"=xray", "AWS_XRAY_DAEMON_ADDRESS="+daemon.LocalAddr().String(), "AWS_XRAY_CONTEXT_MISSING=LOG_ERROR",
-	)
-	cmd.Stdout, cmd.Stderr = &stdout, &stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	fn := lambdart.New(lambdart.Spec{
+		Name: "reconcile", ARN: "arn:aws:lambda:eu-west-1:123456789012:function:reconcile", Binary: bin,
+		Env: map[string]string{
+			keys.EnvEventsTable: eventsTable, keys.EnvStateTable: stateTable,
+			"AWS_ENDPOINT_URL_DYNAMODB": aws.ToString(db.Options().BaseEndpoint),
+			"AWS_REGION":                "us-east-1", "AWS_ACCESS_KEY_ID": "fourlanes", "AWS_SECRET_ACCESS_KEY": "local",
+			"AWS_CONFIG_FILE": filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(t.TempDir(), "none"),
+			keys.EnvTracing: "xray", "AWS_XRAY_DAEMON_ADDRESS": daemon.LocalAddr().String(), "AWS_XRAY_CONTEXT_MISSING": "LOG_ERROR",
+		},
+		Output:       func(l lambdart.Line) { _, _ = stdout.Write([]byte(l.Text + "\n")) },
+		TraceSampled: true,
+	})
+	defer fn.Close()
+	ictx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := fn.Invoke(ictx, req)
+	if err != nil || res.Err != nil {
+		t.Fatalf("invoke: %v %v\n%s", err, res.Err, stdout.String())
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-
-	var raw []byte
-	select {
-	case raw = <-rt.responses:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no response from the function\n%s", stdout.String())
+	raw := res.Payload
+	traceRoot, _, _ := strings.Cut(strings.TrimPrefix(res.TraceHeader, "Root="), ";")
+	if !strings.HasPrefix(traceRoot, "1-") || !strings.HasSuffix(res.TraceHeader, "Sampled=1") {
+		t.Fatalf("trace header %q: want a sampled X-Ray root", res.TraceHeader)
 	}
 	var resp events.LambdaFunctionURLResponse
 	if err := json.Unmarshal(raw, &resp); err != nil {
@@ -151,36 +146,5 @@ func TestBootstrap(t *testing.T) {
 	}
 	if doc := string(buf[:n]); !strings.Contains(doc, `"name":"DynamoDB"`) || !strings.Contains(doc, traceRoot) {
 		t.Errorf("subsegment: got %s, want DynamoDB under trace %s", doc, traceRoot)
-	}
-}
-
-const traceRoot = "1-674a1e44-2b4d6f0c1a3e5d7f9b1c3e5a"
-
-// runtime is the Lambda Runtime API: it hands out one invocation, collects
-// its response, and then holds the next poll until the test ends.
-type runtime struct {
-	payload   []byte
-	sent      atomic.Bool
-	responses chan []byte
-}
-
-func (rt *runtime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch {
-	case r.URL.Path == "/2018-06-01/runtime/invocation/next":
-		if !rt.sent.CompareAndSwap(false, true) {
-			<-r.Context().Done()
-			return
-		}
-		w.Header().Set("Lambda-Runtime-Aws-Request-Id", "req-bootstrap-1")
-		w.Header().Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10))
-		w.Header().Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:eu-west-1:123456789012:function:reconcile")
-		w.Header().Set("Lambda-Runtime-Trace-Id", "Root="+traceRoot+";Parent=53995c3f42cd8ad8;Sampled=1")
-		_, _ = w.Write(rt.payload)
-	case strings.HasSuffix(r.URL.Path, "/response"), strings.HasSuffix(r.URL.Path, "/error"):
-		body, _ := io.ReadAll(r.Body)
-		w.WriteHeader(http.StatusAccepted)
-		rt.responses <- body
-	default:
-		http.NotFound(w, r)
 	}
 }

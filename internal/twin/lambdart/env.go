@@ -41,6 +41,7 @@ const (
 
 type invocation struct {
 	id       string
+	trace    string // the X-Ray trace header handed to the process
 	payload  []byte
 	deadline time.Time
 	done     chan outcome // buffered: one outcome
@@ -241,7 +242,7 @@ func (e *env) handleNext(w http.ResponseWriter, r *http.Request) {
 		h.Set(hdrRequestID, inv.id)
 		h.Set(hdrDeadline, strconv.FormatInt(inv.deadline.UnixMilli(), 10))
 		h.Set(hdrFunctionARN, e.f.spec.ARN)
-		h.Set(hdrTraceID, traceID())
+		h.Set(hdrTraceID, inv.trace)
 		h.Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(inv.payload)
@@ -394,13 +395,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// traceID is an X-Ray trace header for one invocation. Sampled=0: nothing
-// is sent to a daemon, and tracing code that needs a segment finds one.
-func traceID() string {
+// traceID is an X-Ray trace header for one invocation. Unsampled (the
+// twin's default), nothing is sent to a daemon, and tracing code that needs a
+// segment still finds one.
+func traceID(sampled bool) string {
 	var b [20]byte
 	_, _ = rand.Read(b[:])
 	h := hex.EncodeToString(b[:])
-	return fmt.Sprintf("Root=1-%08x-%s;Parent=%s;Sampled=0", time.Now().Unix(), h[:24], h[24:40])
+	s := 0
+	if sampled {
+		s = 1
+	}
+	return fmt.Sprintf("Root=1-%08x-%s;Parent=%s;Sampled=%d", time.Now().Unix(), h[:24], h[24:40], s)
 }
 
 var errBadBase64 = errors.New("bad base64")

@@ -50,6 +50,9 @@ type Spec struct {
 	Concurrency int
 	// Output receives each line a process writes, if set. It must not block.
 	Output func(Line)
+	// TraceSampled marks every invocation's X-Ray trace header sampled, so
+	// an instrumented function sends its subsegments to AWS_XRAY_DAEMON_ADDRESS.
+	TraceSampled bool
 }
 
 // Line is one line of a function process's output.
@@ -65,6 +68,8 @@ type Line struct {
 // Result is the outcome of one invocation.
 type Result struct {
 	RequestID string
+	// TraceHeader is the Lambda-Runtime-Trace-Id the process was given.
+	TraceHeader string
 	// Payload is the response on success, or the error document on error.
 	Payload []byte
 	// Err is nil on success.
@@ -130,11 +135,11 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) (res Result, err 
 	}
 	defer func() { <-f.sem }()
 
-	res = Result{RequestID: uuid.NewString()}
+	res = Result{RequestID: uuid.NewString(), TraceHeader: traceID(f.spec.TraceSampled)}
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
 
-	inv := &invocation{id: res.RequestID, payload: payload, done: make(chan outcome, 1)}
+	inv := &invocation{id: res.RequestID, trace: res.TraceHeader, payload: payload, done: make(chan outcome, 1)}
 	var e *env
 	for e == nil {
 		var cold bool
