@@ -192,7 +192,7 @@ func (s *Store) Emit(ctx context.Context, eventType string, payload any, extra .
 	}
 
 	if s.cfg.Batching == BatchNone {
-		s.commit(tenant, []*request{req})
+		s.commit(tenant, []*request{req}, &headView{})
 	} else {
 		s.enqueue(tenant, req)
 	}
@@ -229,6 +229,10 @@ func (s *Store) enqueue(tenant string, req *request) {
 		return
 	}
 	q.leading = true
+	// The leader remembers the head it last committed, so a tenant's next
+	// batch needs no read: only contention (another process moved the head)
+	// sends it back to DynamoDB for the head.
+	hv := &headView{}
 	for {
 		batch := takeBatch(q)
 		if len(batch) == 0 {
@@ -238,7 +242,7 @@ func (s *Store) enqueue(tenant string, req *request) {
 			return
 		}
 		s.mu.Unlock()
-		s.commit(tenant, batch)
+		s.commit(tenant, batch, hv)
 		s.mu.Lock()
 	}
 }
@@ -260,9 +264,16 @@ func takeBatch(q *tenantQueue) []*request {
 	return batch
 }
 
+// headView is what a committer knows of its tenant's head: nothing yet (read
+// it), or the head as of its last read or commit (nil head: no events yet).
+type headView struct {
+	known bool
+	head  *chain.Head
+}
+
 // commit appends batch (one tenant's requests, in order) and signals every
 // request's done channel exactly once.
-func (s *Store) commit(tenant string, batch []*request) {
+func (s *Store) commit(tenant string, batch []*request, hv *headView) {
 	start := time.Now()
 	attempt := 0
 	var last error
@@ -277,7 +288,7 @@ func (s *Store) commit(tenant string, batch []*request) {
 		// caller learns a definite outcome: a write cut off mid-flight could
 		// have committed. Callers that gave up are dropped between attempts.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), s.cfg.MaxElapsed)
-		err := s.attempt(ctx, tenant, batch)
+		err := s.attempt(ctx, tenant, batch, hv)
 		cancel()
 		switch {
 		case err == nil:
@@ -316,7 +327,7 @@ func (s *Store) commit(tenant string, batch []*request) {
 				// DynamoDB refused the combination (e.g. two callers touching
 				// one item); commit each caller on its own instead.
 				for _, r := range batch {
-					s.commit(tenant, []*request{r})
+					s.commit(tenant, []*request{r}, hv)
 				}
 				return
 			}
@@ -351,12 +362,24 @@ func (s *Store) backoff(attempt int) {
 	time.Sleep(rand.N(d) + time.Microsecond)
 }
 
-// attempt reads the head and tries to commit batch once.
-func (s *Store) attempt(ctx context.Context, tenant string, batch []*request) error {
-	head, err := s.Head(ctx, tenant)
-	if err != nil {
-		return err
+// attempt tries to commit batch once, from the head hv knows (read first if
+// it knows none). It keeps hv current: the new head after a commit, the same
+// head after a caller's refusal, and nothing after contention or a failure.
+func (s *Store) attempt(ctx context.Context, tenant string, batch []*request, hv *headView) (err error) {
+	if !hv.known {
+		h, err := s.Head(ctx, tenant)
+		if err != nil {
+			return err
+		}
+		hv.known, hv.head = true, h
 	}
+	defer func() {
+		var cw *batchCallerError
+		if err != nil && !errors.As(err, &cw) {
+			hv.known = false
+		}
+	}()
+	head := hv.head
 	prevSeq, prevHash := int64(0), chain.Genesis(tenant)
 	if head != nil {
 		prevSeq, prevHash = head.LastSeq, head.LastHash
@@ -402,6 +425,7 @@ func (s *Store) attempt(ctx context.Context, tenant string, batch []*request) er
 	if err != nil {
 		return classify(err, owners)
 	}
+	hv.head = &chain.Head{TenantID: tenant, LastSeq: lastEnv.Seq, LastHash: lastEnv.Hash}
 	s.stats.commits.Add(1)
 	s.stats.events.Add(int64(len(batch)))
 	for _, c := range out.ConsumedCapacity {
