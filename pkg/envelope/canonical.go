@@ -32,10 +32,10 @@ const maxPooledBuffer = 64 << 10
 // a heap object costs a GC write barrier on every append while GC marks.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
-// canonical returns the canonical bytes of e without its hash.
-func canonical(e *Envelope) ([]byte, error) {
+// canonical returns the canonical bytes of e, without its hash or with it.
+func canonical(e *Envelope, withHash bool) ([]byte, error) {
 	bp := bufPool.Get().(*[]byte)
-	buf, ok := appendEnvelope((*bp)[:0], e)
+	buf, ok := appendEnvelope((*bp)[:0], e, withHash)
 	var out []byte
 	if ok {
 		out = slices.Clone(buf)
@@ -45,16 +45,18 @@ func canonical(e *Envelope) ([]byte, error) {
 		bufPool.Put(bp)
 	}
 	if !ok {
-		return referenceCanonical(e)
+		return referenceCanonical(e, withHash)
 	}
 	return out, nil
 }
 
 // referenceCanonical is the definition: JCS of encoding/json's rendering of
-// the envelope without its hash, by a maintained JCS library.
-func referenceCanonical(e *Envelope) ([]byte, error) {
+// the envelope without its hash (or with it), by a maintained JCS library.
+func referenceCanonical(e *Envelope, withHash bool) ([]byte, error) {
 	c := *e
-	c.Hash = ""
+	if !withHash {
+		c.Hash = ""
+	}
 	raw, err := json.Marshal(&c)
 	if err != nil {
 		return nil, fmt.Errorf("canonical bytes: %w", err)
@@ -69,9 +71,11 @@ func referenceCanonical(e *Envelope) ([]byte, error) {
 // appendEnvelope writes e's members in RFC 8785 order (all names are ASCII,
 // so UTF-16 order is byte order): actor_id, causation_id, correlation_id, id,
 // occurred_at, payload, prev_hash, schema_version, seq, tenant_id, type.
-// hash is left out; the three optional ids are absent when empty, as their
-// omitempty tags make them for encoding/json. false: leave e to the reference.
-func appendEnvelope(b []byte, e *Envelope) ([]byte, bool) {
+// hash is left out unless withHash (then it sits between correlation_id and
+// id, absent when empty); the three optional ids are absent when empty, as
+// their omitempty tags make them for encoding/json. false: leave e to the
+// reference.
+func appendEnvelope(b []byte, e *Envelope, withHash bool) ([]byte, bool) {
 	ok := true
 	str := func(name, v string) {
 		if ok {
@@ -90,6 +94,10 @@ func appendEnvelope(b []byte, e *Envelope) ([]byte, bool) {
 	}
 	if e.CorrelationID != "" {
 		str(`"correlation_id":`, e.CorrelationID)
+		b = append(b, ',')
+	}
+	if withHash && e.Hash != "" {
+		str(`"hash":`, e.Hash)
 		b = append(b, ',')
 	}
 	str(`"id":`, e.ID)
@@ -234,7 +242,7 @@ func appendLargeObject(b []byte, m map[string]any, depth int) ([]byte, bool) {
 // before it in UTF-16, whose surrogates (0xD800–0xDBFF) are smaller. At the
 // first differing byte both strings are at the same offset within a
 // character, so comparing lead bytes there decides.
-func compareUTF16(a, b string) int {
+func compareUTF16[T string | []byte](a, b T) int {
 	n := min(len(a), len(b))
 	i := 0
 	for i < n && a[i] == b[i] {
@@ -273,6 +281,14 @@ func plain(x uint64) bool {
 	return (x|below|quote|slash)&msb == 0
 }
 
+// load64 reads eight bytes of s, the first in the low byte (one load on
+// little-endian machines).
+func load64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
 // appendString writes s as a JCS string: only '"', '\\' and the control
 // characters are escaped (the five short forms, else \u00xx in lowercase
 // hex); all else, U+2028, U+2029, '<', '>' and '&' included, is written as it
@@ -282,8 +298,7 @@ func appendString(b []byte, s string) ([]byte, bool) {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		if i+8 <= len(s) && plain(uint64(s[i])|uint64(s[i+1])<<8|uint64(s[i+2])<<16|uint64(s[i+3])<<24|
-			uint64(s[i+4])<<32|uint64(s[i+5])<<40|uint64(s[i+6])<<48|uint64(s[i+7])<<56) {
+		if i+8 <= len(s) && plain(load64(s[i:])) {
 			i += 8
 			continue
 		}
@@ -358,11 +373,11 @@ func appendNumber(b []byte, s string) ([]byte, bool) {
 // canonicalNumber reports whether s is certainly already in RFC 8785 form:
 // a plain decimal (no exponent, no leading zero, no trailing fractional zero,
 // not -0) with at most 15 significant digits and a magnitude of at least 1e-6
-// or zero. Any decimal of at most 15 significant digits is the only such
+// or zero, or an integer within ±(2^53−1). Any decimal of at most 15 significant digits is the only such
 // decimal that reads back as its binary64 value (DBL_DIG is 15), so it is the
 // shortest round-trip spelling, and ECMAScript prints numbers from 1e-6 up to
 // 1e21 without an exponent. False means "not known", not "not canonical".
-func canonicalNumber(s string) bool {
+func canonicalNumber[T string | []byte](s T) bool {
 	i, neg := 0, false
 	if i < len(s) && s[i] == '-' {
 		i, neg = i+1, true
@@ -386,7 +401,8 @@ func canonicalNumber(s string) bool {
 		if s[intStart] == '0' {
 			return !neg // "0" yes, "-0" is written 0
 		}
-		return intDigits <= 15
+		// Every integer within I-JSON's ±(2^53−1) prints as itself.
+		return intDigits <= 15 || intDigits == 16 && string(s[intStart:i]) <= "9007199254740991"
 	}
 	if s[i] != '.' {
 		return false

@@ -252,7 +252,7 @@ func TestCanonicalFastPathTaken(t *testing.T) {
 			continue
 		}
 		e.Payload = p
-		got, ok := appendEnvelope(nil, &e)
+		got, ok := appendEnvelope(nil, &e, false)
 		if !ok {
 			t.Fatalf("case %d: fast encoder fell back on a normalized envelope: %#v", i, e)
 		}
@@ -342,7 +342,10 @@ func BenchmarkCanonicalBytes(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		fn   func(*Envelope) ([]byte, error)
-	}{{"direct", canonical}, {"reference", referenceCanonical}} {
+	}{
+		{"direct", func(e *Envelope) ([]byte, error) { return canonical(e, false) }},
+		{"reference", func(e *Envelope) ([]byte, error) { return referenceCanonical(e, false) }},
+	} {
 		b.Run(c.name, func(b *testing.B) {
 			out, _ := c.fn(&e)
 			b.SetBytes(int64(len(out)))

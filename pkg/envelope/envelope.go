@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/google/uuid"
@@ -61,13 +60,12 @@ func fieldErr(field, format string, args ...any) error {
 	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
-// typeRe is "<module>.<name>": lowercase module, then one or more dot-separated
-// lowercase segments (letters, digits, '_' and '-'; entity names of change
-// events may be upper case, e.g. record.written.ORDER).
-var typeRe = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[A-Za-z0-9][A-Za-z0-9_-]*)+$`)
-
-// ValidType reports whether t is a well-formed event type name.
-func ValidType(t string) bool { return len(t) <= 256 && typeRe.MatchString(t) }
+// ValidType reports whether t is a well-formed event type name,
+// "<module>.<name>": a lowercase module, then one or more dot-separated
+// segments of letters, digits, '_' and '-' (entity names of change events may
+// be upper case, e.g. record.written.ORDER); at most 256 bytes. As a regular
+// expression: ^[a-z][a-z0-9_]*(\.[A-Za-z0-9][A-Za-z0-9_-]*)+$
+func ValidType(t string) bool { return validType(t) }
 
 // NewID returns a time-ordered event id (UUIDv7).
 func NewID() (string, error) {
@@ -100,12 +98,14 @@ func (e *Envelope) Validate() error {
 	if len(e.TenantID) > MaxTenantLen {
 		return fieldErr("tenant_id", "is %d characters; at most %d (it is the FIFO message group)", len(e.TenantID), MaxTenantLen)
 	}
-	ts, err := time.Parse(time.RFC3339Nano, e.OccurredAt)
-	if err != nil {
-		return fieldErr("occurred_at", "%q is not RFC 3339", e.OccurredAt)
-	}
-	if FormatTime(ts) != e.OccurredAt {
-		return fieldErr("occurred_at", "%q must be UTC in canonical form %q", e.OccurredAt, FormatTime(ts))
+	if !canonicalTime(e.OccurredAt) { // the common spelling, recognized without parsing
+		ts, err := time.Parse(time.RFC3339Nano, e.OccurredAt)
+		if err != nil {
+			return fieldErr("occurred_at", "%q is not RFC 3339", e.OccurredAt)
+		}
+		if FormatTime(ts) != e.OccurredAt {
+			return fieldErr("occurred_at", "%q must be UTC in canonical form %q", e.OccurredAt, FormatTime(ts))
+		}
 	}
 	if e.SchemaVersion < 1 {
 		return fieldErr("schema_version", "is %d; schema versions start at 1", e.SchemaVersion)
@@ -140,7 +140,7 @@ func (e *Envelope) ValidateStored() error {
 	return nil
 }
 
-func isHexHash(s string) bool {
+func isHexHash[T string | []byte](s T) bool {
 	if len(s) != 64 {
 		return false
 	}
@@ -155,7 +155,27 @@ func isHexHash(s string) bool {
 
 // CanonicalBytes is RFC 8785 (JCS) of the envelope without its hash field.
 // This is what the chain hashes; see pkg/chain/SPEC.md.
-func (e *Envelope) CanonicalBytes() ([]byte, error) { return canonical(e) }
+func (e *Envelope) CanonicalBytes() ([]byte, error) { return canonical(e, false) }
+
+// AppendCanonicalBytes appends CanonicalBytes to dst, for a caller that
+// reuses one buffer across events.
+func (e *Envelope) AppendCanonicalBytes(dst []byte) ([]byte, error) {
+	out, ok := appendEnvelope(dst, e, false)
+	if ok {
+		return out, nil
+	}
+	ref, err := referenceCanonical(e, false)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, ref...), nil
+}
+
+// CanonicalJSON is RFC 8785 (JCS) of the whole envelope, hash included: an
+// export line (pkg/chain/SPEC.md §5). Its canonical bytes are the line
+// without the hash member, so a verifier can hash the line in place (see
+// ScanCanonical).
+func (e *Envelope) CanonicalJSON() ([]byte, error) { return canonical(e, true) }
 
 // DecodePayload decodes the payload into v (a pointer to the declared payload
 // type), refusing fields v does not have.

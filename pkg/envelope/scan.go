@@ -1,0 +1,468 @@
+package envelope
+
+import (
+	"encoding/binary"
+	"unicode/utf8"
+)
+
+// This file reads a stored event straight from its canonical line: the
+// RFC 8785 form of the whole envelope, hash included, as WriteExport writes
+// it (see CanonicalJSON). Such a line holds the chain's canonical bytes
+// verbatim: they are the line without its "hash" member. A verifier that
+// trusts the line to be canonical can hash it in place instead of decoding
+// and re-encoding the envelope, which costs several times the SHA-256.
+//
+// ScanCanonical accepts a line only when it is certain that decoding it
+// (FromJSON), validating it (ValidateStored) and encoding it again
+// (CanonicalBytes) gives back exactly the line without its hash member and
+// the same field values. Anything it is not certain about — a member out of
+// order or unknown, an escape in an envelope field or a member name, a number
+// not already in its shortest form, a line over maxScanLine, nesting deeper
+// than maxScanDepth — makes it say no, and the caller takes the decoding path,
+// which gives the same verdict with its own error messages. scan_test.go checks
+// the two paths against each other.
+
+// maxScanLine bounds the lines ScanCanonical takes. Validate's size rule
+// (MaxPayloadBytes, counted as checkValue does) can only fail for a payload
+// over MaxPayloadBytes/2 bytes of JSON, so a line below this never needs it.
+const maxScanLine = MaxPayloadBytes / 4
+
+// maxScanDepth bounds nesting in the payload; deeper lines take the
+// decoding path.
+const maxScanDepth = 64
+
+// CanonicalLine is a stored event as ScanCanonical read it: the fields the
+// chain checks, as slices of Line, and where the hash member sits.
+type CanonicalLine struct {
+	Line     []byte
+	TenantID []byte
+	PrevHash []byte // 64 lowercase hex digits
+	Hash     []byte // 64 lowercase hex digits
+	Seq      int64  // ≥ 1
+
+	hashStart, hashEnd int // Line[hashStart:hashEnd] is `"hash":"…",`
+}
+
+// Canonical returns the event's canonical bytes (CanonicalBytes) as the two
+// pieces of Line around the hash member; their concatenation is the bytes.
+func (c *CanonicalLine) Canonical() (before, after []byte) {
+	return c.Line[:c.hashStart], c.Line[c.hashEnd:]
+}
+
+// The members of a stored envelope in RFC 8785 order (all ASCII, so byte
+// order is UTF-16 order).
+const (
+	mActorID = iota
+	mCausationID
+	mCorrelationID
+	mHash
+	mID
+	mOccurredAt
+	mPayload
+	mPrevHash
+	mSchemaVersion
+	mSeq
+	mTenantID
+	mType
+	memberCount
+)
+
+// required is the set of members a stored envelope must have.
+const required = 1<<mHash | 1<<mID | 1<<mOccurredAt | 1<<mPayload | 1<<mPrevHash | 1<<mSchemaVersion | 1<<mSeq | 1<<mTenantID | 1<<mType
+
+func memberIndex(name []byte) int {
+	switch string(name) {
+	case "actor_id":
+		return mActorID
+	case "causation_id":
+		return mCausationID
+	case "correlation_id":
+		return mCorrelationID
+	case "hash":
+		return mHash
+	case "id":
+		return mID
+	case "occurred_at":
+		return mOccurredAt
+	case "payload":
+		return mPayload
+	case "prev_hash":
+		return mPrevHash
+	case "schema_version":
+		return mSchemaVersion
+	case "seq":
+		return mSeq
+	case "tenant_id":
+		return mTenantID
+	case "type":
+		return mType
+	}
+	return -1
+}
+
+// ScanCanonical reads line as the canonical form of a valid stored envelope.
+// false means "not certainly": decode the line with FromJSON instead; it does
+// not mean the line is invalid.
+func ScanCanonical(line []byte) (CanonicalLine, bool) {
+	c := CanonicalLine{Line: line}
+	if len(line) < 2 || len(line) > maxScanLine || line[0] != '{' {
+		return c, false
+	}
+	var str [memberCount][]byte // the string members' values
+	var schemaVersion int64
+	seen, next := 0, 0
+	i := 1
+	for {
+		// A member name: ASCII, no escapes, one of the envelope's, after the last.
+		if i >= len(line) || line[i] != '"' {
+			return c, false
+		}
+		nameStart := i
+		end, escaped, ok := scanString(line, i)
+		if !ok || escaped {
+			return c, false
+		}
+		m := memberIndex(line[i+1 : end-1])
+		if m < next {
+			return c, false // unknown, repeated or out of order
+		}
+		seen |= 1 << m
+		next = m + 1
+		i = end
+		if i >= len(line) || line[i] != ':' {
+			return c, false
+		}
+		i++
+		switch m {
+		case mPayload:
+			if i >= len(line) || line[i] != '{' {
+				return c, false
+			}
+			if i, ok = scanObject(line, i, 1); !ok {
+				return c, false
+			}
+		case mSchemaVersion, mSeq:
+			var n int64
+			if i, n, ok = scanCount(line, i); !ok {
+				return c, false
+			}
+			if m == mSeq {
+				c.Seq = n
+			} else {
+				schemaVersion = n
+			}
+		default: // a string member: no escapes, so its bytes are its value
+			if i >= len(line) || line[i] != '"' {
+				return c, false
+			}
+			end, escaped, ok := scanString(line, i)
+			if !ok || escaped {
+				return c, false
+			}
+			str[m] = line[i+1 : end-1]
+			i = end
+			if m == mHash {
+				if i >= len(line) || line[i] != ',' {
+					return c, false
+				}
+				c.hashStart, c.hashEnd = nameStart, i+1
+			}
+		}
+		if i >= len(line) {
+			return c, false
+		}
+		if line[i] == '}' {
+			if i+1 != len(line) {
+				return c, false
+			}
+			break
+		}
+		if line[i] != ',' {
+			return c, false
+		}
+		i++
+	}
+	if seen&required != required {
+		return c, false
+	}
+	// ValidateStored's rules, on the raw bytes (equal to the decoded values:
+	// no escapes, valid UTF-8).
+	for _, m := range [...]int{mActorID, mCausationID, mCorrelationID} {
+		if seen&(1<<m) != 0 && len(str[m]) == 0 {
+			return c, false // present but empty: the decoded envelope would drop it
+		}
+	}
+	id, tenant := str[mID], str[mTenantID]
+	if len(id) == 0 || len(id) > 90 || len(tenant) == 0 || len(tenant) > MaxTenantLen ||
+		!validType(str[mType]) || !canonicalTime(str[mOccurredAt]) ||
+		schemaVersion < 1 || c.Seq < 1 || !isHexHash(str[mPrevHash]) || !isHexHash(str[mHash]) {
+		return c, false
+	}
+	c.TenantID, c.PrevHash, c.Hash = tenant, str[mPrevHash], str[mHash]
+	return c, true
+}
+
+// scanCount reads a positive decimal integer of at most 15 digits (exact in
+// binary64, so JCS writes it back as it is) starting at b[i].
+func scanCount(b []byte, i int) (int, int64, bool) {
+	start := i
+	var n int64
+	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+		n = n*10 + int64(b[i]-'0')
+		i++
+	}
+	if d := i - start; d == 0 || d > 15 || b[start] == '0' {
+		return i, 0, false
+	}
+	return i, n, true
+}
+
+// scanValue checks the JSON value at b[i] is in canonical form and returns
+// the index after it.
+func scanValue(b []byte, i, depth int) (int, bool) {
+	if i >= len(b) {
+		return i, false
+	}
+	switch c := b[i]; {
+	case c == '"':
+		end, _, ok := scanString(b, i)
+		return end, ok
+	case c == '{':
+		return scanObject(b, i, depth+1)
+	case c == '[':
+		return scanArray(b, i, depth+1)
+	case c == '-' || '0' <= c && c <= '9':
+		j := i + 1
+		for j < len(b) && (b[j] >= '0' && b[j] <= '9' || b[j] == '.') {
+			j++
+		}
+		// An exponent or a sign after the first byte ends the token here and
+		// then fails the caller's separator check. The common spellings are
+		// recognized without parsing; 16 and 17 significant digits (a double
+		// printed shortest) are checked by parsing.
+		return j, canonicalNumber(b[i:j]) || j-i <= 32 && isCanonicalNumber(string(b[i:j]))
+	case c == 't':
+		return i + 4, hasLiteral(b, i, "true")
+	case c == 'f':
+		return i + 5, hasLiteral(b, i, "false")
+	case c == 'n':
+		return i + 4, hasLiteral(b, i, "null")
+	}
+	return i, false
+}
+
+func hasLiteral(b []byte, i int, lit string) bool {
+	return len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit
+}
+
+// scanObject checks a canonical object at b[i] == '{': members sorted by
+// their names' UTF-16 code units, no repeats, names without escapes.
+func scanObject(b []byte, i, depth int) (int, bool) {
+	if depth > maxScanDepth {
+		return i, false
+	}
+	i++
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	var prev []byte
+	for first := true; ; first = false {
+		if i >= len(b) || b[i] != '"' {
+			return i, false
+		}
+		end, escaped, ok := scanString(b, i)
+		if !ok || escaped {
+			return i, false // an escaped name would need decoding to sort
+		}
+		name := b[i+1 : end-1]
+		if !first && compareUTF16(prev, name) >= 0 {
+			return i, false
+		}
+		prev = name
+		i = end
+		if i >= len(b) || b[i] != ':' {
+			return i, false
+		}
+		if i, ok = scanValue(b, i+1, depth); !ok || i >= len(b) {
+			return i, false
+		}
+		switch b[i] {
+		case '}':
+			return i + 1, true
+		case ',':
+			i++
+		default:
+			return i, false
+		}
+	}
+}
+
+func scanArray(b []byte, i, depth int) (int, bool) {
+	if depth > maxScanDepth {
+		return i, false
+	}
+	i++
+	if i < len(b) && b[i] == ']' {
+		return i + 1, true
+	}
+	for {
+		var ok bool
+		if i, ok = scanValue(b, i, depth); !ok || i >= len(b) {
+			return i, false
+		}
+		switch b[i] {
+		case ']':
+			return i + 1, true
+		case ',':
+			i++
+		default:
+			return i, false
+		}
+	}
+}
+
+// scanString checks the string at b[i] == '"' is written exactly as
+// appendString writes its value: valid UTF-8, control characters escaped in
+// the short form or \u00xx (lowercase), '"' and '\\' escaped, nothing else.
+// It returns the index after the closing quote and whether there was any
+// escape.
+func scanString(b []byte, i int) (end int, escaped, ok bool) {
+	i++
+	for i < len(b) {
+		if i+8 <= len(b) && plain(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+			continue
+		}
+		c := b[i]
+		switch {
+		case c == '"':
+			return i + 1, escaped, true
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				return i, escaped, false
+			}
+			i += size
+		case c < 0x20:
+			return i, escaped, false // a raw control character
+		case c == '\\':
+			escaped = true
+			if i+1 >= len(b) {
+				return i, escaped, false
+			}
+			switch b[i+1] {
+			case '"', '\\', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u': // only \u00xx for a control character without a short form
+				if i+6 > len(b) || b[i+2] != '0' || b[i+3] != '0' || b[i+4] > '1' || b[i+4] < '0' {
+					return i, escaped, false
+				}
+				lo := b[i+5]
+				var v byte
+				switch {
+				case '0' <= lo && lo <= '9':
+					v = lo - '0'
+				case 'a' <= lo && lo <= 'f':
+					v = lo - 'a' + 10
+				default:
+					return i, escaped, false
+				}
+				v += (b[i+4] - '0') << 4
+				if v == '\b' || v == '\f' || v == '\n' || v == '\r' || v == '\t' {
+					return i, escaped, false
+				}
+				i += 6
+			default:
+				return i, escaped, false
+			}
+		default:
+			i++
+		}
+	}
+	return i, escaped, false
+}
+
+// validType is ValidType's rule, written out: the regular expression it
+// states (checked against this in scan_test.go) cost more than the rest of
+// validation together.
+func validType[T string | []byte](s T) bool {
+	n := len(s)
+	if n == 0 || n > 256 || !lower(s[0]) {
+		return false
+	}
+	i := 1
+	for i < n && (lower(s[i]) || digit(s[i]) || s[i] == '_') {
+		i++
+	}
+	if i == n {
+		return false // at least one ".name" segment
+	}
+	for i < n {
+		if s[i] != '.' || i+1 == n || !alnum(s[i+1]) {
+			return false
+		}
+		i += 2
+		for i < n && (alnum(s[i]) || s[i] == '_' || s[i] == '-') {
+			i++
+		}
+	}
+	return true
+}
+
+func lower(c byte) bool { return 'a' <= c && c <= 'z' }
+func digit(c byte) bool { return '0' <= c && c <= '9' }
+func alnum(c byte) bool { return lower(c) || digit(c) || 'A' <= c && c <= 'Z' }
+
+// canonicalTime reports whether s is certainly an occurred_at that Validate
+// accepts: RFC 3339 in UTC as FormatTime writes it,
+// YYYY-MM-DDTHH:MM:SS[.fraction]Z with a real date, a fraction of one to nine
+// digits without a trailing zero, and a year from 1000 (earlier years take
+// the exact path). false means "not known".
+func canonicalTime[T string | []byte](s T) bool {
+	n := len(s)
+	if n < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' || s[n-1] != 'Z' {
+		return false
+	}
+	num := func(i, w int) int {
+		v := 0
+		for k := i; k < i+w; k++ {
+			if !digit(s[k]) {
+				return -1
+			}
+			v = v*10 + int(s[k]-'0')
+		}
+		return v
+	}
+	year, month, day := num(0, 4), num(5, 2), num(8, 2)
+	hour, minute, sec := num(11, 2), num(14, 2), num(17, 2)
+	if year < 1000 || month < 1 || month > 12 || day < 1 || day > daysIn(month, year) ||
+		hour < 0 || hour > 23 || minute < 0 || minute > 59 || sec < 0 || sec > 59 {
+		return false
+	}
+	if n == 20 {
+		return true
+	}
+	// .fraction
+	if s[19] != '.' || n < 22 || n > 30 || s[n-2] == '0' {
+		return false
+	}
+	for k := 20; k < n-1; k++ {
+		if !digit(s[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
+}
