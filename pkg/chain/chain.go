@@ -41,18 +41,46 @@ func Hash(e *envelope.Envelope) (string, error) {
 	return HashCanonical(e.PrevHash, canon)
 }
 
+// ruleHeader is what the hash rule hashes before raw(prev_hash): the domain,
+// 0x00 and the version byte.
+var ruleHeader = []byte(chainDomain + "\x00" + string(rune(Version)))
+
 // HashCanonical applies the rule to already-canonical bytes.
 func HashCanonical(prevHash string, canonical []byte) (string, error) {
 	var prev [sha256.Size]byte
-	if n, err := hex.Decode(prev[:], []byte(prevHash)); err != nil || n != sha256.Size || len(prevHash) != 2*sha256.Size {
+	if !decodeHash(prevHash, &prev) {
 		return "", fmt.Errorf("prev_hash %q: %w", prevHash, ErrBadHash)
 	}
 	h := sha256.New()
-	h.Write([]byte(chainDomain))
-	h.Write([]byte{0x00, Version})
+	h.Write(ruleHeader)
 	h.Write(prev[:])
 	h.Write(canonical)
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// decodeHash decodes 64 lowercase hex digits into out.
+func decodeHash[T string | []byte](s T, out *[sha256.Size]byte) bool {
+	if len(s) != 2*sha256.Size {
+		return false
+	}
+	for i := range out {
+		hi, lo := unhex(s[2*i]), unhex(s[2*i+1])
+		if hi > 0xf || lo > 0xf {
+			return false
+		}
+		out[i] = hi<<4 | lo
+	}
+	return true
+}
+
+func unhex(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	}
+	return 0xff
 }
 
 // Seal sets e.Hash from e.PrevHash and the rest of e.

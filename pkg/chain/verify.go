@@ -1,6 +1,9 @@
 package chain
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"hash"
 	"strconv"
 
 	"github.com/fourlanes/fourlanes/pkg/envelope"
@@ -14,6 +17,12 @@ type Verifier struct {
 	lastSeq  int64
 	lastHash string
 	verified int64
+
+	// Scratch reused across events, so verifying allocates next to nothing.
+	h     hash.Hash
+	canon []byte
+	sum   [sha256.Size]byte
+	hex   [2 * sha256.Size]byte
 }
 
 // NewVerifier starts at the tenant's genesis.
@@ -64,16 +73,75 @@ func (v *Verifier) Next(e *envelope.Envelope) error {
 	if e.PrevHash != v.lastHash {
 		return brk(e.Seq, ReasonPrevMismatch, v.lastHash, e.PrevHash)
 	}
-	h, err := Hash(e)
+	canon, err := e.AppendCanonicalBytes(v.canon[:0])
 	if err != nil {
 		return brk(e.Seq, ReasonMalformed, "canonical bytes", err.Error())
 	}
-	if h != e.Hash {
-		return brk(e.Seq, ReasonHashMismatch, h, e.Hash)
+	v.canon = canon
+	if !digest(v, e.PrevHash, canon, nil) {
+		return brk(e.Seq, ReasonMalformed, "prev_hash of 64 hex digits", e.PrevHash) // ValidateStored rules this out
+	}
+	if string(v.hex[:]) != e.Hash {
+		return brk(e.Seq, ReasonHashMismatch, string(v.hex[:]), e.Hash)
 	}
 	v.lastSeq, v.lastHash = e.Seq, e.Hash
 	v.verified++
 	return nil
+}
+
+// NextCanonical is Next for an event read from its canonical line
+// (envelope.ScanCanonical, which has checked it is well formed): the same
+// checks in the same order with the same errors, but the hash is taken over
+// the line in place instead of a re-encoding of the decoded event.
+func (v *Verifier) NextCanonical(c *envelope.CanonicalLine) error {
+	want := v.lastSeq + 1
+	brk := func(seq int64, r Reason, expected, got string) error {
+		return &BreakError{Tenant: v.tenant, Seq: seq, Reason: r, Expected: expected, Got: got}
+	}
+	if string(c.TenantID) != v.tenant {
+		return brk(c.Seq, ReasonWrongTenant, strconv.Quote(v.tenant), strconv.Quote(string(c.TenantID)))
+	}
+	switch {
+	case c.Seq == v.lastSeq && v.lastSeq > 0:
+		return brk(c.Seq, ReasonDuplicateSeq, "seq "+itoa(want), "seq "+itoa(c.Seq))
+	case c.Seq < want:
+		return brk(c.Seq, ReasonOutOfOrder, "seq "+itoa(want), "seq "+itoa(c.Seq))
+	case c.Seq > want:
+		return brk(want, ReasonMissingSeq, "seq "+itoa(want), "seq "+itoa(c.Seq))
+	}
+	if string(c.PrevHash) != v.lastHash {
+		return brk(c.Seq, ReasonPrevMismatch, v.lastHash, string(c.PrevHash))
+	}
+	before, after := c.Canonical()
+	if !digest(v, c.PrevHash, before, after) {
+		return brk(c.Seq, ReasonMalformed, "prev_hash of 64 hex digits", string(c.PrevHash)) // ScanCanonical rules this out
+	}
+	if string(v.hex[:]) != string(c.Hash) {
+		return brk(c.Seq, ReasonHashMismatch, string(v.hex[:]), string(c.Hash))
+	}
+	v.lastSeq, v.lastHash = c.Seq, string(c.Hash)
+	v.verified++
+	return nil
+}
+
+// digest applies the hash rule to prevHash and the canonical bytes a‖b and
+// leaves the lowercase hex digest in v.hex. false: prevHash is not 64 hex
+// digits.
+func digest[T string | []byte](v *Verifier, prevHash T, a, b []byte) bool {
+	var prev [sha256.Size]byte
+	if !decodeHash(prevHash, &prev) {
+		return false
+	}
+	if v.h == nil {
+		v.h = sha256.New()
+	}
+	v.h.Reset()
+	v.h.Write(ruleHeader)
+	v.h.Write(prev[:])
+	v.h.Write(a)
+	v.h.Write(b)
+	hex.Encode(v.hex[:], v.h.Sum(v.sum[:0]))
+	return true
 }
 
 // Head checks the head row against the last verified event. A nil head is
