@@ -3,6 +3,7 @@
 //	fourlanes dev                    run the whole stack on this machine (the local twin)
 //	fourlanes reconcile [-tenant T]  ask the reconcile Function URL whether the chains hold
 //	fourlanes repair                 invoke dlq-repair and print its report
+//	fourlanes export -tenant T       write a tenant's chain as an export (JSON Lines)
 //	fourlanes verify FILE            re-verify an exported chain (JSON Lines) offline
 //	fourlanes emit -tenant T -type TYPE -payload JSON   append one event
 //
@@ -40,6 +41,8 @@ Usage:
                                             verify tenants' hash chains through the reconcile Function URL
   fourlanes repair     [-function NAME | -local]
                                             invoke dlq-repair and print its report
+  fourlanes export     -tenant T [-o FILE] [-table NAME | -local]
+                                            write a tenant's chain from the events table as an export (JSON Lines)
   fourlanes verify     [-tenant T] FILE     re-verify an exported chain (JSON Lines; "-" reads stdin) offline
   fourlanes emit       -tenant T -type TYPE -payload JSON [-table NAME | -local]
                                             append one event to the log
@@ -77,6 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"reconcile": runReconcile,
 		"repair":    runRepair,
 		"verify":    runVerify,
+		"export":    runExport,
 		"emit":      runEmit,
 	}
 	cmd, ok := cmds[args[0]]

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +13,7 @@ import (
 
 func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := flags("verify [-tenant T] FILE", "verify", stderr)
-	tenant := fs.String("tenant", "", "the tenant the chain must belong to (default: the export's own, from its head line or first event)")
+	tenant := fs.String("tenant", "", "the tenant the chain must belong to (default: the first event's, or the head line's in an export without events)")
 	if err := parse(fs, args); err != nil {
 		return 0, err
 	}
@@ -29,18 +30,8 @@ func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) (int,
 		defer f.Close()
 		r = f
 	}
-	x, err := chain.ReadExport(r)
+	sum, err := chain.VerifyExport(bufio.NewReaderSize(r, 1<<20), *tenant)
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", name, err)
-	}
-	t := *tenant
-	if t == "" {
-		t = x.Tenant
-	}
-	if t == "" {
-		return 0, fmt.Errorf("%s: empty export and no -tenant", name)
-	}
-	if err := chain.Verify(t, x.Events, x.Head); err != nil {
 		var be *chain.BreakError
 		if errors.As(err, &be) {
 			fmt.Fprintf(stdout, "BROKEN tenant %s at seq %d: %s\n", be.Tenant, be.Seq, be.Reason)
@@ -49,12 +40,15 @@ func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) (int,
 			}
 			return exitFinding, nil
 		}
+		if errors.Is(err, chain.ErrEmptyExport) {
+			return 0, fmt.Errorf("%s: empty export and no -tenant", name)
+		}
 		return 0, fmt.Errorf("%s: %w", name, err)
 	}
 	head := "no head line: the last event is not checked against a head"
-	if x.Head != nil {
-		head = fmt.Sprintf("head last_seq %d matches", x.Head.LastSeq)
+	if sum.Head != nil {
+		head = fmt.Sprintf("head last_seq %d matches", sum.Head.LastSeq)
 	}
-	fmt.Fprintf(stdout, "OK tenant %s: %d events verified from genesis; %s\n", t, len(x.Events), head)
+	fmt.Fprintf(stdout, "OK tenant %s: %d events verified from genesis; %s\n", sum.Tenant, sum.Events, head)
 	return exitOK, nil
 }
