@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -125,6 +126,40 @@ func benchVerify(o options) (section, error) {
 	}
 	avg := float64(total) / float64(len(evs))
 
+	// The same chain as an export: canonical lines (as WriteExport and
+	// `fourlanes export` write them), and the same events in encoding/json's
+	// member order, which no verifier can hash in place.
+	var canonExport, decodedExport bytes.Buffer
+	if err := chain.WriteExport(&canonExport, chain.Export{Events: evs, Head: head}); err != nil {
+		return sec, err
+	}
+	for i := range evs {
+		b, err := json.Marshal(&evs[i])
+		if err != nil {
+			return sec, err
+		}
+		decodedExport.Write(append(b, '\n'))
+	}
+	hb, err := json.Marshal(map[string]*chain.Head{"head": head})
+	if err != nil {
+		return sec, err
+	}
+	decodedExport.Write(append(hb, '\n'))
+	lines := bytes.Split(bytes.TrimSpace(canonExport.Bytes()), []byte("\n"))
+	lines = lines[:len(evs)] // the event lines
+	verifyExport := func(data []byte, wantInPlace int64) func() error {
+		return func() error {
+			sum, err := chain.VerifyExport(bytes.NewReader(data), benchTenant)
+			if err != nil {
+				return err
+			}
+			if sum.Events != int64(len(evs)) || sum.InPlace != wantInPlace {
+				return fmt.Errorf("verified %d events, %d in place; want %d and %d", sum.Events, sum.InPlace, len(evs), wantInPlace)
+			}
+			return nil
+		}
+	}
+
 	var sink [32]byte
 	variants := []verifyVariant{
 		{"raw SHA-256 over the canonical bytes", "`sha256.Sum256(canonical)` per event: the ceiling", func() error {
@@ -133,8 +168,18 @@ func benchVerify(o options) (section, error) {
 			}
 			return nil
 		}},
-		{"**`chain.Verify`** (direct encoder)", "the whole verification: every check of SPEC.md §6, validation included, and the head", func() error {
+		{"**`chain.VerifyExport`, canonical lines**", "the whole verification of an export as `fourlanes export` writes it (in memory): line splitting, every check of SPEC.md §6 and the head; each line checked canonical and hashed in place", verifyExport(canonExport.Bytes(), int64(len(evs)))},
+		{"**`chain.Verify`** (decoded events, direct encoder)", "the whole verification of events already decoded into `envelope.Envelope` (what reconcile does after reading DynamoDB): every check of SPEC.md §6, validation included, and the head", func() error {
 			return chain.Verify(benchTenant, evs, head)
+		}},
+		{"`chain.VerifyExport`, lines not canonical", "the same export in encoding/json's member order: every line decoded (`envelope.FromJSON`), validated and re-encoded", verifyExport(decodedExport.Bytes(), 0)},
+		{"`envelope.ScanCanonical` only", "breakdown of the in-place path: the canonical-form and field checks per line, no hashing", func() error {
+			for _, l := range lines {
+				if _, ok := envelope.ScanCanonical(l); !ok {
+					return fmt.Errorf("line not canonical: %.80s", l)
+				}
+			}
+			return nil
 		}},
 		{"hash rule only, direct encoder", "`chain.Hash` per event (canonical bytes + SHA-256 + hex) and compare", func() error {
 			for i := range evs {
@@ -231,12 +276,15 @@ func benchVerify(o options) (section, error) {
 			pct(median(vsSHA[i]))+" ("+pct(lo)+" – "+pct(hi)+")", f0(median(wallRate[i])), v.note)
 	}
 	sec.table(t)
-	full, hashOnly := median(vsSHA[1]), median(vsSHA[2])
-	speedup := median(cpuRate[1]) / median(cpuRate[5])
+	export, decoded, decodedLines := median(vsSHA[1]), median(vsSHA[2]), median(vsSHA[3])
+	speedup := median(cpuRate[2]) / median(cpuRate[8])
 	sec.para("Target (issue 7): chain verification CPU throughput ≥ 50 %% of raw SHA-256 over the same canonical bytes — "+
-		"`chain.Verify` reaches %s: %s. (The hash rule alone, canonical bytes + SHA-256, reaches %s.) "+
+		"verifying an export, `chain.VerifyExport` over canonical lines, reaches %s: %s. "+
+		"Verifying events already decoded into Go values (`chain.Verify`) reaches %s: re-encoding a map-based envelope "+
+		"costs several times the hash, which is why exports keep each event's canonical bytes verbatim in its line "+
+		"(see pkg/chain/SPEC.md §5). An export whose lines are not canonical verifies at %s. "+
 		"`chain.Verify` is %.1f× faster than with the library canonicalizer.",
-		pct(full), verdict(full >= 0.5), pct(hashOnly), speedup)
-	log.Printf("verify: chain.Verify %s of SHA-256, hash rule %s", pct(full), pct(hashOnly))
+		pct(export), verdict(export >= 0.5), pct(decoded), pct(decodedLines), speedup)
+	log.Printf("verify: VerifyExport (canonical lines) %s of SHA-256, chain.Verify %s", pct(export), pct(decoded))
 	return sec, nil
 }

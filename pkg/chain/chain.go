@@ -63,25 +63,31 @@ func decodeHash[T string | []byte](s T, out *[sha256.Size]byte) bool {
 	if len(s) != 2*sha256.Size {
 		return false
 	}
+	// Table lookups and one OR, no branch per digit: hex digits are random,
+	// so a branch would be mispredicted half the time.
+	var bad byte
 	for i := range out {
-		hi, lo := unhex(s[2*i]), unhex(s[2*i+1])
-		if hi > 0xf || lo > 0xf {
-			return false
-		}
-		out[i] = hi<<4 | lo
+		hi, lo := unhex[s[2*i]], unhex[s[2*i+1]]
+		bad |= hi | lo
+		out[i] = hi<<4 | lo&0xf
 	}
-	return true
+	return bad&0xf0 == 0
 }
 
-func unhex(c byte) byte {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0'
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10
+// unhex maps a lowercase hex digit to its value and anything else to 0xff.
+var unhex = func() (t [256]byte) {
+	for c := range t {
+		switch {
+		case '0' <= c && c <= '9':
+			t[c] = byte(c - '0')
+		case 'a' <= c && c <= 'f':
+			t[c] = byte(c - 'a' + 10)
+		default:
+			t[c] = 0xff
+		}
 	}
-	return 0xff
-}
+	return t
+}()
 
 // Seal sets e.Hash from e.PrevHash and the rest of e.
 func Seal(e *envelope.Envelope) error {

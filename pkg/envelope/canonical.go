@@ -272,13 +272,19 @@ const (
 // plain reports whether the eight bytes in x are all ASCII that a JCS string
 // holds as they are: none ≥ 0x80, below 0x20, '"' or '\\'. (The classic
 // "has a byte less than n / equal to n" tests; exact for "any".)
-func plain(x uint64) bool {
+func plain(x uint64) bool { return special(x) == 0 }
+
+// special marks, in the high bit of each byte, the bytes of x that plain
+// refuses. The lowest marked byte is exact (a borrow only ever marks bytes
+// above a marked one), so bits.TrailingZeros64(special(x))/8 is the index of
+// the first byte to look at.
+func special(x uint64) uint64 {
 	below := (x - lsb*0x20) & ^x
 	quote := x ^ (lsb * '"')
 	quote = (quote - lsb) & ^quote
 	slash := x ^ (lsb * '\\')
 	slash = (slash - lsb) & ^slash
-	return (x|below|quote|slash)&msb == 0
+	return (x | below | quote | slash) & msb
 }
 
 // load64 reads eight bytes of s, the first in the low byte (one load on

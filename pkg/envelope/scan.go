@@ -2,6 +2,7 @@ package envelope
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"unicode/utf8"
 )
 
@@ -138,7 +139,7 @@ func ScanCanonical(line []byte) (CanonicalLine, bool) {
 			if i >= len(line) || line[i] != '{' {
 				return c, false
 			}
-			if i, ok = scanObject(line, i, 1); !ok {
+			if i, ok = scanPayload(line, i); !ok {
 				return c, false
 			}
 		case mSchemaVersion, mSeq:
@@ -217,108 +218,151 @@ func scanCount(b []byte, i int) (int, int64, bool) {
 	return i, n, true
 }
 
-// scanValue checks the JSON value at b[i] is in canonical form and returns
-// the index after it.
-func scanValue(b []byte, i, depth int) (int, bool) {
-	if i >= len(b) {
-		return i, false
+// scanPayload checks the object at b[i] == '{' is in canonical form and
+// returns the index after it: members sorted by their names' UTF-16 code
+// units, no repeats, names without escapes, strings as appendString writes
+// them, numbers already in their shortest form, no whitespace. It walks the
+// value with an explicit stack, one loop, and the common case of a string
+// (plain ASCII up to the closing quote, eight bytes at a time) inline: calls
+// per token cost more than the bytes.
+func scanPayload(b []byte, i int) (int, bool) {
+	type frame struct { // small: the whole stack is zeroed on every call
+		prevStart, prevEnd int32 // the last member name of an object: b[prevStart:prevEnd]
+		obj, hasPrev       bool
 	}
-	switch c := b[i]; {
-	case c == '"':
-		end, _, ok := scanString(b, i)
-		return end, ok
-	case c == '{':
-		return scanObject(b, i, depth+1)
-	case c == '[':
-		return scanArray(b, i, depth+1)
-	case c == '-' || '0' <= c && c <= '9':
-		j := i + 1
-		for j < len(b) && (b[j] >= '0' && b[j] <= '9' || b[j] == '.') {
-			j++
+	var stack [maxScanDepth]frame
+	d := -1 // the innermost open container
+	n := len(b)
+	const (
+		stValue = iota // a value starts at i
+		stName         // a member name starts at i
+		stAfter        // a value ended just before i
+	)
+	state := stValue
+	for {
+		switch state {
+		case stValue:
+			if i >= n {
+				return i, false
+			}
+			switch c := b[i]; {
+			case c == '"':
+				j := i + 1
+				for {
+					if j+8 <= n {
+						m := special(binary.LittleEndian.Uint64(b[j:]))
+						if m == 0 {
+							j += 8
+							continue
+						}
+						j += bits.TrailingZeros64(m) >> 3
+					} else if j >= n {
+						return j, false
+					}
+					if b[j] == '"' {
+						j++
+						break
+					}
+					var ok bool
+					if j, _, ok = scanStringTail(b, j); !ok {
+						return j, false
+					}
+					break
+				}
+				i, state = j, stAfter
+			case c == '{' || c == '[':
+				if d+1 == maxScanDepth {
+					return i, false
+				}
+				d++
+				stack[d] = frame{obj: c == '{'}
+				i++
+				switch {
+				case i < n && (c == '{' && b[i] == '}' || c == '[' && b[i] == ']'):
+					i++
+					d--
+					state = stAfter
+				case c == '{':
+					state = stName
+				}
+			case c == '-' || '0' <= c && c <= '9':
+				j := i + 1
+				for j < n && (b[j] >= '0' && b[j] <= '9' || b[j] == '.') {
+					j++
+				}
+				// An exponent or a sign after the first byte ends the token
+				// here and then fails the separator check. The common
+				// spellings are recognized without parsing; 16 and 17
+				// significant digits (a double printed shortest) by parsing.
+				if !canonicalNumber(b[i:j]) && (j-i > 32 || !isCanonicalNumber(string(b[i:j]))) {
+					return i, false
+				}
+				i, state = j, stAfter
+			case c == 't' && hasLiteral(b, i, "true"), c == 'n' && hasLiteral(b, i, "null"):
+				i, state = i+4, stAfter
+			case c == 'f' && hasLiteral(b, i, "false"):
+				i, state = i+5, stAfter
+			default:
+				return i, false
+			}
+		case stName:
+			if i >= n || b[i] != '"' {
+				return i, false
+			}
+			// Names are short: find the closing quote inline; anything
+			// else in the way takes the careful path.
+			end := i + 1
+			if end+8 <= n {
+				if m := special(binary.LittleEndian.Uint64(b[end:])); m != 0 {
+					end += bits.TrailingZeros64(m) >> 3
+				} else {
+					end += 8
+				}
+			}
+			if end < n && b[end] == '"' {
+				end++
+			} else {
+				var escaped, ok bool
+				if end, escaped, ok = scanStringTail(b, end); !ok || escaped {
+					return i, false // an escaped name would need decoding to sort
+				}
+			}
+			f := &stack[d]
+			if f.hasPrev && compareUTF16(b[f.prevStart:f.prevEnd], b[i+1:end-1]) >= 0 {
+				return i, false
+			}
+			f.hasPrev, f.prevStart, f.prevEnd = true, int32(i+1), int32(end-1)
+			if end >= n || b[end] != ':' {
+				return end, false
+			}
+			i, state = end+1, stValue
+		case stAfter:
+			if d < 0 {
+				return i, true // the payload object itself has closed
+			}
+			if i >= n {
+				return i, false
+			}
+			switch c := b[i]; {
+			case c == ',':
+				i++
+				if stack[d].obj {
+					state = stName
+				} else {
+					state = stValue
+				}
+			case c == '}' && stack[d].obj, c == ']' && !stack[d].obj:
+				i++
+				d--
+			default:
+				return i, false
+			}
 		}
-		// An exponent or a sign after the first byte ends the token here and
-		// then fails the caller's separator check. The common spellings are
-		// recognized without parsing; 16 and 17 significant digits (a double
-		// printed shortest) are checked by parsing.
-		return j, canonicalNumber(b[i:j]) || j-i <= 32 && isCanonicalNumber(string(b[i:j]))
-	case c == 't':
-		return i + 4, hasLiteral(b, i, "true")
-	case c == 'f':
-		return i + 5, hasLiteral(b, i, "false")
-	case c == 'n':
-		return i + 4, hasLiteral(b, i, "null")
 	}
-	return i, false
 }
 
 func hasLiteral(b []byte, i int, lit string) bool {
 	return len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit
-}
-
-// scanObject checks a canonical object at b[i] == '{': members sorted by
-// their names' UTF-16 code units, no repeats, names without escapes.
-func scanObject(b []byte, i, depth int) (int, bool) {
-	if depth > maxScanDepth {
-		return i, false
-	}
-	i++
-	if i < len(b) && b[i] == '}' {
-		return i + 1, true
-	}
-	var prev []byte
-	for first := true; ; first = false {
-		if i >= len(b) || b[i] != '"' {
-			return i, false
-		}
-		end, escaped, ok := scanString(b, i)
-		if !ok || escaped {
-			return i, false // an escaped name would need decoding to sort
-		}
-		name := b[i+1 : end-1]
-		if !first && compareUTF16(prev, name) >= 0 {
-			return i, false
-		}
-		prev = name
-		i = end
-		if i >= len(b) || b[i] != ':' {
-			return i, false
-		}
-		if i, ok = scanValue(b, i+1, depth); !ok || i >= len(b) {
-			return i, false
-		}
-		switch b[i] {
-		case '}':
-			return i + 1, true
-		case ',':
-			i++
-		default:
-			return i, false
-		}
-	}
-}
-
-func scanArray(b []byte, i, depth int) (int, bool) {
-	if depth > maxScanDepth {
-		return i, false
-	}
-	i++
-	if i < len(b) && b[i] == ']' {
-		return i + 1, true
-	}
-	for {
-		var ok bool
-		if i, ok = scanValue(b, i, depth); !ok || i >= len(b) {
-			return i, false
-		}
-		switch b[i] {
-		case ']':
-			return i + 1, true
-		case ',':
-			i++
-		default:
-			return i, false
-		}
-	}
 }
 
 // scanString checks the string at b[i] == '"' is written exactly as
@@ -326,12 +370,18 @@ func scanArray(b []byte, i, depth int) (int, bool) {
 // the short form or \u00xx (lowercase), '"' and '\\' escaped, nothing else.
 // It returns the index after the closing quote and whether there was any
 // escape.
-func scanString(b []byte, i int) (end int, escaped, ok bool) {
-	i++
+func scanString(b []byte, i int) (end int, escaped, ok bool) { return scanStringTail(b, i+1) }
+
+// scanStringTail is scanString from b[i], inside the string.
+func scanStringTail(b []byte, i int) (end int, escaped, ok bool) {
 	for i < len(b) {
-		if i+8 <= len(b) && plain(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
-			continue
+		if i+8 <= len(b) {
+			m := special(binary.LittleEndian.Uint64(b[i:]))
+			if m == 0 {
+				i += 8
+				continue
+			}
+			i += bits.TrailingZeros64(m) / 8 // straight to the first byte that needs a look
 		}
 		c := b[i]
 		switch {
