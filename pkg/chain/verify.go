@@ -15,8 +15,17 @@ import (
 type Verifier struct {
 	tenant   string
 	lastSeq  int64
-	lastHash string
 	verified int64
+
+	// The last hash: lastStr, or the 64 bytes of lastBuf when lastInBuf (an
+	// event hashed in place leaves it there, so no string is allocated per
+	// event). lastRaw is its 32 bytes when rawOK, so the next event's
+	// prev_hash, once found equal to it, need not be decoded.
+	lastStr   string
+	lastBuf   [2 * sha256.Size]byte
+	lastInBuf bool
+	lastRaw   [sha256.Size]byte
+	rawOK     bool
 
 	// Scratch reused across events, so verifying allocates next to nothing.
 	h     hash.Hash
@@ -27,7 +36,7 @@ type Verifier struct {
 
 // NewVerifier starts at the tenant's genesis.
 func NewVerifier(tenant string) *Verifier {
-	return &Verifier{tenant: tenant, lastHash: Genesis(tenant)}
+	return &Verifier{tenant: tenant, lastStr: Genesis(tenant)}
 }
 
 // Resume starts after an already-verified event (a checkpoint): seq and hash
@@ -37,14 +46,27 @@ func Resume(tenant string, seq int64, hash string) *Verifier {
 	if seq == 0 {
 		return NewVerifier(tenant)
 	}
-	return &Verifier{tenant: tenant, lastSeq: seq, lastHash: hash}
+	return &Verifier{tenant: tenant, lastSeq: seq, lastStr: hash}
 }
 
 // LastSeq is the seq of the last event that verified (0 before any).
 func (v *Verifier) LastSeq() int64 { return v.lastSeq }
 
 // LastHash is the hash of the last event that verified (the genesis before any).
-func (v *Verifier) LastHash() string { return v.lastHash }
+func (v *Verifier) LastHash() string {
+	if v.lastInBuf {
+		return string(v.lastBuf[:])
+	}
+	return v.lastStr
+}
+
+// isLast reports whether h is the last hash, without allocating.
+func isLast[T string | []byte](v *Verifier, h T) bool {
+	if v.lastInBuf {
+		return string(h) == string(v.lastBuf[:])
+	}
+	return string(h) == v.lastStr
+}
 
 // Verified counts the events this Verifier checked.
 func (v *Verifier) Verified() int64 { return v.verified }
@@ -70,8 +92,8 @@ func (v *Verifier) Next(e *envelope.Envelope) error {
 	if err := e.ValidateStored(); err != nil {
 		return brk(e.Seq, ReasonMalformed, "a valid stored event", err.Error())
 	}
-	if e.PrevHash != v.lastHash {
-		return brk(e.Seq, ReasonPrevMismatch, v.lastHash, e.PrevHash)
+	if !isLast(v, e.PrevHash) {
+		return brk(e.Seq, ReasonPrevMismatch, v.LastHash(), e.PrevHash)
 	}
 	canon, err := e.AppendCanonicalBytes(v.canon[:0])
 	if err != nil {
@@ -84,7 +106,8 @@ func (v *Verifier) Next(e *envelope.Envelope) error {
 	if string(v.hex[:]) != e.Hash {
 		return brk(e.Seq, ReasonHashMismatch, string(v.hex[:]), e.Hash)
 	}
-	v.lastSeq, v.lastHash = e.Seq, e.Hash
+	v.lastSeq, v.lastStr, v.lastInBuf = e.Seq, e.Hash, false
+	v.lastRaw, v.rawOK = v.sum, true
 	v.verified++
 	return nil
 }
@@ -109,8 +132,8 @@ func (v *Verifier) NextCanonical(c *envelope.CanonicalLine) error {
 	case c.Seq > want:
 		return brk(want, ReasonMissingSeq, "seq "+itoa(want), "seq "+itoa(c.Seq))
 	}
-	if string(c.PrevHash) != v.lastHash {
-		return brk(c.Seq, ReasonPrevMismatch, v.lastHash, string(c.PrevHash))
+	if !isLast(v, c.PrevHash) {
+		return brk(c.Seq, ReasonPrevMismatch, v.LastHash(), string(c.PrevHash))
 	}
 	before, after := c.Canonical()
 	if !digest(v, c.PrevHash, before, after) {
@@ -119,17 +142,18 @@ func (v *Verifier) NextCanonical(c *envelope.CanonicalLine) error {
 	if string(v.hex[:]) != string(c.Hash) {
 		return brk(c.Seq, ReasonHashMismatch, string(v.hex[:]), string(c.Hash))
 	}
-	v.lastSeq, v.lastHash = c.Seq, string(c.Hash)
+	v.lastSeq, v.lastBuf, v.lastInBuf = c.Seq, v.hex, true
+	v.lastRaw, v.rawOK = v.sum, true
 	v.verified++
 	return nil
 }
 
 // digest applies the hash rule to prevHash and the canonical bytes a‖b and
-// leaves the lowercase hex digest in v.hex. false: prevHash is not 64 hex
-// digits.
+// leaves the digest in v.sum and its lowercase hex in v.hex. prevHash has
+// been found equal to the last hash. false: prevHash is not 64 hex digits.
 func digest[T string | []byte](v *Verifier, prevHash T, a, b []byte) bool {
-	var prev [sha256.Size]byte
-	if !decodeHash(prevHash, &prev) {
+	prev := v.lastRaw
+	if !v.rawOK && !decodeHash(prevHash, &prev) {
 		return false
 	}
 	if v.h == nil {
@@ -166,8 +190,8 @@ func (v *Verifier) Head(h *Head) error {
 	if h.LastSeq != v.lastSeq {
 		return brk("last_seq "+itoa(v.lastSeq), "last_seq "+itoa(h.LastSeq))
 	}
-	if h.LastHash != v.lastHash {
-		return brk("last_hash "+v.lastHash, "last_hash "+h.LastHash)
+	if !isLast(v, h.LastHash) {
+		return brk("last_hash "+v.LastHash(), "last_hash "+h.LastHash)
 	}
 	return nil
 }
