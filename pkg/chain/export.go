@@ -106,17 +106,9 @@ func verifyExport(r io.Reader, tenant string, inPlace bool) (ExportSummary, erro
 		}
 		v = NewVerifier(tenant)
 	}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), maxExportLine)
-	line := 0
-	for sc.Scan() {
-		line++
-		b := bytes.TrimSpace(sc.Bytes())
-		if len(b) == 0 {
-			continue
-		}
+	err := forEachLine(r, func(line int, b []byte) error {
 		if sum.Head != nil {
-			return sum, fmt.Errorf("export line %d: data after the head line", line)
+			return fmt.Errorf("export line %d: data after the head line", line)
 		}
 		if inPlace {
 			if c, ok := envelope.ScanCanonical(b); ok {
@@ -124,35 +116,30 @@ func verifyExport(r io.Reader, tenant string, inPlace bool) (ExportSummary, erro
 					start(string(c.TenantID))
 				}
 				if err := v.NextCanonical(&c); err != nil {
-					return sum, err
+					return err
 				}
 				sum.InPlace++
-				continue
+				return nil
 			}
 		}
-		var probe struct {
-			Head *Head `json:"head"`
-		}
-		if err := json.Unmarshal(b, &probe); err != nil {
-			return sum, fmt.Errorf("export line %d: %w", line, err)
-		}
-		if probe.Head != nil {
-			sum.Head = probe.Head
-			continue
-		}
-		e, err := envelope.FromJSON(b)
-		if err != nil {
-			return sum, fmt.Errorf("export line %d: %w", line, err)
+		head, e, err := decodeLine(line, b)
+		switch {
+		case err != nil:
+			return err
+		case head != nil:
+			sum.Head = head
+			return nil
 		}
 		if v == nil {
 			start(e.TenantID)
 		}
-		if err := v.Next(&e); err != nil {
-			return sum, err
+		return v.Next(&e)
+	})
+	if err != nil {
+		if v != nil {
+			sum.Tenant, sum.Events = v.tenant, v.verified
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return sum, fmt.Errorf("export line %d: %w", line+1, err)
+		return sum, err
 	}
 	if v == nil {
 		if tenant == "" && sum.Head == nil {
@@ -175,36 +162,23 @@ const maxExportLine = 8 << 20
 // the first event's; a verifier that knows the tenant should use that instead.
 func ReadExport(r io.Reader) (Export, error) {
 	var x Export
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), maxExportLine)
-	line := 0
-	for sc.Scan() {
-		line++
-		b := bytes.TrimSpace(sc.Bytes())
-		if len(b) == 0 {
-			continue
-		}
+	err := forEachLine(r, func(line int, b []byte) error {
 		if x.Head != nil {
-			return x, fmt.Errorf("export line %d: data after the head line", line)
+			return fmt.Errorf("export line %d: data after the head line", line)
 		}
-		var probe struct {
-			Head *Head `json:"head"`
+		head, e, err := decodeLine(line, b)
+		switch {
+		case err != nil:
+			return err
+		case head != nil:
+			x.Head = head
+		default:
+			x.Events = append(x.Events, e)
 		}
-		if err := json.Unmarshal(b, &probe); err != nil {
-			return x, fmt.Errorf("export line %d: %w", line, err)
-		}
-		if probe.Head != nil {
-			x.Head = probe.Head
-			continue
-		}
-		e, err := envelope.FromJSON(b)
-		if err != nil {
-			return x, fmt.Errorf("export line %d: %w", line, err)
-		}
-		x.Events = append(x.Events, e)
-	}
-	if err := sc.Err(); err != nil {
-		return x, fmt.Errorf("export line %d: %w", line+1, err)
+		return nil
+	})
+	if err != nil {
+		return x, err
 	}
 	switch {
 	case x.Head != nil:
@@ -213,4 +187,43 @@ func ReadExport(r io.Reader) (Export, error) {
 		x.Tenant = x.Events[0].TenantID
 	}
 	return x, nil
+}
+
+// forEachLine calls fn with each non-blank line of an export and its number
+// (from 1), and stops at fn's first error.
+func forEachLine(r io.Reader, fn func(line int, b []byte) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), maxExportLine)
+	n := 0
+	for sc.Scan() {
+		n++
+		if b := bytes.TrimSpace(sc.Bytes()); len(b) > 0 {
+			if err := fn(n, b); err != nil {
+				return err
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("export line %d: %w", n+1, err)
+	}
+	return nil
+}
+
+// decodeLine decodes line n of an export: the head line (head non-nil) or an
+// event.
+func decodeLine(n int, b []byte) (*Head, envelope.Envelope, error) {
+	var probe struct {
+		Head *Head `json:"head"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return nil, envelope.Envelope{}, fmt.Errorf("export line %d: %w", n, err)
+	}
+	if probe.Head != nil {
+		return probe.Head, envelope.Envelope{}, nil
+	}
+	e, err := envelope.FromJSON(b)
+	if err != nil {
+		return nil, e, fmt.Errorf("export line %d: %w", n, err)
+	}
+	return nil, e, nil
 }

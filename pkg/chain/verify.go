@@ -74,37 +74,28 @@ func (v *Verifier) Verified() int64 { return v.verified }
 // Next checks e against the chain so far. After a *BreakError the Verifier
 // is unchanged, so the caller can report and stop.
 func (v *Verifier) Next(e *envelope.Envelope) error {
-	want := v.lastSeq + 1
-	brk := func(seq int64, r Reason, expected, got string) error {
-		return &BreakError{Tenant: v.tenant, Seq: seq, Reason: r, Expected: expected, Got: got}
-	}
 	if e.TenantID != v.tenant {
-		return brk(e.Seq, ReasonWrongTenant, strconv.Quote(v.tenant), strconv.Quote(e.TenantID))
+		return v.breakAt(e.Seq, ReasonWrongTenant, strconv.Quote(v.tenant), strconv.Quote(e.TenantID))
 	}
-	switch {
-	case e.Seq == v.lastSeq && v.lastSeq > 0:
-		return brk(e.Seq, ReasonDuplicateSeq, "seq "+itoa(want), "seq "+itoa(e.Seq))
-	case e.Seq < want:
-		return brk(e.Seq, ReasonOutOfOrder, "seq "+itoa(want), "seq "+itoa(e.Seq))
-	case e.Seq > want:
-		return brk(want, ReasonMissingSeq, "seq "+itoa(want), "seq "+itoa(e.Seq))
+	if err := v.checkSeq(e.Seq); err != nil {
+		return err
 	}
 	if err := e.ValidateStored(); err != nil {
-		return brk(e.Seq, ReasonMalformed, "a valid stored event", err.Error())
+		return v.breakAt(e.Seq, ReasonMalformed, "a valid stored event", err.Error())
 	}
 	if !isLast(v, e.PrevHash) {
-		return brk(e.Seq, ReasonPrevMismatch, v.LastHash(), e.PrevHash)
+		return v.breakAt(e.Seq, ReasonPrevMismatch, v.LastHash(), e.PrevHash)
 	}
 	canon, err := e.AppendCanonicalBytes(v.canon[:0])
 	if err != nil {
-		return brk(e.Seq, ReasonMalformed, "canonical bytes", err.Error())
+		return v.breakAt(e.Seq, ReasonMalformed, "canonical bytes", err.Error())
 	}
 	v.canon = canon
 	if !digest(v, e.PrevHash, canon, nil) {
-		return brk(e.Seq, ReasonMalformed, "prev_hash of 64 hex digits", e.PrevHash) // ValidateStored rules this out
+		return v.breakAt(e.Seq, ReasonMalformed, "prev_hash of 64 hex digits", e.PrevHash) // ValidateStored rules this out
 	}
 	if string(v.hex[:]) != e.Hash {
-		return brk(e.Seq, ReasonHashMismatch, string(v.hex[:]), e.Hash)
+		return v.breakAt(e.Seq, ReasonHashMismatch, string(v.hex[:]), e.Hash)
 	}
 	v.lastSeq, v.lastStr, v.lastInBuf = e.Seq, e.Hash, false
 	v.lastRaw, v.rawOK = v.sum, true
@@ -117,34 +108,44 @@ func (v *Verifier) Next(e *envelope.Envelope) error {
 // checks in the same order with the same errors, but the hash is taken over
 // the line in place instead of a re-encoding of the decoded event.
 func (v *Verifier) NextCanonical(c *envelope.CanonicalLine) error {
-	want := v.lastSeq + 1
-	brk := func(seq int64, r Reason, expected, got string) error {
-		return &BreakError{Tenant: v.tenant, Seq: seq, Reason: r, Expected: expected, Got: got}
-	}
 	if string(c.TenantID) != v.tenant {
-		return brk(c.Seq, ReasonWrongTenant, strconv.Quote(v.tenant), strconv.Quote(string(c.TenantID)))
+		return v.breakAt(c.Seq, ReasonWrongTenant, strconv.Quote(v.tenant), strconv.Quote(string(c.TenantID)))
 	}
-	switch {
-	case c.Seq == v.lastSeq && v.lastSeq > 0:
-		return brk(c.Seq, ReasonDuplicateSeq, "seq "+itoa(want), "seq "+itoa(c.Seq))
-	case c.Seq < want:
-		return brk(c.Seq, ReasonOutOfOrder, "seq "+itoa(want), "seq "+itoa(c.Seq))
-	case c.Seq > want:
-		return brk(want, ReasonMissingSeq, "seq "+itoa(want), "seq "+itoa(c.Seq))
+	if err := v.checkSeq(c.Seq); err != nil {
+		return err
 	}
 	if !isLast(v, c.PrevHash) {
-		return brk(c.Seq, ReasonPrevMismatch, v.LastHash(), string(c.PrevHash))
+		return v.breakAt(c.Seq, ReasonPrevMismatch, v.LastHash(), string(c.PrevHash))
 	}
 	before, after := c.Canonical()
 	if !digest(v, c.PrevHash, before, after) {
-		return brk(c.Seq, ReasonMalformed, "prev_hash of 64 hex digits", string(c.PrevHash)) // ScanCanonical rules this out
+		return v.breakAt(c.Seq, ReasonMalformed, "prev_hash of 64 hex digits", string(c.PrevHash)) // ScanCanonical rules this out
 	}
 	if string(v.hex[:]) != string(c.Hash) {
-		return brk(c.Seq, ReasonHashMismatch, string(v.hex[:]), string(c.Hash))
+		return v.breakAt(c.Seq, ReasonHashMismatch, string(v.hex[:]), string(c.Hash))
 	}
 	v.lastSeq, v.lastBuf, v.lastInBuf = c.Seq, v.hex, true
 	v.lastRaw, v.rawOK = v.sum, true
 	v.verified++
+	return nil
+}
+
+// breakAt makes the *BreakError for this verifier's tenant.
+func (v *Verifier) breakAt(seq int64, r Reason, expected, got string) error {
+	return &BreakError{Tenant: v.tenant, Seq: seq, Reason: r, Expected: expected, Got: got}
+}
+
+// checkSeq is SPEC.md §6 step 2: seq must follow the last verified one.
+func (v *Verifier) checkSeq(seq int64) error {
+	want := v.lastSeq + 1
+	switch {
+	case seq == v.lastSeq && v.lastSeq > 0:
+		return v.breakAt(seq, ReasonDuplicateSeq, "seq "+itoa(want), "seq "+itoa(seq))
+	case seq < want:
+		return v.breakAt(seq, ReasonOutOfOrder, "seq "+itoa(want), "seq "+itoa(seq))
+	case seq > want:
+		return v.breakAt(want, ReasonMissingSeq, "seq "+itoa(want), "seq "+itoa(seq))
+	}
 	return nil
 }
 
