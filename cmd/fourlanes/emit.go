@@ -49,33 +49,7 @@ func runEmit(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if err := dec.Decode(&p); err != nil {
 		return 0, fmt.Errorf("%w: -payload is not a JSON object: %v", errUsage, err)
 	}
-	var opts []func(*config.LoadOptions) error
-	var endpoint string
-	if *local {
-		st, err := readState()
-		if err != nil {
-			return 0, err
-		}
-		*table, endpoint = st.EventsTable, st.DynamoDBEndpoint
-		opts = append(opts, config.WithRegion("us-east-1"), config.WithCredentialsProvider(localCreds{}))
-	}
-	if *table == "" {
-		return 0, fmt.Errorf("%w: no events table: pass -table (the stack output EventsTableName), set $%s, or -local", errUsage, keys.EnvEventsTable)
-	}
-	cat, err := example.Catalog()
-	if err != nil {
-		return 0, err
-	}
-	cfg, err := awsenv.Load(ctx, opts...)
-	if err != nil {
-		return 0, err
-	}
-	db := awsenv.DynamoDB(cfg, func(o *dynamodb.Options) {
-		if endpoint != "" {
-			o.BaseEndpoint = &endpoint
-		}
-	})
-	store, err := eventstore.New(db, eventstore.Config{Table: *table, Catalog: cat})
+	store, err := openStore(ctx, *table, *local)
 	if err != nil {
 		return 0, err
 	}
@@ -117,3 +91,36 @@ func emitDeclared(ctx context.Context, store *eventstore.Store, typ string, p ma
 
 // emittable are the types emitDeclared knows.
 var emittable = []string{orders.TypePlaced, orders.TypePaid, orders.TypeShipped, orders.TypeCancelled}
+
+// openStore opens the events table for the CLI: table in AWS with the
+// default credentials, or with local the table of the twin `fourlanes dev`
+// is running.
+func openStore(ctx context.Context, table string, local bool) (*eventstore.Store, error) {
+	var opts []func(*config.LoadOptions) error
+	var endpoint string
+	if local {
+		st, err := readState()
+		if err != nil {
+			return nil, err
+		}
+		table, endpoint = st.EventsTable, st.DynamoDBEndpoint
+		opts = append(opts, config.WithRegion("us-east-1"), config.WithCredentialsProvider(localCreds{}))
+	}
+	if table == "" {
+		return nil, fmt.Errorf("%w: no events table: pass -table (the stack output EventsTableName), set $%s, or -local", errUsage, keys.EnvEventsTable)
+	}
+	cat, err := example.Catalog()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := awsenv.Load(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	db := awsenv.DynamoDB(cfg, func(o *dynamodb.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = &endpoint
+		}
+	})
+	return eventstore.New(db, eventstore.Config{Table: table, Catalog: cat})
+}

@@ -8,12 +8,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
-	"github.com/fourlanes/fourlanes/pkg/awsenv"
-	"github.com/fourlanes/fourlanes/pkg/eventstore"
-	"github.com/fourlanes/fourlanes/pkg/example"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
@@ -32,33 +26,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if *tenant == "" {
 		return 0, fmt.Errorf("%w: -tenant is required", errUsage)
 	}
-	var opts []func(*config.LoadOptions) error
-	var endpoint string
-	if *local {
-		st, err := readState()
-		if err != nil {
-			return 0, err
-		}
-		*table, endpoint = st.EventsTable, st.DynamoDBEndpoint
-		opts = append(opts, config.WithRegion("us-east-1"), config.WithCredentialsProvider(localCreds{}))
-	}
-	if *table == "" {
-		return 0, fmt.Errorf("%w: no events table: pass -table (the stack output EventsTableName), set $%s, or -local", errUsage, keys.EnvEventsTable)
-	}
-	cat, err := example.Catalog()
-	if err != nil {
-		return 0, err
-	}
-	cfg, err := awsenv.Load(ctx, opts...)
-	if err != nil {
-		return 0, err
-	}
-	db := awsenv.DynamoDB(cfg, func(o *dynamodb.Options) {
-		if endpoint != "" {
-			o.BaseEndpoint = &endpoint
-		}
-	})
-	store, err := eventstore.New(db, eventstore.Config{Table: *table, Catalog: cat})
+	store, err := openStore(ctx, *table, *local)
 	if err != nil {
 		return 0, err
 	}
