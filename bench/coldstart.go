@@ -24,7 +24,9 @@ import (
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/pkg/changefeed"
+	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/example/search"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
@@ -208,7 +210,6 @@ func coldResources(ctx context.Context, env *benchEnv) (vars []string, cleanup f
 			d()
 		}
 	}
-	pksk := func(prefix string) *dynamodb.CreateTableInput { return stateSchema(uniqueName(prefix)) }
 	orders := &dynamodb.CreateTableInput{
 		TableName: aws.String(uniqueName("orders")),
 		AttributeDefinitions: []types.AttributeDefinition{
@@ -226,9 +227,9 @@ func coldResources(ctx context.Context, env *benchEnv) (vars []string, cleanup f
 		in  *dynamodb.CreateTableInput
 	}{
 		{keys.EnvEventsTable, eventstore.TableSchema(uniqueName("events"))},
-		{keys.EnvStateTable, pksk("state")},
+		{keys.EnvStateTable, delivery.StateTableSchema(uniqueName("state"))},
 		{keys.EnvChangeFeedTable, changefeed.TableSchema(uniqueName("changefeed"))},
-		{keys.EnvSearchTable, pksk("search")},
+		{keys.EnvSearchTable, search.TableSchema(uniqueName("search"))},
 		{keys.EnvOrdersTable, orders},
 	} {
 		name, drop, err := createTable(ctx, env.db, t.in)

@@ -107,7 +107,7 @@ func benchDelivery(ctx context.Context, env *benchEnv, o options) (section, erro
 	if err := env.requireDB(); err != nil {
 		return sec, err
 	}
-	state, drop, err := createTable(ctx, env.db, stateSchema(uniqueName("state")))
+	state, drop, err := createTable(ctx, env.db, delivery.StateTableSchema(uniqueName("state")))
 	if err != nil {
 		return sec, err
 	}

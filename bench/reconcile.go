@@ -8,31 +8,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
-	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/reconcile"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
-
-// stateSchema is the state table as infra/ deploys it (pk, sk strings).
-func stateSchema(name string) *dynamodb.CreateTableInput {
-	return &dynamodb.CreateTableInput{
-		TableName: aws.String(name),
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(keys.AttrPK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(keys.AttrSK), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(keys.AttrPK), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(keys.AttrSK), KeyType: types.KeyTypeRange},
-		},
-	}
-}
 
 // emitN appends n events to tenant's log with 8 concurrent emitters (group
 // commit), to build a log quickly.
@@ -72,7 +52,7 @@ func benchReconcile(ctx context.Context, env *benchEnv, o options) (section, err
 		return sec, err
 	}
 	defer dropEvents()
-	state, dropState, err := createTable(ctx, env.db, stateSchema(uniqueName("state")))
+	state, dropState, err := createTable(ctx, env.db, delivery.StateTableSchema(uniqueName("state")))
 	if err != nil {
 		return sec, err
 	}

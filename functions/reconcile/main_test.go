@@ -13,12 +13,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/internal/logtest"
 	"github.com/fourlanes/fourlanes/internal/twin/lambdart"
+	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -67,17 +66,7 @@ func TestBootstrap(t *testing.T) {
 	bin := buildBootstrap(t)
 	db := localaws.DynamoDB(t)
 	eventsTable := aws.ToString(localaws.CreateTable(t, db, eventstore.TableSchema(localaws.UniqueName(t, "events"))).TableName)
-	stateTable := aws.ToString(localaws.CreateTable(t, db, &dynamodb.CreateTableInput{
-		TableName: aws.String(localaws.UniqueName(t, "state")),
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(keys.AttrPK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(keys.AttrSK), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(keys.AttrPK), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(keys.AttrSK), KeyType: types.KeyTypeRange},
-		},
-	}).TableName)
+	stateTable := aws.ToString(localaws.CreateTable(t, db, delivery.StateTableSchema(localaws.UniqueName(t, "state"))).TableName)
 	store, err := eventstore.New(db, eventstore.Config{Table: eventsTable, Catalog: testCatalog{}})
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"github.com/fourlanes/fourlanes/internal/logtest"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/changefeed"
+	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/example"
 	"github.com/fourlanes/fourlanes/pkg/example/orders"
@@ -92,20 +93,6 @@ type rig struct {
 	metrics *logtest.Buffer
 }
 
-func pkSK(name string) *dynamodb.CreateTableInput {
-	return &dynamodb.CreateTableInput{
-		TableName: aws.String(name),
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(keys.AttrPK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(keys.AttrSK), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(keys.AttrPK), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(keys.AttrSK), KeyType: types.KeyTypeRange},
-		},
-	}
-}
-
 // newRig builds the change feed on DynamoDB Local: the change-feed table, the
 // example's search projection (search and state tables), BEST_EFFORT
 // dispatch. ordersTable is the tracked table's name.
@@ -113,8 +100,8 @@ func newRig(t *testing.T, ordersTable string) *rig {
 	t.Helper()
 	raw := localaws.DynamoDB(t)
 	feedTbl := aws.ToString(localaws.CreateTable(t, raw, changefeed.TableSchema(localaws.UniqueName(t, "feed"))).TableName)
-	searchTbl := aws.ToString(localaws.CreateTable(t, raw, pkSK(localaws.UniqueName(t, "search"))).TableName)
-	stateTbl := aws.ToString(localaws.CreateTable(t, raw, pkSK(localaws.UniqueName(t, "state"))).TableName)
+	searchTbl := aws.ToString(localaws.CreateTable(t, raw, search.TableSchema(localaws.UniqueName(t, "search"))).TableName)
+	stateTbl := aws.ToString(localaws.CreateTable(t, raw, delivery.StateTableSchema(localaws.UniqueName(t, "state"))).TableName)
 	rg := &rig{raw: raw, db: &failingPut{Client: raw}, feedTbl: feedTbl, logs: &logtest.Buffer{}, metrics: &logtest.Buffer{}}
 	logger := obs.NewLogger(rg.logs, "debug")
 	metrics := obs.NewMetrics(rg.metrics)

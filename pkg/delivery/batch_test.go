@@ -178,17 +178,7 @@ type batchRig struct {
 func newBatchRig(t *testing.T) *batchRig {
 	t.Helper()
 	raw := localaws.DynamoDB(t)
-	desc := localaws.CreateTable(t, raw, &dynamodb.CreateTableInput{
-		TableName: aws.String(localaws.UniqueName(t, "state")),
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(keys.AttrPK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(keys.AttrSK), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(keys.AttrPK), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(keys.AttrSK), KeyType: types.KeyTypeRange},
-		},
-	})
+	desc := localaws.CreateTable(t, raw, delivery.StateTableSchema(localaws.UniqueName(t, "state")))
 	cat, err := catalog.New(batchModule.Spec())
 	if err != nil {
 		t.Fatal(err)
@@ -422,17 +412,7 @@ func TestClaimStrategyCost(t *testing.T) {
 	}
 	raw := localaws.DynamoDB(t)
 	table := func() string {
-		d := localaws.CreateTable(t, raw, &dynamodb.CreateTableInput{
-			TableName: aws.String(localaws.UniqueName(t, "claims")),
-			AttributeDefinitions: []types.AttributeDefinition{
-				{AttributeName: aws.String(keys.AttrPK), AttributeType: types.ScalarAttributeTypeS},
-				{AttributeName: aws.String(keys.AttrSK), AttributeType: types.ScalarAttributeTypeS},
-			},
-			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(keys.AttrPK), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String(keys.AttrSK), KeyType: types.KeyTypeRange},
-			},
-		})
+		d := localaws.CreateTable(t, raw, delivery.StateTableSchema(localaws.UniqueName(t, "claims")))
 		return aws.ToString(d.TableName)
 	}
 	ctx := context.Background()

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/fourlanes/fourlanes/internal/pksk"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
@@ -326,4 +327,12 @@ func decodeDead(it map[string]av) DeadLetter {
 		d.EventID, d.Subscription, _ = strings.Cut(str(it, keys.AttrSK), ":")
 	}
 	return d
+}
+
+// StateTableSchema is the state table as infra/ deploys it (pk, sk strings):
+// claims, dead letters, sent logs, parked projections and reconcile
+// checkpoints live there. For tests and local runs that create the table
+// themselves.
+func StateTableSchema(name string) *dynamodb.CreateTableInput {
+	return pksk.Table(name)
 }

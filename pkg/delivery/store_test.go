@@ -10,11 +10,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
-	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
 func TestMain(m *testing.M) { localaws.Main(m) }
@@ -23,17 +21,7 @@ func TestMain(m *testing.M) { localaws.Main(m) }
 func stateTable(t *testing.T) (*dynamodb.Client, string) {
 	t.Helper()
 	db := localaws.DynamoDB(t)
-	desc := localaws.CreateTable(t, db, &dynamodb.CreateTableInput{
-		TableName: aws.String(localaws.UniqueName(t, "state")),
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(keys.AttrPK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(keys.AttrSK), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(keys.AttrPK), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(keys.AttrSK), KeyType: types.KeyTypeRange},
-		},
-	})
+	desc := localaws.CreateTable(t, db, delivery.StateTableSchema(localaws.UniqueName(t, "state")))
 	return db, aws.ToString(desc.TableName)
 }
 

@@ -84,17 +84,7 @@ func newEnv(t *testing.T, tune func(*reconcile.Config)) *env {
 	e := &env{db: db, logs: &bytes.Buffer{}, emf: &bytes.Buffer{},
 		clock: &clock{t: time.Date(2026, 11, 29, 19, 45, 0, 0, time.UTC)}}
 	e.eventsTable = aws.ToString(localaws.CreateTable(t, db, eventstore.TableSchema(localaws.UniqueName(t, "events"))).TableName)
-	e.stateTable = aws.ToString(localaws.CreateTable(t, db, &dynamodb.CreateTableInput{
-		TableName: aws.String(localaws.UniqueName(t, "state")),
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(keys.AttrPK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(keys.AttrSK), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(keys.AttrPK), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(keys.AttrSK), KeyType: types.KeyTypeRange},
-		},
-	}).TableName)
+	e.stateTable = aws.ToString(localaws.CreateTable(t, db, delivery.StateTableSchema(localaws.UniqueName(t, "state"))).TableName)
 	var err error
 	e.store, err = eventstore.New(db, eventstore.Config{Table: e.eventsTable, Catalog: testCatalog{}})
 	if err != nil {

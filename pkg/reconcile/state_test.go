@@ -6,11 +6,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/reconcile"
 )
 
@@ -21,17 +19,7 @@ func TestStateConformance(t *testing.T) {
 		"memory": func(*testing.T) reconcile.State { return reconcile.NewMemoryState() },
 		"dynamodb": func(t *testing.T) reconcile.State {
 			db := localaws.DynamoDB(t)
-			desc := localaws.CreateTable(t, db, &dynamodb.CreateTableInput{
-				TableName: aws.String(localaws.UniqueName(t, "state")),
-				AttributeDefinitions: []types.AttributeDefinition{
-					{AttributeName: aws.String(keys.AttrPK), AttributeType: types.ScalarAttributeTypeS},
-					{AttributeName: aws.String(keys.AttrSK), AttributeType: types.ScalarAttributeTypeS},
-				},
-				KeySchema: []types.KeySchemaElement{
-					{AttributeName: aws.String(keys.AttrPK), KeyType: types.KeyTypeHash},
-					{AttributeName: aws.String(keys.AttrSK), KeyType: types.KeyTypeRange},
-				},
-			})
+			desc := localaws.CreateTable(t, db, delivery.StateTableSchema(localaws.UniqueName(t, "state")))
 			return reconcile.NewDynamoState(db, aws.ToString(desc.TableName))
 		},
 	} {

@@ -137,29 +137,15 @@ type rig struct {
 	cfg                          repair.Config
 }
 
-func pkSK(name string) *dynamodb.CreateTableInput {
-	return &dynamodb.CreateTableInput{
-		TableName: aws.String(name),
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(keys.AttrPK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(keys.AttrSK), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(keys.AttrPK), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(keys.AttrSK), KeyType: types.KeyTypeRange},
-		},
-	}
-}
-
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	db := localaws.DynamoDB(t)
 	rg := &rig{db: db, streams: localaws.DynamoDBStreams(t), q: localaws.SQS(t), mail: &mailbox{sent: map[string]int{}}, logs: &logtest.Buffer{}, metrics: &logtest.Buffer{}}
 	ev := localaws.CreateTable(t, db, eventstore.TableSchema(localaws.UniqueName(t, "events")))
 	rg.eventsTbl, rg.eventsStream = aws.ToString(ev.TableName), aws.ToString(ev.LatestStreamArn)
-	rg.stateTbl = aws.ToString(localaws.CreateTable(t, db, pkSK(localaws.UniqueName(t, "state"))).TableName)
+	rg.stateTbl = aws.ToString(localaws.CreateTable(t, db, delivery.StateTableSchema(localaws.UniqueName(t, "state"))).TableName)
 	rg.feedTbl = aws.ToString(localaws.CreateTable(t, db, changefeed.TableSchema(localaws.UniqueName(t, "feed"))).TableName)
-	searchTbl := aws.ToString(localaws.CreateTable(t, db, pkSK(localaws.UniqueName(t, "search"))).TableName)
+	searchTbl := aws.ToString(localaws.CreateTable(t, db, search.TableSchema(localaws.UniqueName(t, "search"))).TableName)
 	ord := localaws.CreateTable(t, db, &dynamodb.CreateTableInput{
 		TableName: aws.String(localaws.UniqueName(t, "orders")),
 		AttributeDefinitions: []types.AttributeDefinition{

@@ -286,17 +286,7 @@ type rig struct {
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	raw := localaws.DynamoDB(t)
-	desc := localaws.CreateTable(t, raw, &dynamodb.CreateTableInput{
-		TableName: aws.String(localaws.UniqueName(t, "state")),
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(keys.AttrPK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(keys.AttrSK), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(keys.AttrPK), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(keys.AttrSK), KeyType: types.KeyTypeRange},
-		},
-	})
+	desc := localaws.CreateTable(t, raw, delivery.StateTableSchema(localaws.UniqueName(t, "state")))
 	rg := &rig{db: &faultyDB{Client: raw, failFor: map[string]bool{}}, table: aws.ToString(desc.TableName), mail: &mailbox{},
 		flush: &flushRecorder{}, logs: &logtest.Buffer{}, metrics: &logtest.Buffer{}}
 	cat, err := example.Catalog()

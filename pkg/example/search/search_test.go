@@ -16,6 +16,7 @@ import (
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
+	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/example/search"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -26,20 +27,9 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func TestMain(m *testing.M) { localaws.Main(m) }
 
-func pkskTable(t *testing.T, db *dynamodb.Client, prefix string) string {
+func table(t *testing.T, db *dynamodb.Client, schema func(string) *dynamodb.CreateTableInput, prefix string) string {
 	t.Helper()
-	desc := localaws.CreateTable(t, db, &dynamodb.CreateTableInput{
-		TableName: aws.String(localaws.UniqueName(t, prefix)),
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(keys.AttrPK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(keys.AttrSK), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(keys.AttrPK), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(keys.AttrSK), KeyType: types.KeyTypeRange},
-		},
-	})
-	return aws.ToString(desc.TableName)
+	return aws.ToString(localaws.CreateTable(t, db, schema(localaws.UniqueName(t, prefix))).TableName)
 }
 
 // stores runs f against the in-memory store and the DynamoDB store.
@@ -48,7 +38,7 @@ func stores(t *testing.T, f func(t *testing.T, newStore func(t *testing.T) searc
 	t.Run("dynamodb", func(t *testing.T) {
 		f(t, func(t *testing.T) search.Store {
 			db := localaws.DynamoDB(t)
-			return &search.DynamoStore{DB: db, SearchTable: pkskTable(t, db, "search"), StateTable: pkskTable(t, db, "state")}
+			return &search.DynamoStore{DB: db, SearchTable: table(t, db, search.TableSchema, "search"), StateTable: table(t, db, delivery.StateTableSchema, "state")}
 		})
 	})
 }
@@ -178,8 +168,8 @@ func TestRepairClosesAPermanentGap(t *testing.T) {
 
 func TestParkedRowsLiveInTheStateTable(t *testing.T) {
 	db := localaws.DynamoDB(t)
-	state := pkskTable(t, db, "state")
-	st := &search.DynamoStore{DB: db, SearchTable: pkskTable(t, db, "search"), StateTable: state}
+	state := table(t, db, delivery.StateTableSchema, "state")
+	st := &search.DynamoStore{DB: db, SearchTable: table(t, db, search.TableSchema, "search"), StateTable: state}
 	p := &search.Projector{Store: st, Logger: quiet, Metrics: obs.NewMetrics(io.Discard)}
 	if err := p.OnChange(context.Background(), change(t, "o4", 2, false)); err != nil {
 		t.Fatal(err)

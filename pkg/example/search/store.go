@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/fourlanes/fourlanes/internal/pksk"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -230,4 +231,10 @@ func (m *MemoryStore) Unpark(_ context.Context, tenant, entity, id string, v int
 	defer m.mu.Unlock()
 	delete(m.parked, mkey(tenant, entity, id)+"\x00"+strconv.FormatInt(v, 10))
 	return nil
+}
+
+// TableSchema is the search table as infra/ deploys it (pk, sk strings), for
+// tests and local runs that create the table themselves.
+func TableSchema(name string) *dynamodb.CreateTableInput {
+	return pksk.Table(name)
 }
