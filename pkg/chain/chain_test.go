@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/fourlanes/fourlanes/pkg/chain"
@@ -343,6 +344,24 @@ func TestExportRoundTrip(t *testing.T) {
 		t.Fatalf("got tenant %q, %d events, head %v", x.Tenant, len(x.Events), x.Head)
 	}
 	if err := chain.Verify(x.Tenant, x.Events, x.Head); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestResumeFromABadCheckpoint: a checkpoint hash that is not a digest links
+// to nothing; the first event breaks with prev_hash mismatch and the
+// verifier reports the checkpoint as it was given.
+func TestResumeFromABadCheckpoint(t *testing.T) {
+	evs, _ := validChain(t, "acme", 3)
+	for _, bad := range []string{"", "not-a-hash", strings.ToUpper(evs[0].Hash)} {
+		v := chain.Resume("acme", 1, bad)
+		if v.LastHash() != bad {
+			t.Errorf("LastHash() = %q, want %q", v.LastHash(), bad)
+		}
+		checkBreak(t, v.Next(&evs[1]), 2, chain.ReasonPrevMismatch)
+	}
+	// A good checkpoint links.
+	if err := chain.Resume("acme", 1, evs[0].Hash).Next(&evs[1]); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -17,15 +17,15 @@ type Verifier struct {
 	lastSeq  int64
 	verified int64
 
-	// The last hash: lastStr, or the 64 bytes of lastBuf when lastInBuf (an
-	// event hashed in place leaves it there, so no string is allocated per
-	// event). lastRaw is its 32 bytes when rawOK, so the next event's
-	// prev_hash, once found equal to it, need not be decoded.
-	lastStr   string
-	lastBuf   [2 * sha256.Size]byte
-	lastInBuf bool
-	lastRaw   [sha256.Size]byte
-	rawOK     bool
+	// The last hash, as hex and as bytes: kept in arrays, so no string is
+	// allocated per event, and the next event's prev_hash, once found equal
+	// to lastHex, is not decoded again. When bad, lastBad is a checkpoint
+	// hash given to Resume that is not 64 lowercase hex digits (no event can
+	// then link to it).
+	lastHex [2 * sha256.Size]byte
+	lastRaw [sha256.Size]byte
+	bad     bool
+	lastBad string
 
 	// Scratch reused across events, so verifying allocates next to nothing.
 	h     hash.Hash
@@ -36,7 +36,9 @@ type Verifier struct {
 
 // NewVerifier starts at the tenant's genesis.
 func NewVerifier(tenant string) *Verifier {
-	return &Verifier{tenant: tenant, lastStr: Genesis(tenant)}
+	v := &Verifier{tenant: tenant}
+	v.setLast(Genesis(tenant))
+	return v
 }
 
 // Resume starts after an already-verified event (a checkpoint): seq and hash
@@ -46,7 +48,17 @@ func Resume(tenant string, seq int64, hash string) *Verifier {
 	if seq == 0 {
 		return NewVerifier(tenant)
 	}
-	return &Verifier{tenant: tenant, lastSeq: seq, lastStr: hash}
+	v := &Verifier{tenant: tenant, lastSeq: seq}
+	v.setLast(hash)
+	return v
+}
+
+func (v *Verifier) setLast(hash string) {
+	if !decodeHash(hash, &v.lastRaw) {
+		v.bad, v.lastBad = true, hash
+		return
+	}
+	copy(v.lastHex[:], hash)
 }
 
 // LastSeq is the seq of the last event that verified (0 before any).
@@ -54,18 +66,18 @@ func (v *Verifier) LastSeq() int64 { return v.lastSeq }
 
 // LastHash is the hash of the last event that verified (the genesis before any).
 func (v *Verifier) LastHash() string {
-	if v.lastInBuf {
-		return string(v.lastBuf[:])
+	if v.bad {
+		return v.lastBad
 	}
-	return v.lastStr
+	return string(v.lastHex[:])
 }
 
 // isLast reports whether h is the last hash, without allocating.
 func isLast[T string | []byte](v *Verifier, h T) bool {
-	if v.lastInBuf {
-		return string(h) == string(v.lastBuf[:])
+	if v.bad {
+		return string(h) == v.lastBad
 	}
-	return string(h) == v.lastStr
+	return string(h) == string(v.lastHex[:])
 }
 
 // Verified counts the events this Verifier checked.
@@ -91,14 +103,11 @@ func (v *Verifier) Next(e *envelope.Envelope) error {
 		return v.breakAt(e.Seq, ReasonMalformed, "canonical bytes", err.Error())
 	}
 	v.canon = canon
-	if !digest(v, e.PrevHash, canon, nil) {
-		return v.breakAt(e.Seq, ReasonMalformed, "prev_hash of 64 hex digits", e.PrevHash) // ValidateStored rules this out
-	}
+	v.digest(canon, nil)
 	if string(v.hex[:]) != e.Hash {
 		return v.breakAt(e.Seq, ReasonHashMismatch, string(v.hex[:]), e.Hash)
 	}
-	v.lastSeq, v.lastStr, v.lastInBuf = e.Seq, e.Hash, false
-	v.lastRaw, v.rawOK = v.sum, true
+	v.lastSeq, v.lastHex, v.lastRaw = e.Seq, v.hex, v.sum
 	v.verified++
 	return nil
 }
@@ -118,14 +127,11 @@ func (v *Verifier) NextCanonical(c *envelope.CanonicalLine) error {
 		return v.breakAt(c.Seq, ReasonPrevMismatch, v.LastHash(), string(c.PrevHash))
 	}
 	before, after := c.Canonical()
-	if !digest(v, c.PrevHash, before, after) {
-		return v.breakAt(c.Seq, ReasonMalformed, "prev_hash of 64 hex digits", string(c.PrevHash)) // ScanCanonical rules this out
-	}
+	v.digest(before, after)
 	if string(v.hex[:]) != string(c.Hash) {
 		return v.breakAt(c.Seq, ReasonHashMismatch, string(v.hex[:]), string(c.Hash))
 	}
-	v.lastSeq, v.lastBuf, v.lastInBuf = c.Seq, v.hex, true
-	v.lastRaw, v.rawOK = v.sum, true
+	v.lastSeq, v.lastHex, v.lastRaw = c.Seq, v.hex, v.sum
 	v.verified++
 	return nil
 }
@@ -149,24 +155,21 @@ func (v *Verifier) checkSeq(seq int64) error {
 	return nil
 }
 
-// digest applies the hash rule to prevHash and the canonical bytes a‖b and
-// leaves the digest in v.sum and its lowercase hex in v.hex. prevHash has
-// been found equal to the last hash. false: prevHash is not 64 hex digits.
-func digest[T string | []byte](v *Verifier, prevHash T, a, b []byte) bool {
-	prev := v.lastRaw
-	if !v.rawOK && !decodeHash(prevHash, &prev) {
-		return false
-	}
+// digest applies the hash rule to the last hash and the canonical bytes a‖b
+// and leaves the digest in v.sum and its lowercase hex in v.hex. The caller
+// has found the event's prev_hash equal to the last hash, and checked it is
+// 64 lowercase hex digits (ValidateStored, ScanCanonical), so lastRaw holds
+// its bytes.
+func (v *Verifier) digest(a, b []byte) {
 	if v.h == nil {
 		v.h = sha256.New()
 	}
 	v.h.Reset()
 	v.h.Write(ruleHeader)
-	v.h.Write(prev[:])
+	v.h.Write(v.lastRaw[:])
 	v.h.Write(a)
 	v.h.Write(b)
 	hex.Encode(v.hex[:], v.h.Sum(v.sum[:0]))
-	return true
 }
 
 // Head checks the head row against the last verified event. A nil head is
