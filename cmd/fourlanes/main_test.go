@@ -60,7 +60,7 @@ func TestUsage(t *testing.T) {
 func chainOf(t *testing.T, tenant string, n int) chain.Export {
 	t.Helper()
 	prev := chain.Genesis(tenant)
-	x := chain.Export{Tenant: tenant}
+	x := chain.Export{}
 	for i := 1; i <= n; i++ {
 		e := envelope.Envelope{
 			ID: fmt.Sprintf("01a20000-0000-7000-8000-%012d", i), Type: "order.paid", TenantID: tenant, Seq: int64(i),

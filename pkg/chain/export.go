@@ -14,7 +14,6 @@ import (
 // Export is one tenant's chain as JSON Lines (SPEC.md §5): one envelope per
 // line in seq order, then optionally one line {"head":{…}}.
 type Export struct {
-	Tenant string
 	Events []envelope.Envelope
 	Head   *Head
 }
@@ -157,37 +156,6 @@ func verifyExport(r io.Reader, tenant string, inPlace bool) (ExportSummary, erro
 // maxExportLine bounds one line of an export: an event item is at most
 // 400 KB, and its JSON, with escapes, well under this.
 const maxExportLine = 8 << 20
-
-// ReadExport parses a JSON Lines export. Its tenant is the head line's, else
-// the first event's; a verifier that knows the tenant should use that instead.
-func ReadExport(r io.Reader) (Export, error) {
-	var x Export
-	err := forEachLine(r, func(line int, b []byte) error {
-		if x.Head != nil {
-			return fmt.Errorf("export line %d: data after the head line", line)
-		}
-		head, e, err := decodeLine(line, b)
-		switch {
-		case err != nil:
-			return err
-		case head != nil:
-			x.Head = head
-		default:
-			x.Events = append(x.Events, e)
-		}
-		return nil
-	})
-	if err != nil {
-		return x, err
-	}
-	switch {
-	case x.Head != nil:
-		x.Tenant = x.Head.TenantID
-	case len(x.Events) > 0:
-		x.Tenant = x.Events[0].TenantID
-	}
-	return x, nil
-}
 
 // forEachLine calls fn with each non-blank line of an export and its number
 // (from 1), and stops at fn's first error.
