@@ -32,8 +32,10 @@ func (s *Store) Export(ctx context.Context, tenant string, w io.Writer) (ExportR
 		return res, nil
 	}
 	ew := chain.NewExportWriter(w)
+	// Pages ask for no more than the cut still needs, so events appended
+	// since the head was read are not read at all.
 	for after := int64(0); after < head.LastSeq; {
-		p, err := s.Events(ctx, tenant, after, 500)
+		p, err := s.Events(ctx, tenant, after, int32(min(500, head.LastSeq-after)))
 		if err != nil {
 			return res, err
 		}
@@ -41,23 +43,17 @@ func (s *Store) Export(ctx context.Context, tenant string, w io.Writer) (ExportR
 			if p.Errs[i] != nil {
 				return res, fmt.Errorf("export tenant %q: event row after seq %d does not decode: %w", tenant, after, p.Errs[i])
 			}
-			e := &p.Events[i]
-			if e.Seq > head.LastSeq {
-				break
+			if e := &p.Events[i]; e.Seq <= head.LastSeq { // a gap can bring later seqs into the page
+				if err := ew.Event(e); err != nil {
+					return res, err
+				}
+				res.Events++
 			}
-			if err := ew.Event(e); err != nil {
-				return res, err
-			}
-			res.Events++
-			after = e.Seq
+			after = p.Events[i].Seq
 		}
 		if p.Next == 0 || len(p.Events) == 0 {
 			break
 		}
-		if p.Events[len(p.Events)-1].Seq > head.LastSeq {
-			break
-		}
-		after = p.Next
 	}
 	if err := ew.Head(head); err != nil {
 		return res, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fourlanes/fourlanes/pkg/chain"
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
@@ -80,4 +82,60 @@ func TestExportVerifies(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "after seq "+strconv.Itoa(6)+" does not decode") {
 		t.Fatalf("undecodable row: got %v", err)
 	}
+}
+
+// appendAfterHeadRead is the events table as Export sees it while a writer
+// appends: right after Export reads the head, more events are committed.
+type appendAfterHeadRead struct {
+	eventstore.DynamoDB
+	once   sync.Once
+	append func()
+}
+
+func (d *appendAfterHeadRead) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	out, err := d.DynamoDB.GetItem(ctx, in, o...)
+	d.once.Do(d.append)
+	return out, err
+}
+
+// TestExportIsOneCut: events appended after Export read the head are
+// neither written nor read; the export ends at the head it wrote and
+// verifies.
+func TestExportIsOneCut(t *testing.T) {
+	f := newFixture(t, nil)
+	emitConcurrently(t, f.store, []string{"acme"}, 1, 5)
+	var queried []int32
+	db := &appendAfterHeadRead{DynamoDB: &queryLimits{DynamoDB: f.db, limits: &queried}, append: func() {
+		emitConcurrently(t, f.store, []string{"acme"}, 1, 7)
+	}}
+	reader, err := eventstore.New(db, eventstore.Config{Table: f.table, Catalog: catalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	res, err := reader.Export(context.Background(), "acme", &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Events != 5 || res.Head.LastSeq != 5 {
+		t.Fatalf("export: %+v, want the 5 events the head it read covers", res)
+	}
+	if _, err := chain.VerifyExport(&buf, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if len(queried) != 1 || queried[0] != 5 {
+		t.Errorf("queries asked for %v items; want one query for the 5 the cut needs", queried)
+	}
+	f.verify(t, "acme", 12) // the appends did happen
+}
+
+// queryLimits records the Limit of every Query.
+type queryLimits struct {
+	eventstore.DynamoDB
+	limits *[]int32
+}
+
+func (d *queryLimits) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	*d.limits = append(*d.limits, aws.ToInt32(in.Limit))
+	return d.DynamoDB.Query(ctx, in, o...)
 }
