@@ -32,22 +32,33 @@ const maxPooledBuffer = 64 << 10
 // a heap object costs a GC write barrier on every append while GC marks.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
-// canonical returns the canonical bytes of e, without its hash or with it.
+// canonical returns the canonical bytes of e, without its hash or with it,
+// built in a pooled buffer.
 func canonical(e *Envelope, withHash bool) ([]byte, error) {
 	bp := bufPool.Get().(*[]byte)
-	buf, ok := appendEnvelope((*bp)[:0], e, withHash)
+	buf, err := appendCanonical((*bp)[:0], e, withHash)
 	var out []byte
-	if ok {
+	if err == nil {
 		out = slices.Clone(buf)
 	}
 	if cap(buf) <= maxPooledBuffer {
 		*bp = buf[:0]
 		bufPool.Put(bp)
 	}
-	if !ok {
-		return referenceCanonical(e, withHash)
+	return out, err
+}
+
+// appendCanonical appends the canonical bytes of e to dst: by the direct
+// encoder, or by the reference when the encoder leaves e to it.
+func appendCanonical(dst []byte, e *Envelope, withHash bool) ([]byte, error) {
+	if out, ok := appendEnvelope(dst, e, withHash); ok {
+		return out, nil
 	}
-	return out, nil
+	ref, err := referenceCanonical(e, withHash)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, ref...), nil
 }
 
 // referenceCanonical is the definition: JCS of encoding/json's rendering of

@@ -170,15 +170,7 @@ func (e *Envelope) CanonicalBytes() ([]byte, error) { return canonical(e, false)
 // AppendCanonicalBytes appends CanonicalBytes to dst, for a caller that
 // reuses one buffer across events.
 func (e *Envelope) AppendCanonicalBytes(dst []byte) ([]byte, error) {
-	out, ok := appendEnvelope(dst, e, false)
-	if ok {
-		return out, nil
-	}
-	ref, err := referenceCanonical(e, false)
-	if err != nil {
-		return dst, err
-	}
-	return append(dst, ref...), nil
+	return appendCanonical(dst, e, false)
 }
 
 // CanonicalJSON is RFC 8785 (JCS) of the whole envelope, hash included: an
