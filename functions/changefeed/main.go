@@ -32,17 +32,9 @@ func main() {
 	if err != nil {
 		fail("invalid catalog", err)
 	}
-	names := []string{keys.EnvChangeFeedTable, keys.EnvSearchTable, keys.EnvStateTable}
-	for _, e := range cat.Entities() {
-		names = append(names, e.TableEnv)
-	}
-	env, err := awsenv.Require(names...)
+	env, tables, err := changefeed.RequireEnv(cat.Entities(), keys.EnvChangeFeedTable, keys.EnvSearchTable, keys.EnvStateTable)
 	if err != nil {
 		fail("environment", err)
-	}
-	tables, err := changefeed.TablesFromEnv(cat.Entities(), func(n string) string { return env[n] })
-	if err != nil {
-		fail("tracked tables", err)
 	}
 	cfg, err := awsenv.Load(ctx)
 	if err != nil {

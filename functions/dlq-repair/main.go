@@ -37,16 +37,9 @@ func main() {
 	}
 	names := []string{keys.EnvDurableDLQURL, keys.EnvPipeDLQURL, keys.EnvChangeFeedDLQURL, keys.EnvEventsTable,
 		keys.EnvStateTable, keys.EnvChangeFeedTable, keys.EnvSearchTable}
-	for _, e := range cat.Entities() {
-		names = append(names, e.TableEnv)
-	}
-	env, err := awsenv.Require(names...)
+	env, tables, err := changefeed.RequireEnv(cat.Entities(), names...)
 	if err != nil {
 		fail("environment", err)
-	}
-	tables, err := changefeed.TablesFromEnv(cat.Entities(), func(n string) string { return env[n] })
-	if err != nil {
-		fail("tracked tables", err)
 	}
 	cfg, err := awsenv.Load(ctx)
 	if err != nil {

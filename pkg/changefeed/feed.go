@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fourlanes/fourlanes/internal/pksk"
+	"github.com/fourlanes/fourlanes/pkg/awsenv"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -110,6 +112,27 @@ func TablesFromEnv(ents []catalog.Entity, getenv func(string) string) (map[strin
 		return nil, fmt.Errorf("changefeed: tracked entities without a table: %v", missing)
 	}
 	return out, nil
+}
+
+// RequireEnv reads a change-feed function's environment: names, which must
+// all be set, and the table variable of every tracked entity, without which
+// that entity's changes would never be fed. It returns the values and the
+// tracked tables (see TablesFromEnv); a missing variable is an
+// *awsenv.MissingEnvError naming every one.
+func RequireEnv(ents []catalog.Entity, names ...string) (map[string]string, map[string]catalog.Entity, error) {
+	names = slices.Clone(names)
+	for _, e := range ents {
+		names = append(names, e.TableEnv)
+	}
+	env, err := awsenv.Require(names...)
+	if err != nil {
+		return nil, nil, err
+	}
+	tables, err := TablesFromEnv(ents, func(n string) string { return env[n] })
+	if err != nil {
+		return nil, nil, err
+	}
+	return env, tables, nil
 }
 
 // Entity returns the entity tracked in table.
