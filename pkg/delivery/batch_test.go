@@ -422,21 +422,25 @@ func TestClaimStrategyCost(t *testing.T) {
 			ks = append(ks, delivery.Key{EventID: e.ID, Subscription: s})
 		}
 	}
+	// claimOne claims k with one conditional UpdateItem and counts it.
+	claimOne := func(tbl string, k delivery.Key, r *strategyResult) {
+		_, err := raw.UpdateItem(ctx, claimUpdate(tbl, k, time.Now()))
+		r.requests++
+		r.itemWrite++
+		r.modelWCU++
+		var ccf *types.ConditionalCheckFailedException
+		switch {
+		case err == nil:
+			r.claimed++
+		case !errors.As(err, &ccf):
+			t.Fatal(err)
+		}
+	}
 	perItem := func(tbl string) strategyResult {
 		var r strategyResult
 		begin := time.Now()
 		for _, k := range ks {
-			_, err := raw.UpdateItem(ctx, claimUpdate(tbl, k, time.Now()))
-			r.requests++
-			r.itemWrite++
-			r.modelWCU++
-			var ccf *types.ConditionalCheckFailedException
-			switch {
-			case err == nil:
-				r.claimed++
-			case !errors.As(err, &ccf):
-				t.Fatal(err)
-			}
+			claimOne(tbl, k, &r)
 		}
 		r.elapsed = time.Since(begin)
 		return r
@@ -485,17 +489,7 @@ func TestClaimStrategyCost(t *testing.T) {
 			if c, ok := found[k]; ok && (c.Status == delivery.StatusCompleted || c.Status == delivery.StatusDead) {
 				continue
 			}
-			_, err := raw.UpdateItem(ctx, claimUpdate(tbl, k, time.Now()))
-			r.requests++
-			r.itemWrite++
-			r.modelWCU++
-			var ccf *types.ConditionalCheckFailedException
-			switch {
-			case err == nil:
-				r.claimed++
-			case !errors.As(err, &ccf):
-				t.Fatal(err)
-			}
+			claimOne(tbl, k, &r)
 		}
 		r.elapsed = time.Since(begin)
 		return r
