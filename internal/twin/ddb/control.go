@@ -1,0 +1,477 @@
+package ddb
+
+import (
+	"context"
+
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// The control plane: CreateTable, DescribeTable, DeleteTable, ListTables, UpdateTable
+// (streams only), UpdateTimeToLive, DescribeTimeToLive.
+// https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_CreateTable.html
+
+func init() {
+	register(targetDynamoDB+"CreateTable", opCreateTable)
+	register(targetDynamoDB+"DescribeTable", opDescribeTable)
+	register(targetDynamoDB+"DeleteTable", opDeleteTable)
+	register(targetDynamoDB+"ListTables", opListTables)
+	register(targetDynamoDB+"UpdateTable", opUpdateTable)
+	register(targetDynamoDB+"UpdateTimeToLive", opUpdateTimeToLive)
+	register(targetDynamoDB+"DescribeTimeToLive", opDescribeTimeToLive)
+}
+
+type attrDefJSON struct {
+	AttributeName string
+	AttributeType string
+}
+
+type keySchemaJSON struct {
+	AttributeName string
+	KeyType       string
+}
+
+type projectionJSON struct {
+	ProjectionType   string   `json:",omitempty"`
+	NonKeyAttributes []string `json:",omitempty"`
+}
+
+type indexJSON struct {
+	IndexName             string
+	KeySchema             []keySchemaJSON
+	Projection            projectionJSON
+	ProvisionedThroughput *throughputJSON `json:",omitempty"`
+}
+
+type throughputJSON struct {
+	ReadCapacityUnits  int64
+	WriteCapacityUnits int64
+}
+
+type streamSpecJSON struct {
+	StreamEnabled  bool
+	StreamViewType string `json:",omitempty"`
+}
+
+type createTableInput struct {
+	TableName              string
+	AttributeDefinitions   []attrDefJSON
+	KeySchema              []keySchemaJSON
+	GlobalSecondaryIndexes []indexJSON
+	LocalSecondaryIndexes  []indexJSON
+	StreamSpecification    *streamSpecJSON
+	BillingMode            string
+	ProvisionedThroughput  *throughputJSON
+	// Accepted and ignored: AWS-side settings with no local meaning.
+	SSESpecification          any
+	Tags                      any
+	TableClass                string
+	DeletionProtectionEnabled bool
+	OnDemandThroughput        any
+	WarmThroughput            any
+	ResourcePolicy            string
+}
+
+var tableNameRE = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
+
+func opCreateTable(ctx context.Context, db *DB, body []byte) (any, error) {
+	var in createTableInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	if !tableNameRE.MatchString(in.TableName) {
+		return nil, validationf("1 validation error detected: Value '%s' at 'tableName' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z0-9_.-]+ and have length between 3 and 255", in.TableName)
+	}
+	defs := map[string]Kind{}
+	var attrDefs []KeyDef
+	for _, a := range in.AttributeDefinitions {
+		k := KindOf(a.AttributeType)
+		if k != KindS && k != KindN && k != KindB {
+			return nil, validationf("1 validation error detected: Value '%s' at 'attributeDefinitions.attributeType' failed to satisfy constraint: Member must satisfy enum value set: [B, N, S]", a.AttributeType)
+		}
+		if _, dup := defs[a.AttributeName]; dup {
+			return nil, validationf("Cannot have two attributes with the same name. Attribute name: %s", a.AttributeName)
+		}
+		defs[a.AttributeName] = k
+		attrDefs = append(attrDefs, KeyDef{Name: a.AttributeName, Type: k})
+	}
+	used := map[string]bool{}
+	hash, rng, err := keySchema(in.KeySchema, defs, used, "")
+	if err != nil {
+		return nil, err
+	}
+	now := db.now()
+	t := &Table{
+		Name: in.TableName, ARN: db.arn("table/" + in.TableName), ID: uuid.NewString(), Created: now,
+		Hash: hash, Range: rng, AttrDefs: attrDefs, items: newTree(), billing: "PROVISIONED",
+	}
+	if in.BillingMode == "PAY_PER_REQUEST" {
+		t.billing = "PAY_PER_REQUEST"
+	}
+	seen := map[string]bool{}
+	for _, g := range in.GlobalSecondaryIndexes {
+		ix, err := newIndex(g, defs, used, true, seen)
+		if err != nil {
+			return nil, err
+		}
+		t.GSIs = append(t.GSIs, ix)
+	}
+	for _, l := range in.LocalSecondaryIndexes {
+		ix, err := newIndex(l, defs, used, false, seen)
+		if err != nil {
+			return nil, err
+		}
+		if ix.Hash.Name != hash.Name || rng.Name == "" {
+			return nil, validationf("One or more parameter values were invalid: Table KeySchema does not have a range key, which is required when specifying a LocalSecondaryIndex")
+		}
+		t.LSIs = append(t.LSIs, ix)
+	}
+	for name := range defs {
+		if !used[name] {
+			return nil, validationf("One or more parameter values were invalid: Number of attributes in KeySchema does not exactly match number of attributes defined in AttributeDefinitions")
+		}
+	}
+	if s := in.StreamSpecification; s != nil && s.StreamEnabled {
+		if err := checkViewType(s.StreamViewType); err != nil {
+			return nil, err
+		}
+		t.stream = newStream(db, t, s.StreamViewType, now)
+		t.streams = append(t.streams, t.stream)
+	}
+	db.mu.Lock()
+	if _, exists := db.tables[t.Name]; exists {
+		db.mu.Unlock()
+		return nil, newError(http.StatusBadRequest, CodeResourceInUse, "Table already exists: %s", t.Name)
+	}
+	db.tables[t.Name] = t
+	db.mu.Unlock()
+	db.changed()
+	return map[string]any{"TableDescription": t.describe()}, nil
+}
+
+func checkViewType(v string) error {
+	switch v {
+	case "KEYS_ONLY", "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES":
+		return nil
+	}
+	return validationf("1 validation error detected: Value '%s' at 'streamSpecification.streamViewType' failed to satisfy constraint: Member must satisfy enum value set: [NEW_IMAGE, OLD_IMAGE, NEW_AND_OLD_IMAGES, KEYS_ONLY]", v)
+}
+
+func keySchema(ks []keySchemaJSON, defs map[string]Kind, used map[string]bool, index string) (hash, rng KeyDef, err error) {
+	where := "Table"
+	if index != "" {
+		where = "Index " + index
+	}
+	if len(ks) == 0 || len(ks) > 2 || ks[0].KeyType != "HASH" || (len(ks) == 2 && ks[1].KeyType != "RANGE") {
+		return hash, rng, validationf("1 validation error detected: %s KeySchema must have one HASH key, optionally followed by one RANGE key", where)
+	}
+	for i, k := range ks {
+		typ, ok := defs[k.AttributeName]
+		if !ok {
+			return hash, rng, validationf("One or more parameter values were invalid: Some index key attributes are not defined in AttributeDefinitions. Keys: [%s], AttributeDefinitions: [%s]", k.AttributeName, defNames(defs))
+		}
+		used[k.AttributeName] = true
+		if i == 0 {
+			hash = KeyDef{Name: k.AttributeName, Type: typ}
+		} else {
+			if k.AttributeName == hash.Name {
+				return hash, rng, validationf("Both the Hash Key and the Range Key element in the KeySchema have the same name")
+			}
+			rng = KeyDef{Name: k.AttributeName, Type: typ}
+		}
+	}
+	return hash, rng, nil
+}
+
+func defNames(defs map[string]Kind) string {
+	names := make([]string, 0, len(defs))
+	for n := range defs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+func newIndex(j indexJSON, defs map[string]Kind, used map[string]bool, global bool, seen map[string]bool) (*Index, error) {
+	if !tableNameRE.MatchString(j.IndexName) {
+		return nil, validationf("Invalid index name: %q", j.IndexName)
+	}
+	if seen[j.IndexName] {
+		return nil, validationf("One or more parameter values were invalid: Duplicate index name: %s", j.IndexName)
+	}
+	seen[j.IndexName] = true
+	h, r, err := keySchema(j.KeySchema, defs, used, j.IndexName)
+	if err != nil {
+		return nil, err
+	}
+	pt := j.Projection.ProjectionType
+	switch pt {
+	case "ALL", "KEYS_ONLY":
+		if len(j.Projection.NonKeyAttributes) > 0 {
+			return nil, validationf("One or more parameter values were invalid: ProjectionType is %s, but NonKeyAttributes is specified", pt)
+		}
+	case "INCLUDE":
+		if len(j.Projection.NonKeyAttributes) == 0 {
+			return nil, validationf("One or more parameter values were invalid: ProjectionType is INCLUDE, but NonKeyAttributes is not specified")
+		}
+	default:
+		return nil, validationf("One or more parameter values were invalid: Unknown ProjectionType: %q", pt)
+	}
+	return &Index{Name: j.IndexName, Global: global, Hash: h, Range: r, ProjectionType: pt, NonKey: j.Projection.NonKeyAttributes, items: newTree()}, nil
+}
+
+type tableNameInput struct {
+	TableName string
+}
+
+func opDescribeTable(ctx context.Context, db *DB, body []byte) (any, error) {
+	var in tableNameInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	t, err := db.table(in.TableName)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return map[string]any{"Table": t.describe()}, nil
+}
+
+func opDeleteTable(ctx context.Context, db *DB, body []byte) (any, error) {
+	var in tableNameInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	db.mu.Lock()
+	t := db.tables[in.TableName]
+	if t == nil {
+		db.mu.Unlock()
+		return nil, notFoundf("Requested resource not found: Table: %s not found", in.TableName)
+	}
+	delete(db.tables, in.TableName)
+	db.mu.Unlock()
+	t.mu.Lock()
+	t.deleted = true
+	if t.stream != nil {
+		t.stream.disable(db.now())
+	}
+	d := t.describe()
+	t.mu.Unlock()
+	d["TableStatus"] = "DELETING"
+	db.changed()
+	return map[string]any{"TableDescription": d}, nil
+}
+
+type listTablesInput struct {
+	ExclusiveStartTableName string
+	Limit                   int
+}
+
+func opListTables(ctx context.Context, db *DB, body []byte) (any, error) {
+	var in listTablesInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	if in.Limit == 0 {
+		in.Limit = 100
+	}
+	if in.Limit < 1 || in.Limit > 100 {
+		return nil, validationf("1 validation error detected: Value '%d' at 'limit' failed to satisfy constraint: Member must have value less than or equal to 100", in.Limit)
+	}
+	names := []string{}
+	for _, t := range db.Tables() {
+		if t.Name > in.ExclusiveStartTableName {
+			names = append(names, t.Name)
+		}
+	}
+	out := map[string]any{}
+	if len(names) > in.Limit {
+		names = names[:in.Limit]
+		out["LastEvaluatedTableName"] = names[len(names)-1]
+	}
+	out["TableNames"] = names
+	return out, nil
+}
+
+type updateTableInput struct {
+	TableName           string
+	StreamSpecification *streamSpecJSON
+	// Accepted and ignored, as AWS-side settings.
+	BillingMode               string
+	ProvisionedThroughput     any
+	DeletionProtectionEnabled *bool
+	AttributeDefinitions      any
+	// Refused: index changes are not served here.
+	GlobalSecondaryIndexUpdates []any
+	ReplicaUpdates              []any
+}
+
+func opUpdateTable(ctx context.Context, db *DB, body []byte) (any, error) {
+	var in updateTableInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	if len(in.GlobalSecondaryIndexUpdates) > 0 || len(in.ReplicaUpdates) > 0 {
+		return nil, validationf("UpdateTable: GlobalSecondaryIndexUpdates and ReplicaUpdates are not supported by this local DynamoDB; create the table with its indexes instead")
+	}
+	t, err := db.table(in.TableName)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := in.StreamSpecification; s != nil {
+		now := db.now()
+		switch {
+		case s.StreamEnabled && t.stream != nil:
+			return nil, validationf("Table already has an enabled stream: %s", t.stream.ARN)
+		case s.StreamEnabled:
+			if err := checkViewType(s.StreamViewType); err != nil {
+				return nil, err
+			}
+			t.stream = newStream(db, t, s.StreamViewType, now)
+			t.streams = append(t.streams, t.stream)
+		case t.stream != nil:
+			t.stream.disable(now)
+			t.stream = nil
+		default:
+			return nil, validationf("Table already has its stream disabled")
+		}
+	}
+	if in.BillingMode != "" {
+		t.billing = in.BillingMode
+	}
+	defer db.changed()
+	return map[string]any{"TableDescription": t.describe()}, nil
+}
+
+type ttlSpecJSON struct {
+	AttributeName string
+	Enabled       bool
+}
+
+func opUpdateTimeToLive(ctx context.Context, db *DB, body []byte) (any, error) {
+	var in struct {
+		TableName               string
+		TimeToLiveSpecification *ttlSpecJSON
+	}
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	s := in.TimeToLiveSpecification
+	if s == nil || s.AttributeName == "" {
+		return nil, validationf("1 validation error detected: Value null at 'timeToLiveSpecification.attributeName' failed to satisfy constraint: Member must not be null")
+	}
+	t, err := db.table(in.TableName)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case s.Enabled && t.ttlAttr != "":
+		return nil, validationf("TimeToLive is already enabled")
+	case !s.Enabled && t.ttlAttr == "":
+		return nil, validationf("TimeToLive is already disabled")
+	case !s.Enabled && t.ttlAttr != s.AttributeName:
+		return nil, validationf("TimeToLive is enabled on attribute %s, not %s", t.ttlAttr, s.AttributeName)
+	case s.Enabled:
+		t.ttlAttr = s.AttributeName
+	default:
+		t.ttlAttr = ""
+	}
+	defer db.changed()
+	return map[string]any{"TimeToLiveSpecification": s}, nil
+}
+
+func opDescribeTimeToLive(ctx context.Context, db *DB, body []byte) (any, error) {
+	var in tableNameInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	t, err := db.table(in.TableName)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	d := map[string]any{"TimeToLiveStatus": "DISABLED"}
+	if t.ttlAttr != "" {
+		d = map[string]any{"TimeToLiveStatus": "ENABLED", "AttributeName": t.ttlAttr}
+	}
+	return map[string]any{"TimeToLiveDescription": d}, nil
+}
+
+// describe returns the TableDescription. The caller holds t.mu.
+func (t *Table) describe() map[string]any {
+	ks := func(h, r KeyDef) []keySchemaJSON {
+		out := []keySchemaJSON{{AttributeName: h.Name, KeyType: "HASH"}}
+		if r.Name != "" {
+			out = append(out, keySchemaJSON{AttributeName: r.Name, KeyType: "RANGE"})
+		}
+		return out
+	}
+	defs := make([]attrDefJSON, 0, len(t.AttrDefs))
+	for _, d := range t.AttrDefs {
+		defs = append(defs, attrDefJSON{AttributeName: d.Name, AttributeType: d.Type.String()})
+	}
+	d := map[string]any{
+		"TableName":                 t.Name,
+		"TableArn":                  t.ARN,
+		"TableId":                   t.ID,
+		"TableStatus":               "ACTIVE",
+		"CreationDateTime":          float64(t.Created.UnixMilli()) / 1000,
+		"KeySchema":                 ks(t.Hash, t.Range),
+		"AttributeDefinitions":      defs,
+		"ItemCount":                 t.items.Len(),
+		"TableSizeBytes":            t.sizeBytes,
+		"DeletionProtectionEnabled": false,
+	}
+	if t.billing == "PAY_PER_REQUEST" {
+		d["BillingModeSummary"] = map[string]any{"BillingMode": "PAY_PER_REQUEST"}
+		d["ProvisionedThroughput"] = throughputJSON{}
+	} else {
+		d["ProvisionedThroughput"] = throughputJSON{ReadCapacityUnits: 5, WriteCapacityUnits: 5}
+	}
+	ixs := func(list []*Index) []map[string]any {
+		var out []map[string]any
+		for _, ix := range list {
+			m := map[string]any{
+				"IndexName":      ix.Name,
+				"IndexArn":       t.ARN + "/index/" + ix.Name,
+				"KeySchema":      ks(ix.Hash, ix.Range),
+				"Projection":     projectionJSON{ProjectionType: ix.ProjectionType, NonKeyAttributes: ix.NonKey},
+				"ItemCount":      ix.items.Len(),
+				"IndexSizeBytes": 0,
+			}
+			if ix.Global {
+				m["IndexStatus"] = "ACTIVE"
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	if len(t.GSIs) > 0 {
+		d["GlobalSecondaryIndexes"] = ixs(t.GSIs)
+	}
+	if len(t.LSIs) > 0 {
+		d["LocalSecondaryIndexes"] = ixs(t.LSIs)
+	}
+	if t.stream != nil {
+		d["StreamSpecification"] = streamSpecJSON{StreamEnabled: true, StreamViewType: t.stream.ViewType}
+		d["LatestStreamArn"] = t.stream.ARN
+		d["LatestStreamLabel"] = t.stream.Label
+	} else if n := len(t.streams); n > 0 {
+		d["LatestStreamArn"] = t.streams[n-1].ARN
+		d["LatestStreamLabel"] = t.streams[n-1].Label
+	}
+	return d
+}
+
+// changed tells the persistence layer that the state changed (no-op in memory).
+func (db *DB) changed() { db.ext.changed() }

@@ -1,0 +1,146 @@
+package ddb
+
+import (
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Options configure a DB. The zero value serves like AWS in us-east-1 with account
+// 000000000000, in memory, with no injected faults.
+type Options struct {
+	// Region and AccountID go into ARNs. Defaults: us-east-1, 000000000000.
+	Region    string
+	AccountID string
+	// Now is the clock (default time.Now); tests move it to expire TTLs, iterators and records.
+	Now func() time.Time
+	// Logger receives the server's own log lines (default: discard).
+	Logger *slog.Logger
+	// DataDir, when set, keeps the state across restarts (see persist.go).
+	DataDir string
+
+	// StreamRetention is how long stream records stay readable (AWS: 24 hours).
+	StreamRetention time.Duration
+	// ShardRecords rolls a stream's open shard over to a child shard after this many
+	// records (0: 10,000). AWS rolls shards over roughly every four hours; a small
+	// number here exercises a reader's parent-before-child rule.
+	ShardRecords int
+	// ShardAge rolls the open shard over when it is this old (0: 4 hours).
+	ShardAge time.Duration
+	// TTLSweep is how often expired items are deleted (0: every second; <0: never).
+	TTLSweep time.Duration
+
+	// Conflicts makes concurrent transactions on one item fail the way AWS's do
+	// (TransactionConflict), instead of queueing behind each other.
+	Conflicts bool
+	// ConflictWindow is how long a transaction holds its items before it commits
+	// when Conflicts is on (0: 2ms); wider windows give more conflicts.
+	ConflictWindow time.Duration
+	// PartitionWCU, when positive, is a per-partition-key write budget in WCU per
+	// second (AWS: 1,000); writes over it fail with ProvisionedThroughputExceededException.
+	PartitionWCU float64
+}
+
+// DB is one DynamoDB endpoint's state: its tables, streams, idempotency tokens and faults.
+// Every method is safe for concurrent use.
+type DB struct {
+	opts Options
+	log  *slog.Logger
+
+	mu     sync.RWMutex
+	tables map[string]*Table
+
+	ext dbExtensions // state the operation files keep (tokens, faults, budgets)
+}
+
+// New returns an empty DB.
+func New(opts Options) *DB {
+	if opts.Region == "" {
+		opts.Region = "us-east-1"
+	}
+	if opts.AccountID == "" {
+		opts.AccountID = "000000000000"
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.StreamRetention == 0 {
+		opts.StreamRetention = 24 * time.Hour
+	}
+	if opts.ShardRecords == 0 {
+		opts.ShardRecords = 10000
+	}
+	if opts.ShardAge == 0 {
+		opts.ShardAge = 4 * time.Hour
+	}
+	if opts.TTLSweep == 0 {
+		opts.TTLSweep = time.Second
+	}
+	if opts.ConflictWindow == 0 {
+		opts.ConflictWindow = 2 * time.Millisecond
+	}
+	db := &DB{opts: opts, log: opts.Logger, tables: map[string]*Table{}}
+	db.ext.init(db)
+	return db
+}
+
+// Options returns the options the DB runs with (defaults filled in).
+func (db *DB) Options() Options { return db.opts }
+
+func (db *DB) now() time.Time { return db.opts.Now() }
+
+// table returns the named table, or ResourceNotFoundException as AWS words it.
+func (db *DB) table(name string) (*Table, error) {
+	if name == "" {
+		return nil, validationf("1 validation error detected: Value null at 'tableName' failed to satisfy constraint: Member must not be null")
+	}
+	db.mu.RLock()
+	t := db.tables[name]
+	db.mu.RUnlock()
+	if t == nil {
+		return nil, notFoundf("Requested resource not found: Table: %s not found", name)
+	}
+	return t, nil
+}
+
+// Tables returns the tables in name order.
+func (db *DB) Tables() []*Table {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	out := make([]*Table, 0, len(db.tables))
+	for _, t := range db.tables {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (db *DB) arn(resource string) string {
+	return "arn:aws:dynamodb:" + db.opts.Region + ":" + db.opts.AccountID + ":" + resource
+}
+
+// lockTables write-locks the tables in name order (no deadlock between two multi-table
+// callers) and returns the function that unlocks them.
+func lockTables(ts []*Table) func() {
+	uniq := map[*Table]struct{}{}
+	var list []*Table
+	for _, t := range ts {
+		if _, ok := uniq[t]; !ok {
+			uniq[t] = struct{}{}
+			list = append(list, t)
+		}
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
+	for _, t := range list {
+		t.mu.Lock()
+	}
+	return func() {
+		for i := len(list) - 1; i >= 0; i-- {
+			list[i].mu.Unlock()
+		}
+	}
+}

@@ -1,0 +1,229 @@
+package ddb
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/btree"
+)
+
+// KeyDef names one key attribute and its scalar type (S, N or B).
+type KeyDef struct {
+	Name string
+	Type Kind
+}
+
+// Index is a secondary index: its own key schema over the table's items, kept in
+// key order like the table (GSI or LSI), with the projection DynamoDB applies.
+type Index struct {
+	Name           string
+	Global         bool
+	Hash, Range    KeyDef // Range.Name is empty without a sort key
+	ProjectionType string // ALL, KEYS_ONLY or INCLUDE
+	NonKey         []string
+	items          *btree.BTreeG[*entry]
+}
+
+// Table is one table: key schema, items in DynamoDB's key order, secondary indexes,
+// stream and TTL. Its mutex guards everything below it; operations take it through
+// lockTables (writes) or mu.RLock (reads), so each is linearizable.
+type Table struct {
+	Name    string
+	ARN     string
+	ID      string
+	Created time.Time
+
+	Hash, Range KeyDef // Range.Name is empty without a sort key
+	AttrDefs    []KeyDef
+	GSIs, LSIs  []*Index
+
+	mu        sync.RWMutex
+	items     *btree.BTreeG[*entry]
+	sizeBytes int64
+	ttlAttr   string        // "" when TTL is off
+	stream    *Stream       // nil when the table has no stream enabled
+	streams   []*Stream     // every stream the table has had (latest last), for ListStreams
+	billing   string        // PAY_PER_REQUEST or PROVISIONED, echoed by DescribeTable
+	extra     tableExtState // what the operation files keep per table
+	deleted   bool
+}
+
+// entry is one item in an ordered index with its decoded key values.
+type entry struct {
+	hk, rk *Value // the index's key values (rk nil without a sort key)
+	pk, sk *Value // the table's key values (for index entries: the base item's key)
+	item   Item
+}
+
+// lessKeys orders by partition key, then sort key, as DynamoDB's key order does
+// (S and B bytewise, N numerically). Within a secondary index, entries with equal
+// index keys are ordered by the table's key so that each is distinct.
+func lessEntries(a, b *entry) bool {
+	if c := compareKey(a.hk, b.hk); c != 0 {
+		return c < 0
+	}
+	if c := compareKey(a.rk, b.rk); c != 0 {
+		return c < 0
+	}
+	if c := compareKey(a.pk, b.pk); c != 0 {
+		return c < 0
+	}
+	return compareKey(a.sk, b.sk) < 0
+}
+
+func compareKey(a, b *Value) int {
+	switch {
+	case a == nil && b == nil:
+		return 0
+	case a == nil:
+		return -1
+	case b == nil:
+		return 1
+	}
+	if a.Kind != b.Kind {
+		return int(a.Kind) - int(b.Kind)
+	}
+	switch a.Kind {
+	case KindS:
+		return strings.Compare(a.S, b.S)
+	case KindN:
+		return CompareNumbers(a.S, b.S)
+	case KindB:
+		return bytes.Compare(a.B, b.B)
+	}
+	return 0
+}
+
+func newTree() *btree.BTreeG[*entry] { return btree.NewG(32, lessEntries) }
+
+// keyOf returns the table's key values of item (nil when missing: callers validate first).
+func (t *Table) keyOf(item Item) (hk, rk *Value) {
+	hk = item[t.Hash.Name]
+	if t.Range.Name != "" {
+		rk = item[t.Range.Name]
+	}
+	return hk, rk
+}
+
+// KeyItem returns just the key attributes of item.
+func (t *Table) KeyItem(item Item) Item {
+	k := Item{t.Hash.Name: item[t.Hash.Name]}
+	if t.Range.Name != "" {
+		k[t.Range.Name] = item[t.Range.Name]
+	}
+	return k
+}
+
+// getLocked returns the stored item with the key in key (nil when absent). The caller
+// holds t.mu (read or write). The item must not be changed.
+func (t *Table) getLocked(key Item) Item {
+	hk, rk := t.keyOf(key)
+	e, ok := t.items.Get(&entry{hk: hk, rk: rk})
+	if !ok {
+		return nil
+	}
+	return e.item
+}
+
+// writeLocked replaces the item with the key of key by item (item nil deletes it),
+// keeps the secondary indexes and size in step, and hands the change to the stream.
+// ident marks a change made by the service itself (TTL); nil otherwise. It returns the
+// old item (nil when there was none). The caller holds t.mu for writing and has
+// validated item. A write that changes nothing reaches no stream, as on AWS.
+func (t *Table) writeLocked(key, item Item, ident *UserIdentity, at time.Time) (old Item) {
+	hk, rk := t.keyOf(key)
+	probe := &entry{hk: hk, rk: rk}
+	if prev, ok := t.items.Get(probe); ok {
+		old = prev.item
+	}
+	if item == nil {
+		if old == nil {
+			return nil
+		}
+		t.items.Delete(probe)
+		t.sizeBytes -= int64(old.Size())
+	} else {
+		t.items.ReplaceOrInsert(&entry{hk: hk, rk: rk, item: item})
+		if old != nil {
+			t.sizeBytes -= int64(old.Size())
+		}
+		t.sizeBytes += int64(item.Size())
+	}
+	for _, ix := range t.indexes() {
+		ix.update(t, old, item)
+	}
+	if t.stream != nil && !(old == nil && item == nil) && !(old != nil && item != nil && EqualItems(old, item)) {
+		t.stream.record(t.KeyItem(key), old, item, ident, at)
+	}
+	return old
+}
+
+func (t *Table) indexes() []*Index {
+	if len(t.GSIs) == 0 && len(t.LSIs) == 0 {
+		return nil
+	}
+	out := make([]*Index, 0, len(t.GSIs)+len(t.LSIs))
+	out = append(out, t.LSIs...)
+	return append(out, t.GSIs...)
+}
+
+// update moves an item's index entry from its old to its new version. An item that
+// lacks an index key attribute (or has it with another type) is not in the index.
+func (ix *Index) update(t *Table, old, item Item) {
+	if old != nil {
+		if e := ix.entryFor(t, old); e != nil {
+			ix.items.Delete(e)
+		}
+	}
+	if item != nil {
+		if e := ix.entryFor(t, item); e != nil {
+			ix.items.ReplaceOrInsert(e)
+		}
+	}
+}
+
+func (ix *Index) entryFor(t *Table, item Item) *entry {
+	hk := item[ix.Hash.Name]
+	if hk == nil || hk.Kind != ix.Hash.Type {
+		return nil
+	}
+	var rk *Value
+	if ix.Range.Name != "" {
+		rk = item[ix.Range.Name]
+		if rk == nil || rk.Kind != ix.Range.Type {
+			return nil
+		}
+	}
+	pk, sk := t.keyOf(item)
+	return &entry{hk: hk, rk: rk, pk: pk, sk: sk, item: item}
+}
+
+// Project returns the attributes of item that the index holds.
+func (ix *Index) Project(t *Table, item Item) Item {
+	if ix.ProjectionType == "ALL" {
+		return item
+	}
+	out := Item{}
+	for _, k := range []string{t.Hash.Name, t.Range.Name, ix.Hash.Name, ix.Range.Name} {
+		if k != "" && item[k] != nil {
+			out[k] = item[k]
+		}
+	}
+	if ix.ProjectionType == "INCLUDE" {
+		for _, k := range ix.NonKey {
+			if item[k] != nil {
+				out[k] = item[k]
+			}
+		}
+	}
+	return out
+}
+
+// ItemCount returns how many items the table holds.
+func (t *Table) ItemCount() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.items.Len()
+}

@@ -1,0 +1,717 @@
+package ddb
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/cockroachdb/apd/v3"
+)
+
+// Kind is a DynamoDB data type, named as on the wire.
+type Kind uint8
+
+// The DynamoDB data types. The zero Kind is invalid (an empty AttributeValue).
+const (
+	KindInvalid Kind = iota
+	KindS
+	KindN
+	KindB
+	KindBOOL
+	KindNULL
+	KindM
+	KindL
+	KindSS
+	KindNS
+	KindBS
+)
+
+var kindNames = [...]string{"", "S", "N", "B", "BOOL", "NULL", "M", "L", "SS", "NS", "BS"}
+
+// String returns the wire name of k ("S", "NS", …).
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", k)
+}
+
+// KindOf returns the Kind named name on the wire, or KindInvalid.
+func KindOf(name string) Kind {
+	for i, n := range kindNames {
+		if i > 0 && n == name {
+			return Kind(i)
+		}
+	}
+	return KindInvalid
+}
+
+// Value is one DynamoDB AttributeValue. Exactly the field(s) of its Kind are set:
+// S holds the string of S and the canonical text of N; B the bytes of B; Bool the
+// value of BOOL (NULL has no payload); M, L, SS, NS (canonical texts), BS their members.
+// Values are treated as immutable once stored: operations copy before they change one.
+type Value struct {
+	Kind Kind
+	S    string
+	B    []byte
+	Bool bool
+	M    map[string]*Value
+	L    []*Value
+	SS   []string // SS members, or NS members as canonical number texts
+	BS   [][]byte
+}
+
+// Item is a whole item: attribute name to value.
+type Item map[string]*Value
+
+// Str, Num, Bin, Bool, Null, Map and List build values.
+func Str(s string) *Value   { return &Value{Kind: KindS, S: s} }
+func Bin(b []byte) *Value   { return &Value{Kind: KindB, B: b} }
+func Boolean(b bool) *Value { return &Value{Kind: KindBOOL, Bool: b} }
+func Null() *Value          { return &Value{Kind: KindNULL} }
+func Map(m map[string]*Value) *Value {
+	if m == nil {
+		m = map[string]*Value{}
+	}
+	return &Value{Kind: KindM, M: m}
+}
+func List(l []*Value) *Value { return &Value{Kind: KindL, L: l} }
+
+// Num builds an N value from a number's text, which must already be valid (see ParseNumber).
+func Num(canonical string) *Value { return &Value{Kind: KindN, S: canonical} }
+
+// ---- numbers: up to 38 significant digits, magnitude 1E-130 to 9.99…E+125 ----
+
+// numCtx is DynamoDB's number context: 38 digits of precision. Arithmetic that needs
+// more digits than that is refused (AWS: "Number overflow" / "precision"), never rounded.
+var numCtx = func() *apd.Context {
+	c := apd.BaseContext.WithPrecision(38)
+	c.MaxExponent = 126
+	c.MinExponent = -130
+	c.Traps = apd.DefaultTraps | apd.Inexact | apd.Rounded
+	return c
+}()
+
+// ParseNumber parses a DynamoDB number's text and returns its canonical form: no
+// exponent unless needed, no leading or trailing zeros, no "+", "-0" as "0". The
+// error is DynamoDB's own ValidationException wording.
+func ParseNumber(s string) (string, *apd.Decimal, error) {
+	d, err := parseDecimal(s)
+	if err != nil {
+		return "", nil, err
+	}
+	return formatDecimal(d), d, nil
+}
+
+func parseDecimal(s string) (*apd.Decimal, error) {
+	if s == "" || strings.TrimSpace(s) != s {
+		return nil, validationf("The parameter cannot be converted to a numeric value: %s", s)
+	}
+	d, _, err := apd.NewFromString(s)
+	if err != nil || d.Form != apd.Finite {
+		return nil, validationf("The parameter cannot be converted to a numeric value: %s", s)
+	}
+	return checkRange(d, s)
+}
+
+func checkRange(d *apd.Decimal, text string) (*apd.Decimal, error) {
+	d.Reduce(d)
+	if d.IsZero() {
+		d.Negative = false
+		d.Exponent = 0
+		return d, nil
+	}
+	if d.NumDigits() > 38 {
+		return nil, validationf("Attempting to store more than 38 significant digits in a Number")
+	}
+	adj := int64(d.Exponent) + d.NumDigits() - 1 // exponent of the leading digit
+	if adj > 125 {
+		return nil, validationf("Number overflow. Attempting to store a number with magnitude larger than supported range")
+	}
+	if adj < -130 {
+		return nil, validationf("Number underflow. Attempting to store a number with magnitude smaller than supported range")
+	}
+	_ = text
+	return d, nil
+}
+
+func formatDecimal(d *apd.Decimal) string {
+	if d.IsZero() {
+		return "0"
+	}
+	// 'f' never uses an exponent: what AWS returns for every number it stores.
+	return d.Text('f')
+}
+
+// Decimal returns the value of an N (or an NS member's text) as a decimal.
+func Decimal(canonical string) *apd.Decimal {
+	d, _, err := apd.NewFromString(canonical)
+	if err != nil {
+		panic("ddb: stored number is not canonical: " + canonical)
+	}
+	return d
+}
+
+// AddNumbers returns a+b (or a-b when sub) in canonical form, or DynamoDB's error when
+// the result needs more than 38 digits or leaves the range.
+func AddNumbers(a, b string, sub bool) (string, error) {
+	x, y := Decimal(a), Decimal(b)
+	var r apd.Decimal
+	var err error
+	if sub {
+		_, err = numCtx.Sub(&r, x, y)
+	} else {
+		_, err = numCtx.Add(&r, x, y)
+	}
+	if err != nil {
+		if strings.Contains(err.Error(), "overflow") {
+			return "", validationf("Number overflow. Attempting to store a number with magnitude larger than supported range")
+		}
+		if strings.Contains(err.Error(), "underflow") || strings.Contains(err.Error(), "subnormal") {
+			return "", validationf("Number underflow. Attempting to store a number with magnitude smaller than supported range")
+		}
+		return "", validationf("Number overflow. Attempting to store a number with magnitude larger than supported range")
+	}
+	d, err := checkRange(&r, "")
+	if err != nil {
+		return "", err
+	}
+	return formatDecimal(d), nil
+}
+
+// CompareNumbers orders two canonical number texts numerically.
+func CompareNumbers(a, b string) int {
+	if a == b {
+		return 0
+	}
+	return Decimal(a).Cmp(Decimal(b))
+}
+
+// ---- comparison and equality ----
+
+// Compare orders two scalar values of one Kind as DynamoDB orders keys and compares in
+// expressions: S and B bytewise (UTF-8 bytes for S), N numerically. ok is false when the
+// kinds differ or are not S, N or B.
+func Compare(a, b *Value) (c int, ok bool) {
+	if a == nil || b == nil || a.Kind != b.Kind {
+		return 0, false
+	}
+	switch a.Kind {
+	case KindS:
+		return strings.Compare(a.S, b.S), true
+	case KindN:
+		return CompareNumbers(a.S, b.S), true
+	case KindB:
+		return bytes.Compare(a.B, b.B), true
+	}
+	return 0, false
+}
+
+// Equal reports whether a and b are the same DynamoDB value: sets compare as sets,
+// numbers numerically (canonical texts make that a string comparison).
+func Equal(a, b *Value) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.Kind != b.Kind {
+		return false
+	}
+	switch a.Kind {
+	case KindS, KindN:
+		return a.S == b.S
+	case KindB:
+		return bytes.Equal(a.B, b.B)
+	case KindBOOL:
+		return a.Bool == b.Bool
+	case KindNULL:
+		return true
+	case KindM:
+		if len(a.M) != len(b.M) {
+			return false
+		}
+		for k, v := range a.M {
+			w, ok := b.M[k]
+			if !ok || !Equal(v, w) {
+				return false
+			}
+		}
+		return true
+	case KindL:
+		if len(a.L) != len(b.L) {
+			return false
+		}
+		for i := range a.L {
+			if !Equal(a.L[i], b.L[i]) {
+				return false
+			}
+		}
+		return true
+	case KindSS, KindNS:
+		if len(a.SS) != len(b.SS) {
+			return false
+		}
+		seen := make(map[string]struct{}, len(a.SS))
+		for _, s := range a.SS {
+			seen[s] = struct{}{}
+		}
+		for _, s := range b.SS {
+			if _, ok := seen[s]; !ok {
+				return false
+			}
+		}
+		return true
+	case KindBS:
+		if len(a.BS) != len(b.BS) {
+			return false
+		}
+		seen := make(map[string]struct{}, len(a.BS))
+		for _, s := range a.BS {
+			seen[string(s)] = struct{}{}
+		}
+		for _, s := range b.BS {
+			if _, ok := seen[string(s)]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// EqualItems reports whether two items hold the same attributes with equal values.
+func EqualItems(a, b Item) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || !Equal(v, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// Clone returns a deep copy of v.
+func (v *Value) Clone() *Value {
+	if v == nil {
+		return nil
+	}
+	c := *v
+	if v.B != nil {
+		c.B = append([]byte(nil), v.B...)
+	}
+	if v.M != nil {
+		c.M = make(map[string]*Value, len(v.M))
+		for k, e := range v.M {
+			c.M[k] = e.Clone()
+		}
+	}
+	if v.L != nil {
+		c.L = make([]*Value, len(v.L))
+		for i, e := range v.L {
+			c.L[i] = e.Clone()
+		}
+	}
+	if v.SS != nil {
+		c.SS = append([]string(nil), v.SS...)
+	}
+	if v.BS != nil {
+		c.BS = make([][]byte, len(v.BS))
+		for i, e := range v.BS {
+			c.BS[i] = append([]byte(nil), e...)
+		}
+	}
+	return &c
+}
+
+// Clone returns a deep copy of it.
+func (it Item) Clone() Item {
+	if it == nil {
+		return nil
+	}
+	c := make(Item, len(it))
+	for k, v := range it {
+		c[k] = v.Clone()
+	}
+	return c
+}
+
+// ---- size, by AWS's rules ----
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html
+
+// Size returns the item's size as DynamoDB counts it: each attribute's name length in
+// UTF-8 bytes plus its value's size.
+func (it Item) Size() int {
+	n := 0
+	for k, v := range it {
+		n += len(k) + v.Size()
+	}
+	return n
+}
+
+// Size returns the value's size by AWS's rules: strings and binaries their length;
+// numbers one byte per two significant digits plus one; BOOL and NULL one byte; lists
+// and maps three bytes plus one per element (plus the key's length for maps); sets the
+// sum of their members.
+func (v *Value) Size() int {
+	switch v.Kind {
+	case KindS:
+		return len(v.S)
+	case KindN:
+		return numberSize(v.S)
+	case KindB:
+		return len(v.B)
+	case KindBOOL, KindNULL:
+		return 1
+	case KindL:
+		n := 3
+		for _, e := range v.L {
+			n += 1 + e.Size()
+		}
+		return n
+	case KindM:
+		n := 3
+		for k, e := range v.M {
+			n += 1 + len(k) + e.Size()
+		}
+		return n
+	case KindSS:
+		n := 0
+		for _, s := range v.SS {
+			n += len(s)
+		}
+		return n
+	case KindNS:
+		n := 0
+		for _, s := range v.SS {
+			n += numberSize(s)
+		}
+		return n
+	case KindBS:
+		n := 0
+		for _, b := range v.BS {
+			n += len(b)
+		}
+		return n
+	}
+	return 0
+}
+
+// numberSize: one byte per two significant digits, plus one (the rule the bench's
+// eventstore.ItemSize model uses too).
+func numberSize(s string) int {
+	digits, lead, trailingZeros := 0, true, 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == 'e' || c == 'E' {
+			break
+		}
+		if c < '0' || c > '9' {
+			continue
+		}
+		if lead && c == '0' {
+			continue
+		}
+		lead = false
+		digits++
+		if c == '0' {
+			trailingZeros++
+		} else {
+			trailingZeros = 0
+		}
+	}
+	digits -= trailingZeros
+	if digits == 0 {
+		digits = 1
+	}
+	return (digits+1)/2 + 1
+}
+
+// ---- JSON, as the DynamoDB JSON 1.0 protocol writes AttributeValues ----
+
+// MarshalJSON writes v as {"S":"…"}, {"N":"…"}, {"B":"<base64>"}, {"M":{…}} and so on.
+func (v *Value) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	v.appendJSON(&buf)
+	return buf.Bytes(), nil
+}
+
+func (v *Value) appendJSON(buf *bytes.Buffer) {
+	buf.WriteString(`{"`)
+	buf.WriteString(v.Kind.String())
+	buf.WriteString(`":`)
+	switch v.Kind {
+	case KindS, KindN:
+		writeJSONString(buf, v.S)
+	case KindB:
+		writeBase64(buf, v.B)
+	case KindBOOL:
+		if v.Bool {
+			buf.WriteString("true")
+		} else {
+			buf.WriteString("false")
+		}
+	case KindNULL:
+		buf.WriteString("true")
+	case KindM:
+		buf.WriteByte('{')
+		keys := make([]string, 0, len(v.M))
+		for k := range v.M {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for i, k := range keys {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			writeJSONString(buf, k)
+			buf.WriteByte(':')
+			v.M[k].appendJSON(buf)
+		}
+		buf.WriteByte('}')
+	case KindL:
+		buf.WriteByte('[')
+		for i, e := range v.L {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			e.appendJSON(buf)
+		}
+		buf.WriteByte(']')
+	case KindSS, KindNS:
+		buf.WriteByte('[')
+		for i, s := range v.SS {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			writeJSONString(buf, s)
+		}
+		buf.WriteByte(']')
+	case KindBS:
+		buf.WriteByte('[')
+		for i, b := range v.BS {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			writeBase64(buf, b)
+		}
+		buf.WriteByte(']')
+	default:
+		buf.WriteString("null")
+	}
+	buf.WriteByte('}')
+}
+
+func writeJSONString(buf *bytes.Buffer, s string) {
+	b, _ := json.Marshal(s)
+	buf.Write(b)
+}
+
+func writeBase64(buf *bytes.Buffer, b []byte) {
+	buf.WriteByte('"')
+	enc := base64.StdEncoding
+	out := make([]byte, enc.EncodedLen(len(b)))
+	enc.Encode(out, b)
+	buf.Write(out)
+	buf.WriteByte('"')
+}
+
+// MarshalJSON writes the item as a JSON object of AttributeValues.
+func (it Item) MarshalJSON() ([]byte, error) {
+	return Map(it).marshalMembers(), nil
+}
+
+func (v *Value) marshalMembers() []byte {
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	keys := make([]string, 0, len(v.M))
+	for k := range v.M {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		writeJSONString(&buf, k)
+		buf.WriteByte(':')
+		v.M[k].appendJSON(&buf)
+	}
+	buf.WriteByte('}')
+	return buf.Bytes()
+}
+
+// UnmarshalJSON reads one AttributeValue and validates it as DynamoDB does on input:
+// exactly one data type; numbers parsed to 38 digits and stored canonically; sets
+// non-empty and without duplicates. Errors are ValidationExceptions (*Error).
+func (v *Value) UnmarshalJSON(data []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil || raw == nil {
+		return validationf("Supplied AttributeValue is not a JSON object")
+	}
+	if len(raw) != 1 {
+		if len(raw) == 0 {
+			return validationf("Supplied AttributeValue is empty, must contain exactly one of the supported datatypes")
+		}
+		return validationf("Supplied AttributeValue has more than one datatypes set, must contain exactly one of the supported datatypes")
+	}
+	for name, body := range raw {
+		k := KindOf(name)
+		if k == KindInvalid {
+			return validationf("Supplied AttributeValue has an unknown datatype %q, must contain exactly one of the supported datatypes", name)
+		}
+		*v = Value{Kind: k}
+		switch k {
+		case KindS:
+			if err := json.Unmarshal(body, &v.S); err != nil {
+				return validationf("Supplied AttributeValue S is not a string")
+			}
+			if !utf8.ValidString(v.S) {
+				return validationf("Supplied AttributeValue S is not valid UTF-8")
+			}
+		case KindN:
+			var s string
+			if err := json.Unmarshal(body, &s); err != nil {
+				return validationf("Supplied AttributeValue N is not a string")
+			}
+			c, _, err := ParseNumber(s)
+			if err != nil {
+				return err
+			}
+			v.S = c
+		case KindB:
+			if err := json.Unmarshal(body, &v.B); err != nil {
+				return validationf("Supplied AttributeValue B is not base64")
+			}
+			if v.B == nil {
+				v.B = []byte{}
+			}
+		case KindBOOL:
+			if err := json.Unmarshal(body, &v.Bool); err != nil {
+				return validationf("Supplied AttributeValue BOOL is not a boolean")
+			}
+		case KindNULL:
+			var b bool
+			if err := json.Unmarshal(body, &b); err != nil || !b {
+				return validationf("One or more parameter values were invalid: Null attribute value types must have the value of true")
+			}
+		case KindM:
+			if err := json.Unmarshal(body, &v.M); err != nil {
+				return asValidation(err, "Supplied AttributeValue M is not a map of AttributeValues")
+			}
+			if v.M == nil {
+				v.M = map[string]*Value{}
+			}
+			for mk, e := range v.M {
+				if e == nil {
+					return validationf("Supplied AttributeValue is empty, must contain exactly one of the supported datatypes")
+				}
+				_ = mk
+			}
+		case KindL:
+			if err := json.Unmarshal(body, &v.L); err != nil {
+				return asValidation(err, "Supplied AttributeValue L is not a list of AttributeValues")
+			}
+			if v.L == nil {
+				v.L = []*Value{}
+			}
+			for _, e := range v.L {
+				if e == nil {
+					return validationf("Supplied AttributeValue is empty, must contain exactly one of the supported datatypes")
+				}
+			}
+		case KindSS:
+			if err := json.Unmarshal(body, &v.SS); err != nil {
+				return validationf("Supplied AttributeValue SS is not a list of strings")
+			}
+			if err := checkSet(k, v.SS); err != nil {
+				return err
+			}
+		case KindNS:
+			var texts []string
+			if err := json.Unmarshal(body, &texts); err != nil {
+				return validationf("Supplied AttributeValue NS is not a list of strings")
+			}
+			v.SS = make([]string, len(texts))
+			for i, s := range texts {
+				c, _, err := ParseNumber(s)
+				if err != nil {
+					return err
+				}
+				v.SS[i] = c
+			}
+			if err := checkSet(k, v.SS); err != nil {
+				return err
+			}
+		case KindBS:
+			if err := json.Unmarshal(body, &v.BS); err != nil {
+				return validationf("Supplied AttributeValue BS is not a list of base64 strings")
+			}
+			members := make([]string, len(v.BS))
+			for i, b := range v.BS {
+				members[i] = string(b)
+			}
+			if err := checkSet(k, members); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func checkSet(k Kind, members []string) error {
+	if len(members) == 0 {
+		return validationf("One or more parameter values were invalid: An %s may not be empty", setWord(k))
+	}
+	seen := make(map[string]struct{}, len(members))
+	for _, m := range members {
+		if _, dup := seen[m]; dup {
+			return validationf("One or more parameter values were invalid: Input collection %s contains duplicates.", setDisplay(k, members))
+		}
+		seen[m] = struct{}{}
+	}
+	return nil
+}
+
+func setWord(k Kind) string {
+	switch k {
+	case KindSS:
+		return "string set"
+	case KindNS:
+		return "number set"
+	}
+	return "binary set"
+}
+
+func setDisplay(k Kind, members []string) string {
+	if k == KindBS {
+		return "[binary]"
+	}
+	return "[" + strings.Join(members, ", ") + "]"
+}
+
+func asValidation(err error, msg string) error {
+	if e, ok := err.(*Error); ok {
+		return e
+	}
+	return validationf("%s", msg)
+}
+
+// UnmarshalJSON reads an item (a JSON object of AttributeValues).
+func (it *Item) UnmarshalJSON(data []byte) error {
+	var m map[string]*Value
+	if err := json.Unmarshal(data, &m); err != nil {
+		return asValidation(err, "Supplied item is not a map of AttributeValues")
+	}
+	for _, v := range m {
+		if v == nil {
+			return validationf("Supplied AttributeValue is empty, must contain exactly one of the supported datatypes")
+		}
+	}
+	*it = m
+	return nil
+}
