@@ -1,6 +1,8 @@
 package ddb
 
 import (
+	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
+
 	"context"
 
 	"net/http"
@@ -86,11 +88,11 @@ func opCreateTable(ctx context.Context, db *DB, body []byte) (any, error) {
 	if !tableNameRE.MatchString(in.TableName) {
 		return nil, validationf("1 validation error detected: Value '%s' at 'tableName' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z0-9_.-]+ and have length between 3 and 255", in.TableName)
 	}
-	defs := map[string]Kind{}
+	defs := map[string]attr.Kind{}
 	var attrDefs []KeyDef
 	for _, a := range in.AttributeDefinitions {
-		k := KindOf(a.AttributeType)
-		if k != KindS && k != KindN && k != KindB {
+		k := attr.KindOf(a.AttributeType)
+		if k != attr.KindS && k != attr.KindN && k != attr.KindB {
 			return nil, validationf("1 validation error detected: Value '%s' at 'attributeDefinitions.attributeType' failed to satisfy constraint: Member must satisfy enum value set: [B, N, S]", a.AttributeType)
 		}
 		if _, dup := defs[a.AttributeName]; dup {
@@ -161,7 +163,7 @@ func checkViewType(v string) error {
 	return validationf("1 validation error detected: Value '%s' at 'streamSpecification.streamViewType' failed to satisfy constraint: Member must satisfy enum value set: [NEW_IMAGE, OLD_IMAGE, NEW_AND_OLD_IMAGES, KEYS_ONLY]", v)
 }
 
-func keySchema(ks []keySchemaJSON, defs map[string]Kind, used map[string]bool, index string) (hash, rng KeyDef, err error) {
+func keySchema(ks []keySchemaJSON, defs map[string]attr.Kind, used map[string]bool, index string) (hash, rng KeyDef, err error) {
 	where := "Table"
 	if index != "" {
 		where = "Index " + index
@@ -187,7 +189,7 @@ func keySchema(ks []keySchemaJSON, defs map[string]Kind, used map[string]bool, i
 	return hash, rng, nil
 }
 
-func defNames(defs map[string]Kind) string {
+func defNames(defs map[string]attr.Kind) string {
 	names := make([]string, 0, len(defs))
 	for n := range defs {
 		names = append(names, n)
@@ -196,7 +198,7 @@ func defNames(defs map[string]Kind) string {
 	return strings.Join(names, ", ")
 }
 
-func newIndex(j indexJSON, defs map[string]Kind, used map[string]bool, global bool, seen map[string]bool) (*Index, error) {
+func newIndex(j indexJSON, defs map[string]attr.Kind, used map[string]bool, global bool, seen map[string]bool) (*Index, error) {
 	if !tableNameRE.MatchString(j.IndexName) {
 		return nil, validationf("Invalid index name: %q", j.IndexName)
 	}

@@ -1,6 +1,8 @@
 package ddb
 
 import (
+	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
+
 	"fmt"
 	"net/http"
 )
@@ -15,16 +17,16 @@ type Error struct {
 
 	// Item is the item returned with ConditionalCheckFailedException when the request
 	// asked for ReturnValuesOnConditionCheckFailure=ALL_OLD (nil otherwise).
-	Item Item
+	Item attr.Item
 	// Reasons is TransactionCanceledException's CancellationReasons, one per action in order.
 	Reasons []CancellationReason
 }
 
 // CancellationReason is one action's outcome in a cancelled transaction.
 type CancellationReason struct {
-	Code    string `json:"Code"`
-	Message string `json:"Message,omitempty"`
-	Item    Item   `json:"Item,omitempty"`
+	Code    string    `json:"Code"`
+	Message string    `json:"Message,omitempty"`
+	Item    attr.Item `json:"Item,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }

@@ -1,6 +1,8 @@
 package ddb
 
-import "net/http"
+import (
+	"net/http"
+)
 
 // dbExtensions is the DB-wide state of the data-plane operations (idempotency tokens,
 // injected faults, write budgets). Owned by the data-plane files.

@@ -1,6 +1,10 @@
 package ddb
 
-import "time"
+import (
+	"time"
+
+	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
+)
 
 // UserIdentity marks a change made by the service itself (a TTL deletion), as
 // stream records carry it.
@@ -26,7 +30,7 @@ func newStream(db *DB, t *Table, viewType string, at time.Time) *Stream {
 // record appends the change of one item (keys; old and new images, nil when absent)
 // to the open shard. The caller holds the table's write lock, so records are in
 // commit order.
-func (s *Stream) record(keys, old, item Item, ident *UserIdentity, at time.Time) {}
+func (s *Stream) record(keys, old, item attr.Item, ident *UserIdentity, at time.Time) {}
 
 // disable closes the stream (stream turned off or table deleted): its shards stay
 // readable until retention ends, and no new records arrive.

@@ -1,6 +1,8 @@
 package ddb
 
 import (
+	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
+
 	"bytes"
 	"strings"
 	"sync"
@@ -12,7 +14,7 @@ import (
 // KeyDef names one key attribute and its scalar type (S, N or B).
 type KeyDef struct {
 	Name string
-	Type Kind
+	Type attr.Kind
 }
 
 // Index is a secondary index: its own key schema over the table's items, kept in
@@ -52,9 +54,9 @@ type Table struct {
 
 // entry is one item in an ordered index with its decoded key values.
 type entry struct {
-	hk, rk *Value // the index's key values (rk nil without a sort key)
-	pk, sk *Value // the table's key values (for index entries: the base item's key)
-	item   Item
+	hk, rk *attr.Value // the index's key values (rk nil without a sort key)
+	pk, sk *attr.Value // the table's key values (for index entries: the base item's key)
+	item   attr.Item
 }
 
 // lessKeys orders by partition key, then sort key, as DynamoDB's key order does
@@ -73,7 +75,7 @@ func lessEntries(a, b *entry) bool {
 	return compareKey(a.sk, b.sk) < 0
 }
 
-func compareKey(a, b *Value) int {
+func compareKey(a, b *attr.Value) int {
 	switch {
 	case a == nil && b == nil:
 		return 0
@@ -86,11 +88,11 @@ func compareKey(a, b *Value) int {
 		return int(a.Kind) - int(b.Kind)
 	}
 	switch a.Kind {
-	case KindS:
+	case attr.KindS:
 		return strings.Compare(a.S, b.S)
-	case KindN:
-		return CompareNumbers(a.S, b.S)
-	case KindB:
+	case attr.KindN:
+		return attr.CompareNumbers(a.S, b.S)
+	case attr.KindB:
 		return bytes.Compare(a.B, b.B)
 	}
 	return 0
@@ -99,7 +101,7 @@ func compareKey(a, b *Value) int {
 func newTree() *btree.BTreeG[*entry] { return btree.NewG(32, lessEntries) }
 
 // keyOf returns the table's key values of item (nil when missing: callers validate first).
-func (t *Table) keyOf(item Item) (hk, rk *Value) {
+func (t *Table) keyOf(item attr.Item) (hk, rk *attr.Value) {
 	hk = item[t.Hash.Name]
 	if t.Range.Name != "" {
 		rk = item[t.Range.Name]
@@ -108,8 +110,8 @@ func (t *Table) keyOf(item Item) (hk, rk *Value) {
 }
 
 // KeyItem returns just the key attributes of item.
-func (t *Table) KeyItem(item Item) Item {
-	k := Item{t.Hash.Name: item[t.Hash.Name]}
+func (t *Table) KeyItem(item attr.Item) attr.Item {
+	k := attr.Item{t.Hash.Name: item[t.Hash.Name]}
 	if t.Range.Name != "" {
 		k[t.Range.Name] = item[t.Range.Name]
 	}
@@ -118,7 +120,7 @@ func (t *Table) KeyItem(item Item) Item {
 
 // getLocked returns the stored item with the key in key (nil when absent). The caller
 // holds t.mu (read or write). The item must not be changed.
-func (t *Table) getLocked(key Item) Item {
+func (t *Table) getLocked(key attr.Item) attr.Item {
 	hk, rk := t.keyOf(key)
 	e, ok := t.items.Get(&entry{hk: hk, rk: rk})
 	if !ok {
@@ -132,7 +134,7 @@ func (t *Table) getLocked(key Item) Item {
 // ident marks a change made by the service itself (TTL); nil otherwise. It returns the
 // old item (nil when there was none). The caller holds t.mu for writing and has
 // validated item. A write that changes nothing reaches no stream, as on AWS.
-func (t *Table) writeLocked(key, item Item, ident *UserIdentity, at time.Time) (old Item) {
+func (t *Table) writeLocked(key, item attr.Item, ident *UserIdentity, at time.Time) (old attr.Item) {
 	hk, rk := t.keyOf(key)
 	probe := &entry{hk: hk, rk: rk}
 	if prev, ok := t.items.Get(probe); ok {
@@ -154,7 +156,7 @@ func (t *Table) writeLocked(key, item Item, ident *UserIdentity, at time.Time) (
 	for _, ix := range t.indexes() {
 		ix.update(t, old, item)
 	}
-	if t.stream != nil && !(old == nil && item == nil) && !(old != nil && item != nil && EqualItems(old, item)) {
+	if t.stream != nil && !(old == nil && item == nil) && !(old != nil && item != nil && attr.EqualItems(old, item)) {
 		t.stream.record(t.KeyItem(key), old, item, ident, at)
 	}
 	return old
@@ -171,7 +173,7 @@ func (t *Table) indexes() []*Index {
 
 // update moves an item's index entry from its old to its new version. An item that
 // lacks an index key attribute (or has it with another type) is not in the index.
-func (ix *Index) update(t *Table, old, item Item) {
+func (ix *Index) update(t *Table, old, item attr.Item) {
 	if old != nil {
 		if e := ix.entryFor(t, old); e != nil {
 			ix.items.Delete(e)
@@ -184,12 +186,12 @@ func (ix *Index) update(t *Table, old, item Item) {
 	}
 }
 
-func (ix *Index) entryFor(t *Table, item Item) *entry {
+func (ix *Index) entryFor(t *Table, item attr.Item) *entry {
 	hk := item[ix.Hash.Name]
 	if hk == nil || hk.Kind != ix.Hash.Type {
 		return nil
 	}
-	var rk *Value
+	var rk *attr.Value
 	if ix.Range.Name != "" {
 		rk = item[ix.Range.Name]
 		if rk == nil || rk.Kind != ix.Range.Type {
@@ -201,11 +203,11 @@ func (ix *Index) entryFor(t *Table, item Item) *entry {
 }
 
 // Project returns the attributes of item that the index holds.
-func (ix *Index) Project(t *Table, item Item) Item {
+func (ix *Index) Project(t *Table, item attr.Item) attr.Item {
 	if ix.ProjectionType == "ALL" {
 		return item
 	}
-	out := Item{}
+	out := attr.Item{}
 	for _, k := range []string{t.Hash.Name, t.Range.Name, ix.Hash.Name, ix.Range.Name} {
 		if k != "" && item[k] != nil {
 			out[k] = item[k]

@@ -1,4 +1,4 @@
-package ddb
+package attr
 
 import (
 	"bytes"
@@ -109,11 +109,11 @@ func ParseNumber(s string) (string, *apd.Decimal, error) {
 
 func parseDecimal(s string) (*apd.Decimal, error) {
 	if s == "" || strings.TrimSpace(s) != s {
-		return nil, validationf("The parameter cannot be converted to a numeric value: %s", s)
+		return nil, invalidf("The parameter cannot be converted to a numeric value: %s", s)
 	}
 	d, _, err := apd.NewFromString(s)
 	if err != nil || d.Form != apd.Finite {
-		return nil, validationf("The parameter cannot be converted to a numeric value: %s", s)
+		return nil, invalidf("The parameter cannot be converted to a numeric value: %s", s)
 	}
 	return checkRange(d, s)
 }
@@ -126,14 +126,14 @@ func checkRange(d *apd.Decimal, text string) (*apd.Decimal, error) {
 		return d, nil
 	}
 	if d.NumDigits() > 38 {
-		return nil, validationf("Attempting to store more than 38 significant digits in a Number")
+		return nil, invalidf("Attempting to store more than 38 significant digits in a Number")
 	}
 	adj := int64(d.Exponent) + d.NumDigits() - 1 // exponent of the leading digit
 	if adj > 125 {
-		return nil, validationf("Number overflow. Attempting to store a number with magnitude larger than supported range")
+		return nil, invalidf("Number overflow. Attempting to store a number with magnitude larger than supported range")
 	}
 	if adj < -130 {
-		return nil, validationf("Number underflow. Attempting to store a number with magnitude smaller than supported range")
+		return nil, invalidf("Number underflow. Attempting to store a number with magnitude smaller than supported range")
 	}
 	_ = text
 	return d, nil
@@ -151,7 +151,7 @@ func formatDecimal(d *apd.Decimal) string {
 func Decimal(canonical string) *apd.Decimal {
 	d, _, err := apd.NewFromString(canonical)
 	if err != nil {
-		panic("ddb: stored number is not canonical: " + canonical)
+		panic("attr: stored number is not canonical: " + canonical)
 	}
 	return d
 }
@@ -169,12 +169,12 @@ func AddNumbers(a, b string, sub bool) (string, error) {
 	}
 	if err != nil {
 		if strings.Contains(err.Error(), "overflow") {
-			return "", validationf("Number overflow. Attempting to store a number with magnitude larger than supported range")
+			return "", invalidf("Number overflow. Attempting to store a number with magnitude larger than supported range")
 		}
 		if strings.Contains(err.Error(), "underflow") || strings.Contains(err.Error(), "subnormal") {
-			return "", validationf("Number underflow. Attempting to store a number with magnitude smaller than supported range")
+			return "", invalidf("Number underflow. Attempting to store a number with magnitude smaller than supported range")
 		}
-		return "", validationf("Number overflow. Attempting to store a number with magnitude larger than supported range")
+		return "", invalidf("Number overflow. Attempting to store a number with magnitude larger than supported range")
 	}
 	d, err := checkRange(&r, "")
 	if err != nil {
@@ -547,36 +547,36 @@ func (v *Value) marshalMembers() []byte {
 
 // UnmarshalJSON reads one AttributeValue and validates it as DynamoDB does on input:
 // exactly one data type; numbers parsed to 38 digits and stored canonically; sets
-// non-empty and without duplicates. Errors are ValidationExceptions (*Error).
+// non-empty and without duplicates. Errors are *InvalidError.
 func (v *Value) UnmarshalJSON(data []byte) error {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil || raw == nil {
-		return validationf("Supplied AttributeValue is not a JSON object")
+		return invalidf("Supplied AttributeValue is not a JSON object")
 	}
 	if len(raw) != 1 {
 		if len(raw) == 0 {
-			return validationf("Supplied AttributeValue is empty, must contain exactly one of the supported datatypes")
+			return invalidf("Supplied AttributeValue is empty, must contain exactly one of the supported datatypes")
 		}
-		return validationf("Supplied AttributeValue has more than one datatypes set, must contain exactly one of the supported datatypes")
+		return invalidf("Supplied AttributeValue has more than one datatypes set, must contain exactly one of the supported datatypes")
 	}
 	for name, body := range raw {
 		k := KindOf(name)
 		if k == KindInvalid {
-			return validationf("Supplied AttributeValue has an unknown datatype %q, must contain exactly one of the supported datatypes", name)
+			return invalidf("Supplied AttributeValue has an unknown datatype %q, must contain exactly one of the supported datatypes", name)
 		}
 		*v = Value{Kind: k}
 		switch k {
 		case KindS:
 			if err := json.Unmarshal(body, &v.S); err != nil {
-				return validationf("Supplied AttributeValue S is not a string")
+				return invalidf("Supplied AttributeValue S is not a string")
 			}
 			if !utf8.ValidString(v.S) {
-				return validationf("Supplied AttributeValue S is not valid UTF-8")
+				return invalidf("Supplied AttributeValue S is not valid UTF-8")
 			}
 		case KindN:
 			var s string
 			if err := json.Unmarshal(body, &s); err != nil {
-				return validationf("Supplied AttributeValue N is not a string")
+				return invalidf("Supplied AttributeValue N is not a string")
 			}
 			c, _, err := ParseNumber(s)
 			if err != nil {
@@ -585,19 +585,19 @@ func (v *Value) UnmarshalJSON(data []byte) error {
 			v.S = c
 		case KindB:
 			if err := json.Unmarshal(body, &v.B); err != nil {
-				return validationf("Supplied AttributeValue B is not base64")
+				return invalidf("Supplied AttributeValue B is not base64")
 			}
 			if v.B == nil {
 				v.B = []byte{}
 			}
 		case KindBOOL:
 			if err := json.Unmarshal(body, &v.Bool); err != nil {
-				return validationf("Supplied AttributeValue BOOL is not a boolean")
+				return invalidf("Supplied AttributeValue BOOL is not a boolean")
 			}
 		case KindNULL:
 			var b bool
 			if err := json.Unmarshal(body, &b); err != nil || !b {
-				return validationf("One or more parameter values were invalid: Null attribute value types must have the value of true")
+				return invalidf("One or more parameter values were invalid: Null attribute value types must have the value of true")
 			}
 		case KindM:
 			if err := json.Unmarshal(body, &v.M); err != nil {
@@ -608,7 +608,7 @@ func (v *Value) UnmarshalJSON(data []byte) error {
 			}
 			for mk, e := range v.M {
 				if e == nil {
-					return validationf("Supplied AttributeValue is empty, must contain exactly one of the supported datatypes")
+					return invalidf("Supplied AttributeValue is empty, must contain exactly one of the supported datatypes")
 				}
 				_ = mk
 			}
@@ -621,12 +621,12 @@ func (v *Value) UnmarshalJSON(data []byte) error {
 			}
 			for _, e := range v.L {
 				if e == nil {
-					return validationf("Supplied AttributeValue is empty, must contain exactly one of the supported datatypes")
+					return invalidf("Supplied AttributeValue is empty, must contain exactly one of the supported datatypes")
 				}
 			}
 		case KindSS:
 			if err := json.Unmarshal(body, &v.SS); err != nil {
-				return validationf("Supplied AttributeValue SS is not a list of strings")
+				return invalidf("Supplied AttributeValue SS is not a list of strings")
 			}
 			if err := checkSet(k, v.SS); err != nil {
 				return err
@@ -634,7 +634,7 @@ func (v *Value) UnmarshalJSON(data []byte) error {
 		case KindNS:
 			var texts []string
 			if err := json.Unmarshal(body, &texts); err != nil {
-				return validationf("Supplied AttributeValue NS is not a list of strings")
+				return invalidf("Supplied AttributeValue NS is not a list of strings")
 			}
 			v.SS = make([]string, len(texts))
 			for i, s := range texts {
@@ -649,7 +649,7 @@ func (v *Value) UnmarshalJSON(data []byte) error {
 			}
 		case KindBS:
 			if err := json.Unmarshal(body, &v.BS); err != nil {
-				return validationf("Supplied AttributeValue BS is not a list of base64 strings")
+				return invalidf("Supplied AttributeValue BS is not a list of base64 strings")
 			}
 			members := make([]string, len(v.BS))
 			for i, b := range v.BS {
@@ -665,12 +665,12 @@ func (v *Value) UnmarshalJSON(data []byte) error {
 
 func checkSet(k Kind, members []string) error {
 	if len(members) == 0 {
-		return validationf("One or more parameter values were invalid: An %s may not be empty", setWord(k))
+		return invalidf("One or more parameter values were invalid: An %s may not be empty", setWord(k))
 	}
 	seen := make(map[string]struct{}, len(members))
 	for _, m := range members {
 		if _, dup := seen[m]; dup {
-			return validationf("One or more parameter values were invalid: Input collection %s contains duplicates.", setDisplay(k, members))
+			return invalidf("One or more parameter values were invalid: Input collection %s contains duplicates.", setDisplay(k, members))
 		}
 		seen[m] = struct{}{}
 	}
@@ -695,10 +695,20 @@ func setDisplay(k Kind, members []string) string {
 }
 
 func asValidation(err error, msg string) error {
-	if e, ok := err.(*Error); ok {
+	if e, ok := err.(*InvalidError); ok {
 		return e
 	}
-	return validationf("%s", msg)
+	return invalidf("%s", msg)
+}
+
+// InvalidError is a value DynamoDB refuses; its message is AWS's ValidationException wording.
+// The server sends it as a ValidationException.
+type InvalidError struct{ Msg string }
+
+func (e *InvalidError) Error() string { return e.Msg }
+
+func invalidf(format string, args ...any) *InvalidError {
+	return &InvalidError{Msg: fmt.Sprintf(format, args...)}
 }
 
 // UnmarshalJSON reads an item (a JSON object of AttributeValues).
@@ -709,7 +719,7 @@ func (it *Item) UnmarshalJSON(data []byte) error {
 	}
 	for _, v := range m {
 		if v == nil {
-			return validationf("Supplied AttributeValue is empty, must contain exactly one of the supported datatypes")
+			return invalidf("Supplied AttributeValue is empty, must contain exactly one of the supported datatypes")
 		}
 	}
 	*it = m
