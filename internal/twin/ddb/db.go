@@ -51,7 +51,9 @@ type DB struct {
 	mu     sync.RWMutex
 	tables map[string]*Table
 
-	ext dbExtensions // state the operation files keep (tokens, faults, budgets)
+	ext     dbExtensions // state the data-plane files keep (tokens, faults, budgets): ext.go
+	streams streamState  // every stream by ARN, kept after its table goes: stream.go
+	bg      background   // the TTL sweeper and other background work: ttl.go
 }
 
 // New returns an empty DB.
@@ -85,7 +87,16 @@ func New(opts Options) *DB {
 	}
 	db := &DB{opts: opts, log: opts.Logger, tables: map[string]*Table{}}
 	db.ext.init(db)
+	db.streams.init(db)
+	db.bg.start(db)
 	return db
+}
+
+// Close stops the DB's background work (the TTL sweeper) and, with a DataDir, writes
+// its state a last time. The DB must not be used afterwards.
+func (db *DB) Close() error {
+	db.bg.stop()
+	return db.ext.close()
 }
 
 // Options returns the options the DB runs with (defaults filled in).

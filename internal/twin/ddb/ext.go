@@ -23,3 +23,6 @@ func (db *DB) serveAdmin(w http.ResponseWriter, r *http.Request) {
 
 // changed is called after every change of state (persistence hooks in here).
 func (e *dbExtensions) changed() {}
+
+// close flushes what must survive a restart (persistence hooks in here).
+func (e *dbExtensions) close() error { return nil }

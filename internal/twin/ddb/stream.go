@@ -35,3 +35,9 @@ func (s *Stream) record(keys, old, item attr.Item, ident *UserIdentity, at time.
 // disable closes the stream (stream turned off or table deleted): its shards stay
 // readable until retention ends, and no new records arrive.
 func (s *Stream) disable(at time.Time) {}
+
+// streamState is the DB's registry of streams by ARN; a stream outlives its table
+// until its records expire.
+type streamState struct{}
+
+func (s *streamState) init(db *DB) {}
