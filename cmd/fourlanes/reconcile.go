@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,18 +25,26 @@ import (
 const EnvReconcileURL = "FOURLANES_RECONCILE_URL"
 
 func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flags("reconcile [-url URL | -local] [-tenant T] [-mode M] [-cursor C]", "reconcile", stderr)
+	fs := flags("reconcile [-url URL | -local] [-tenant T] [-full] [-cursor C] [-limit N] [-max-events N]", "reconcile", stderr)
 	u := fs.String("url", os.Getenv(EnvReconcileURL), "reconcile's Function URL (the stack output ReconcileUrl; default $"+EnvReconcileURL+")")
 	local := fs.Bool("local", false, "use the URL of the twin `fourlanes dev` is running")
 	tenant := fs.String("tenant", "", "one tenant; without it every tenant, page after page")
-	mode := fs.String("mode", "", "verification mode, passed on as ?mode= (see the reconcile function)")
+	full := fs.Bool("full", false, "walk every chain from genesis instead of from its checkpoint (?full=true)")
 	cursor := fs.String("cursor", "", "resume from a cursor an earlier answer returned")
+	limit := fs.Int("limit", 0, "tenants per page without -tenant (1-100; default: the function's, 20)")
+	maxEvents := fs.Int64("max-events", 0, "events verified per call before the function answers with a cursor (default: no limit)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
 	if err := parse(fs, args); err != nil {
 		return 0, err
 	}
 	if fs.NArg() > 0 {
 		return 0, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if *limit != 0 && *tenant != "" {
+		return 0, fmt.Errorf("%w: -limit pages the list of tenants; it does not apply with -tenant", errUsage)
+	}
+	if *limit < 0 || *maxEvents < 0 {
+		return 0, fmt.Errorf("%w: -limit and -max-events must be positive", errUsage)
 	}
 	if *local {
 		st, err := readState()
@@ -76,8 +85,16 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if *tenant != "" {
 			q.Set("tenant", *tenant)
 		}
-		if *mode != "" {
-			q.Set("mode", *mode)
+		// The names are the handler's (pkg/reconcile parseParams); TestReconcileFlagsReachHandler
+		// sends every flag to the real handler.
+		if *full {
+			q.Set("full", "true")
+		}
+		if *limit > 0 {
+			q.Set("limit", strconv.Itoa(*limit))
+		}
+		if *maxEvents > 0 {
+			q.Set("max_events", strconv.FormatInt(*maxEvents, 10))
 		}
 		if next != "" {
 			q.Set("cursor", next)

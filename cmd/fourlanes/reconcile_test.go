@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/pkg/delivery"
+	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/reconcile"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
+)
+
+type anyCatalog struct{}
+
+func (anyCatalog) Prepare(_ string, payload any) (int, map[string]any, error) {
+	p, err := envelope.NormalizePayload(payload)
+	return 1, p, err
+}
+
+// urlHandler serves the real reconcile handler the way a Function URL does: the HTTP
+// request becomes a payload-format-2.0 event (raw query string included).
+func urlHandler(t *testing.T, h *reconcile.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		req := events.LambdaFunctionURLRequest{
+			RawPath:        r.URL.Path,
+			RawQueryString: r.URL.RawQuery,
+			Body:           string(body),
+			RequestContext: events.LambdaFunctionURLRequestContext{
+				RequestID: "cli-test",
+				HTTP:      events.LambdaFunctionURLRequestContextHTTPDescription{Method: r.Method, Path: r.URL.Path},
+			},
+		}
+		resp, err := h.Handle(r.Context(), req)
+		if err != nil {
+			t.Errorf("handler error: %v", err)
+		}
+		for k, v := range resp.Headers {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(resp.StatusCode)
+		io.WriteString(w, resp.Body)
+	})
+}
+
+// TestReconcileFlagsReachHandler runs every reconcile flag of the CLI against the real
+// reconcile handler over real stores: each is accepted (no 400 for a parameter the
+// handler does not know, as `-mode full` once got) and has its effect.
+func TestReconcileFlagsReachHandler(t *testing.T) {
+	db := localaws.DynamoDB(t)
+	eventsTable := aws.ToString(localaws.CreateTable(t, db, eventstore.TableSchema(localaws.UniqueName(t, "events"))).TableName)
+	stateTable := aws.ToString(localaws.CreateTable(t, db, delivery.StateTableSchema(localaws.UniqueName(t, "state"))).TableName)
+	store, err := eventstore.New(db, eventstore.Config{Table: eventsTable, Catalog: anyCatalog{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{"t1", "t2", "t3"} {
+		ctx := tenancy.MustWithTenant(context.Background(), tenant)
+		for i := range 3 {
+			if _, err := store.Emit(ctx, "order.placed", map[string]any{"n": i}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r, err := reconcile.New(reconcile.Config{Log: store, DeadLetters: delivery.NewDynamoStore(db, stateTable), State: reconcile.NewDynamoState(db, stateTable)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(urlHandler(t, reconcile.NewHandler(r, nil)))
+	defer srv.Close()
+
+	type page struct {
+		Mode    string `json:"mode"`
+		Tenant  string `json:"tenant"`
+		Cursor  *string
+		Tenants []struct {
+			Tenant string `json:"tenant"`
+		} `json:"tenants"`
+		Verified int64 `json:"verified"`
+	}
+	pages := func(out string) []page {
+		t.Helper()
+		var ps []page
+		dec := json.NewDecoder(strings.NewReader(out))
+		for dec.More() {
+			var p page
+			if err := dec.Decode(&p); err != nil {
+				t.Fatalf("stdout is not a sequence of JSON pages: %v\n%s", err, out)
+			}
+			ps = append(ps, p)
+		}
+		return ps
+	}
+	run := func(args ...string) []page {
+		t.Helper()
+		code, out, stderr := runCLI(t, append([]string{"reconcile", "-url", srv.URL + "/"}, args...)...)
+		if code != exitOK {
+			t.Fatalf("reconcile %v: exit %d: %s", args, code, stderr)
+		}
+		return pages(out)
+	}
+
+	if ps := run("-tenant", "t2"); len(ps) != 1 || ps[0].Tenant != "t2" || ps[0].Mode != "incremental" {
+		t.Errorf("-tenant t2: got %+v, want one incremental report of t2", ps)
+	}
+	if ps := run("-tenant", "t2", "-full"); len(ps) != 1 || ps[0].Mode != "full" || ps[0].Verified != 3 {
+		t.Errorf("-full: got %+v, want a full walk verifying 3 events", ps)
+	}
+	if ps := run("-limit", "1"); len(ps) != 3 {
+		t.Errorf("-limit 1 over 3 tenants: got %d pages, want 3", len(ps))
+	} else {
+		for _, p := range ps {
+			if len(p.Tenants) != 1 {
+				t.Errorf("-limit 1: a page with %d tenants", len(p.Tenants))
+			}
+		}
+	}
+	// -max-events 1 answers with a cursor after one event; the CLI follows it to the end.
+	if ps := run("-tenant", "t3", "-full", "-max-events", "1"); len(ps) < 2 {
+		t.Errorf("-max-events 1: got %d pages, want the walk split over several", len(ps))
+	}
+	// -cursor resumes: the first page's cursor, passed back, gives the rest.
+	code, out, stderr := runCLI(t, "reconcile", "-url", srv.URL+"/", "-limit", "2")
+	if code != exitOK {
+		t.Fatalf("reconcile -limit 2: exit %d: %s", code, stderr)
+	}
+	first := pages(out)[0]
+	if first.Cursor == nil {
+		t.Fatalf("first page of 2 over 3 tenants has no cursor: %+v", first)
+	}
+	if ps := run("-cursor", *first.Cursor, "-limit", "2"); len(ps) != 1 || len(ps[0].Tenants) != 1 || ps[0].Tenants[0].Tenant != "t3" {
+		t.Errorf("-cursor: got %+v, want the last tenant t3", ps)
+	}
+	// Flags the handler would refuse are refused by the CLI first.
+	if code, _, stderr := runCLI(t, "reconcile", "-url", srv.URL+"/", "-tenant", "t1", "-limit", "2"); code != exitUsage || !strings.Contains(stderr, "-limit pages the list of tenants") {
+		t.Errorf("-tenant with -limit: exit %d, %q", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "reconcile", "-url", srv.URL+"/", "-mode", "full"); code != exitUsage || !strings.Contains(stderr, "flag provided but not defined: -mode") {
+		t.Errorf("-mode: exit %d, %q", code, stderr)
+	}
+}
