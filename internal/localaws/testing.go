@@ -90,14 +90,13 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// DynamoDB returns a DynamoDB client for this test run's DynamoDB Local (see the package doc),
-// skipping the test when there is none and CI is not set.
+// DynamoDB returns a DynamoDB client for this test run's DynamoDB (see the package doc).
 func DynamoDB(t testing.TB) *dynamodb.Client {
 	t.Helper()
 	return NewDynamoDB(sharedDynamoDB.resolve(t))
 }
 
-// DynamoDBStreams returns a DynamoDB Streams client for the same DynamoDB Local as DynamoDB.
+// DynamoDBStreams returns a DynamoDB Streams client for the same DynamoDB as DynamoDB.
 func DynamoDBStreams(t testing.TB) *dynamodbstreams.Client {
 	t.Helper()
 	return NewDynamoDBStreams(sharedDynamoDB.resolve(t))
