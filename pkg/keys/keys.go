@@ -80,10 +80,11 @@ const (
 	FnChangefeed      = "changefeed"
 	FnReconcile       = "reconcile"
 	FnDLQRepair       = "dlq-repair"
+	FnTamperWatch     = "tamper-watch"
 )
 
 // Functions lists every Lambda function in build order.
-var Functions = []string{FnStreamFilter, FnDurableConsumer, FnChangefeed, FnReconcile, FnDLQRepair}
+var Functions = []string{FnStreamFilter, FnDurableConsumer, FnChangefeed, FnReconcile, FnDLQRepair, FnTamperWatch}
 
 // MetricNamespace is the CloudWatch namespace of every EMF metric.
 const MetricNamespace = "fourlanes"
@@ -251,3 +252,9 @@ const (
 	// place (dimension Source: durable_dlq, pipe_dlq, changefeed_dlq, dead_letters).
 	MetricRepairOpen = "RepairOpen"
 )
+
+// MetricTamperDetected counts changes to the insert-only log seen on its
+// stream by tamper-watch: a MODIFY or REMOVE of an event row, or of a head row
+// other than its own advance (dimension Change). Any count is an integrity
+// incident; infra alarms on it within a minute.
+const MetricTamperDetected = "TamperDetected"

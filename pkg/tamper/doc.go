@@ -1,0 +1,24 @@
+// Package tamper watches the events table's stream for changes to the log.
+//
+// The log is insert-only: an event row, once written, is never changed or
+// removed, and a tenant's head row only ever advances. IAM cannot make that
+// true for PutItem (it cannot require a condition expression), so a role
+// allowed to append can also overwrite. This package is the alarm for it: a
+// Lambda event source mapping beside the Pipe (a second reader of each shard,
+// so the Pipe's filter cannot hide anything from it) hands it every MODIFY
+// and REMOVE of the events table, and Inspect says which of them are
+// tampering.
+//
+// It promises:
+//   - every MODIFY or REMOVE of an event row (seq ≥ 1) is a Finding;
+//   - every REMOVE of a head row (seq 0) is a Finding, and so is every MODIFY
+//     of a head row that is not exactly an honest advance (see Inspect);
+//   - a record it cannot read is a Finding too: silence is never the answer
+//     to something it does not understand;
+//   - INSERTs are not findings (the mapping's filter should never pass one).
+//
+// What it cannot see: an overwrite that writes back identical bytes changes
+// nothing and is not a change; a forged head advance that has the honest
+// shape (last_seq + k, a new hash and event id) is caught by reconcile, which
+// re-walks the chain and compares the head with it.
+package tamper

@@ -1,0 +1,61 @@
+package tamper
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+
+	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/obs"
+)
+
+// Log attribute keys of a tamper line (besides obs.KeyTenant and obs.KeySeq).
+const (
+	KeyChange        = "change"
+	KeyWhat          = "what"
+	KeyStreamName    = "stream_event_name"
+	KeyStreamEventID = "stream_event_id"
+	KeyStreamSeq     = "stream_seq"
+	KeyPrincipal     = "principal"
+)
+
+// Event is a DynamoDB stream event whose records are decoded one at a time,
+// so a record the decoder refuses is reported instead of failing the batch.
+type Event struct {
+	Records []json.RawMessage `json:"Records"`
+}
+
+// Handler is tamper-watch's Lambda handler.
+type Handler struct {
+	Log     *slog.Logger
+	Metrics *obs.Metrics
+}
+
+// Handle reports every change to the log in a batch: an ERROR line naming the
+// tenant, the seq and what changed, and one TamperDetected metric (dimension
+// Change) per change. It never fails the batch: a retry cannot undo a change,
+// and a failing mapping would stop watching the shard.
+func (h *Handler) Handle(ctx context.Context, ev Event) error {
+	log := h.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	for _, raw := range ev.Records {
+		f, tampered := Inspect(raw)
+		if !tampered {
+			continue
+		}
+		h.Metrics.Count(keys.MetricTamperDetected, 1, "Change", string(f.Change))
+		log.ErrorContext(ctx, fmt.Sprintf("log tampered: %s of tenant %q seq %s: %s", f.Change, f.Tenant, f.Seq, f.What),
+			slog.String(KeyChange, string(f.Change)),
+			slog.String(obs.KeyTenant, f.Tenant),
+			slog.String(obs.KeySeq, f.Seq),
+			slog.String(KeyWhat, f.What),
+			slog.String(KeyStreamName, f.EventName),
+			slog.String(KeyStreamEventID, f.EventID),
+			slog.String(KeyStreamSeq, f.StreamSeq),
+			slog.String(KeyPrincipal, f.Principal))
+	}
+	return nil
+}
