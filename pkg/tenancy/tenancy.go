@@ -2,17 +2,90 @@
 // its context.Context at the edge (authentication, or the envelope being
 // delivered). The write path reads them from the context; no function on it
 // takes a tenant parameter, so no caller can pass the wrong one.
+//
+// It also owns the one rule for a tenant id (CheckTenant), which the edge
+// (WithTenant) and envelope validation both apply.
 package tenancy
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // ErrNoTenant is returned when a tenant-scoped operation runs without a tenant
 // bound to its context.
 var ErrNoTenant = errors.New("no tenant bound to the context; bind one at the edge with tenancy.WithTenant")
+
+// ErrInvalidTenant matches every *TenantError under errors.Is.
+var ErrInvalidTenant = errors.New("invalid tenant id")
+
+// MaxTenantLen is the longest tenant id: an SQS FIFO MessageGroupId holds at
+// most 128 characters.
+const MaxTenantLen = 128
+
+// TenantRule states the tenant id rule as errors quote it. A tenant id
+// travels as the SQS FIFO MessageGroupId (1 to 128 characters, alphanumeric
+// and punctuation) and as the DynamoDB partition key (UTF-8, 1 to 2048
+// bytes); the first is the stricter, so it is the rule.
+const TenantRule = "a tenant id is 1 to 128 characters, each an ASCII letter, digit or punctuation " +
+	"mark !\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~ (the SQS FIFO MessageGroupId rule: no space, " +
+	"no control character, nothing outside ASCII)"
+
+// TenantError names a tenant id that breaks the rule, and how.
+type TenantError struct {
+	Tenant string
+	Reason string // e.g. `character ' ' at byte 4 is not allowed`
+}
+
+func (e *TenantError) Error() string {
+	return fmt.Sprintf("tenant id %q: %s; %s", e.Tenant, e.Reason, TenantRule)
+}
+
+// Unwrap lets callers test errors.Is(err, ErrInvalidTenant).
+func (e *TenantError) Unwrap() error { return ErrInvalidTenant }
+
+// Is makes the error of an empty tenant id also ErrNoTenant.
+func (e *TenantError) Is(target error) bool { return target == ErrNoTenant && e.Tenant == "" }
+
+// ValidTenant reports whether tenant satisfies the rule: 1 to 128 bytes, each
+// from '!' (0x21) to '~' (0x7E). Those 94 characters are exactly the ASCII
+// letters, digits and 32 punctuation marks SQS allows.
+func ValidTenant[T string | []byte](tenant T) bool {
+	if len(tenant) == 0 || len(tenant) > MaxTenantLen {
+		return false
+	}
+	for i := 0; i < len(tenant); i++ {
+		if c := tenant[i]; c < '!' || c > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckTenant returns nil for a valid tenant id, else a *TenantError (an
+// empty one also matches ErrNoTenant).
+func CheckTenant(tenant string) error {
+	if ValidTenant(tenant) {
+		return nil
+	}
+	if tenant == "" {
+		return &TenantError{Tenant: tenant, Reason: "is empty"}
+	}
+	for i := 0; i < len(tenant); {
+		r, size := utf8.DecodeRuneInString(tenant[i:])
+		if r < '!' || r > '~' {
+			what := fmt.Sprintf("character %q", r)
+			if r == utf8.RuneError && size == 1 {
+				what = fmt.Sprintf("byte 0x%02x (not UTF-8)", tenant[i])
+			}
+			return &TenantError{Tenant: tenant, Reason: fmt.Sprintf("%s at byte %d is not allowed", what, i)}
+		}
+		i += size
+	}
+	return &TenantError{Tenant: tenant, Reason: fmt.Sprintf("is %d characters, more than %d", len(tenant), MaxTenantLen)}
+}
 
 type ctxKey int
 
@@ -23,16 +96,18 @@ const (
 	causationKey
 )
 
-// WithTenant binds tenant to ctx. An empty tenant is refused.
+// WithTenant binds tenant to ctx. A tenant id that breaks the rule
+// (CheckTenant) is refused with a *TenantError; an empty one also matches
+// ErrNoTenant.
 func WithTenant(ctx context.Context, tenant string) (context.Context, error) {
-	if tenant == "" {
-		return ctx, fmt.Errorf("bind tenant: empty tenant id: %w", ErrNoTenant)
+	if err := CheckTenant(tenant); err != nil {
+		return ctx, fmt.Errorf("bind tenant: %w", err)
 	}
 	return context.WithValue(ctx, tenantKey, tenant), nil
 }
 
-// MustWithTenant is WithTenant for tenants known to be non-empty (tests,
-// envelopes that already validated). It panics on an empty tenant.
+// MustWithTenant is WithTenant for tenants known to be valid (tests,
+// envelopes that already validated). It panics on an invalid tenant.
 func MustWithTenant(ctx context.Context, tenant string) context.Context {
 	c, err := WithTenant(ctx, tenant)
 	if err != nil {
