@@ -1,7 +1,8 @@
 package expr
 
 import (
-	"errors"
+	"slices"
+	"strings"
 
 	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
 )
@@ -12,61 +13,165 @@ type Error struct{ Msg string }
 
 func (e *Error) Error() string { return e.Msg }
 
-var errTODO = errors.New("expr: not implemented yet")
-
 // Params are one request's ExpressionAttributeNames and ExpressionAttributeValues. Parsing
 // records which were used, so that after parsing all of a request's expressions the server
 // calls CheckUnused.
 type Params struct {
 	names      map[string]string
 	values     map[string]*attr.Value
-	usedNames  map[string]bool
-	usedValues map[string]bool
+	usedNames  map[string]struct{}
+	usedValues map[string]struct{}
 }
 
-// NewParams wraps one request's ExpressionAttributeNames and ExpressionAttributeValues.
+// NewParams wraps one request's ExpressionAttributeNames and ExpressionAttributeValues
+// (either may be nil). The maps are read, never changed.
 func NewParams(names map[string]string, values map[string]*attr.Value) *Params {
 	return &Params{names: names, values: values}
 }
 
-// CheckUnused returns AWS's error for a name or value the request supplied but no
-// expression used.
-func (p *Params) CheckUnused() error { return nil }
+// name resolves a #placeholder, recording its use.
+func (p *Params) name(ps *parser, key string) string {
+	n, ok := p.names[key]
+	if !ok {
+		ps.deferErr("An expression attribute name used in the document path is not defined; attribute name: %s", key)
+		return key
+	}
+	if p.usedNames == nil {
+		p.usedNames = make(map[string]struct{}, len(p.names))
+	}
+	p.usedNames[key] = struct{}{}
+	return n
+}
+
+// value resolves a :placeholder, recording its use; nil when it is not defined.
+func (p *Params) value(ps *parser, key string) *attr.Value {
+	v, ok := p.values[key]
+	if !ok || v == nil {
+		ps.deferErr("An expression attribute value used in expression is not defined; attribute value: %s", key)
+		return nil
+	}
+	if p.usedValues == nil {
+		p.usedValues = make(map[string]struct{}, len(p.values))
+	}
+	p.usedValues[key] = struct{}{}
+	return v
+}
+
+// CheckUnused returns AWS's error for names or values the request supplied but no
+// expression used: "Value provided in ExpressionAttributeNames unused in expressions:
+// keys: {#a, #b}" (names are checked before values; keys sorted).
+func (p *Params) CheckUnused() error {
+	if keys := unused(p.names, p.usedNames); keys != "" {
+		return &Error{Msg: "Value provided in ExpressionAttributeNames unused in expressions: keys: {" + keys + "}"}
+	}
+	if keys := unused(p.values, p.usedValues); keys != "" {
+		return &Error{Msg: "Value provided in ExpressionAttributeValues unused in expressions: keys: {" + keys + "}"}
+	}
+	return nil
+}
+
+func unused[V any](m map[string]V, used map[string]struct{}) string {
+	var keys []string
+	for k := range m {
+		if _, ok := used[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, ", ")
+}
 
 // Condition is a parsed ConditionExpression or FilterExpression.
-type Condition struct{}
+type Condition struct {
+	root *cond
+}
 
 // ParseCondition parses a ConditionExpression or FilterExpression; kind is that parameter's
 // name, used in error messages ("Invalid ConditionExpression: …").
-func ParseCondition(s, kind string, p *Params) (*Condition, error) { return nil, errTODO }
+func ParseCondition(s, kind string, p *Params) (*Condition, error) {
+	ps := newParser(s, kind, p)
+	var root *cond
+	if err := ps.run(func() {
+		root = ps.parseOr()
+		if ps.cur().kind != tEOF {
+			ps.syntaxError()
+		}
+	}); err != nil {
+		return nil, err
+	}
+	return &Condition{root: root}, nil
+}
 
-// Eval evaluates against item (nil: no such item). Comparisons of different types are false.
-func (c *Condition) Eval(item attr.Item) (bool, error) { return false, errTODO }
+// Eval evaluates against item (nil: no such item). Comparisons of different types are
+// false. A condition that parsed has no runtime errors on AWS, so err is always nil
+// today; it is there so the server's call sites need not change if one appears.
+func (c *Condition) Eval(item attr.Item) (bool, error) {
+	return evalCond(c.root, item), nil
+}
 
 // Update is a parsed UpdateExpression.
-type Update struct{}
+type Update struct {
+	acts []action
+	top  []string
+}
 
 // ParseUpdate parses an UpdateExpression.
-func ParseUpdate(s string, p *Params) (*Update, error) { return nil, errTODO }
+func ParseUpdate(s string, p *Params) (*Update, error) {
+	ps := newParser(s, "UpdateExpression", p)
+	ps.update = true
+	var acts []action
+	if err := ps.run(func() { acts = ps.parseUpdate() }); err != nil {
+		return nil, err
+	}
+	u := &Update{acts: acts}
+	for _, a := range acts {
+		if !slices.Contains(u.top, a.path[0].name) {
+			u.top = append(u.top, a.path[0].name)
+		}
+	}
+	return u, nil
+}
 
 // Apply returns the updated item (item nil: a new item), never changing item or anything
-// it shares. Runtime errors are *Error with AWS's wording.
-func (u *Update) Apply(item attr.Item) (attr.Item, error) { return nil, errTODO }
+// it shares (it copies what it changes). Runtime errors are *Error with AWS's wording
+// ("The provided expression refers to an attribute that does not exist in the item",
+// "An operand in the update expression has an incorrect data type", …).
+func (u *Update) Apply(item attr.Item) (attr.Item, error) {
+	return applyUpdate(u.acts, item)
+}
 
-// TopLevel returns the top-level attribute names the update sets or removes.
-func (u *Update) TopLevel() []string { return nil }
+// TopLevel returns the top-level attribute names the update sets or removes (so the server
+// refuses "Cannot update attribute pk. This attribute is part of the key").
+func (u *Update) TopLevel() []string { return u.top }
 
 // Projection is a parsed ProjectionExpression.
-type Projection struct{}
+type Projection struct {
+	root *projNode
+}
 
 // ParseProjection parses a ProjectionExpression.
-func ParseProjection(s string, p *Params) (*Projection, error) { return nil, errTODO }
+func ParseProjection(s string, p *Params) (*Projection, error) {
+	ps := newParser(s, "ProjectionExpression", p)
+	var paths []path
+	if err := ps.run(func() { paths = ps.parseProjection() }); err != nil {
+		return nil, err
+	}
+	return &Projection{root: buildProjection(paths)}, nil
+}
 
-// Apply returns the projected copy of item (nested map paths and list indexes as AWS does).
-func (pr *Projection) Apply(item attr.Item) attr.Item { return nil }
+// Apply returns the projected copy of item: only the attributes, map members and list
+// elements the expression names (list elements keep their order and close up, as AWS
+// returns them). A nil item gives nil.
+func (pr *Projection) Apply(item attr.Item) attr.Item {
+	return applyProjection(pr.root, item)
+}
 
 // KeyCondition is a parsed KeyConditionExpression: partition key equality and an optional
 // sort-key condition. The server checks the names against the table/index key schema.
+//
+// The parser cannot know which attribute is the partition key: it takes the equality
+// when only one condition is an equality, and the first condition written when both are
+// (then Range.Op is "=", and the server swaps the two if the schema says otherwise).
 type KeyCondition struct {
 	HashName  string
 	Hash      *attr.Value
@@ -81,7 +186,23 @@ type RangeCond struct {
 }
 
 // ParseKeyCondition parses a KeyConditionExpression.
-func ParseKeyCondition(s string, p *Params) (*KeyCondition, error) { return nil, errTODO }
+func ParseKeyCondition(s string, p *Params) (*KeyCondition, error) {
+	ps := newParser(s, "KeyConditionExpression", p)
+	var kc *KeyCondition
+	if err := ps.run(func() {
+		root := ps.parseOr()
+		if ps.cur().kind != tEOF {
+			ps.syntaxError()
+		}
+		kc = ps.keyCondition(root)
+	}); err != nil {
+		return nil, err
+	}
+	return kc, nil
+}
 
-// Match reports whether the sort-key value v satisfies r.
-func (r *RangeCond) Match(v *attr.Value) bool { return false }
+// Match reports whether the sort-key value v satisfies r. Values of another type
+// than the condition's never match.
+func (r *RangeCond) Match(v *attr.Value) bool {
+	return r.match(v)
+}
