@@ -88,6 +88,7 @@ func New(opts Options) *DB {
 	db := &DB{opts: opts, log: opts.Logger, tables: map[string]*Table{}}
 	db.ext.init(db)
 	db.streams.init(db)
+	db.ext.load() // persist.go: the DataDir's state, once the streams can take theirs
 	db.bg.start(db)
 	return db
 }

@@ -1,28 +1,44 @@
 package ddb
 
 import (
-	"net/http"
+	"sync"
 )
 
-// dbExtensions is the DB-wide state of the data-plane operations (idempotency tokens,
-// injected faults, write budgets). Owned by the data-plane files.
-type dbExtensions struct{}
+// dbExtensions is the DB-wide state of the data-plane operations: idempotency tokens
+// (txn.go), injected faults (faults.go) and persistence (persist.go).
+type dbExtensions struct {
+	db *DB
 
-func (e *dbExtensions) init(db *DB) {}
+	mu     sync.Mutex
+	tokens tokenTable   // guarded by mu
+	faults []*faultRule // guarded by mu
 
-// tableExtState is per-table state of the data-plane operations (in-flight
-// transaction marks, partition budgets).
-type tableExtState struct{}
-
-// adminPrefix is the path of the test-only admin API (fault injection).
-const adminPrefix = "/_fourlanes/"
-
-func (db *DB) serveAdmin(w http.ResponseWriter, r *http.Request) {
-	http.NotFound(w, r)
+	persist persister
 }
 
-// changed is called after every change of state (persistence hooks in here).
-func (e *dbExtensions) changed() {}
+func (e *dbExtensions) init(db *DB) {
+	e.db = db
+	e.tokens.init()
+	e.persist.init(db)
+}
 
-// close flushes what must survive a restart (persistence hooks in here).
-func (e *dbExtensions) close() error { return nil }
+// tableExtState is per-table state of the data-plane operations, guarded by the
+// table's mutex: the items marked by in-flight transactions (Options.Conflicts) and
+// the per-partition write budgets (Options.PartitionWCU).
+type tableExtState struct {
+	inflight map[string]*txnRun // keyString of an item → the transaction holding it
+	budgets  partitionBudgets
+}
+
+// adminPrefix is the path of the test-only admin API (fault injection, faults.go).
+const adminPrefix = "/_fourlanes/"
+
+// changed is called after every change of state: it schedules a write of the state
+// when the DB keeps a DataDir.
+func (e *dbExtensions) changed() { e.persist.changed() }
+
+// close writes the state a last time (with a DataDir).
+func (e *dbExtensions) close() error { return e.persist.close() }
+
+// load reads the DataDir's state (persist.go); New calls it once the streams exist.
+func (e *dbExtensions) load() { e.persist.load() }

@@ -1,0 +1,278 @@
+package ddb
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
+)
+
+// Persistence (Options.DataDir): the whole state (tables with their schema, TTL
+// attribute, stream settings and items, and the streams when the stream state can
+// snapshot itself) is written to DataDir/stateFile at most every flushEvery after a
+// change, and on Close, atomically (temporary file, fsync, rename). New loads it.
+// A snapshot clones each table's B-tree under its read lock (copy-on-write, O(1)) and
+// encodes outside the lock, so writers wait only for the clone.
+
+const (
+	stateFile    = "ddb-state.json"
+	stateVersion = 1
+	flushEvery   = 200 * time.Millisecond
+)
+
+// streamSnapshotter is what the stream state offers to persistence, when it does:
+// snapshot returns a JSON-encodable value; restore takes that value's JSON back.
+type streamSnapshotter interface {
+	snapshot() any
+}
+
+type streamRestorer interface {
+	restore(json.RawMessage) error
+	lookupAny(arn string) *Stream
+}
+
+type persister struct {
+	db  *DB
+	dir string
+
+	flushMu sync.Mutex // one flush at a time
+
+	mu     sync.Mutex
+	timer  *time.Timer
+	closed bool
+	broken error // set when the file could not be loaded: never overwrite it then
+}
+
+func (p *persister) init(db *DB) {
+	p.db = db
+	p.dir = db.opts.DataDir
+}
+
+type persistedState struct {
+	Version int
+	Saved   time.Time
+	Tables  []persistedTable
+	Streams json.RawMessage `json:",omitempty"`
+}
+
+type persistedIndex struct {
+	Name           string
+	Global         bool
+	Hash, Range    KeyDef
+	ProjectionType string
+	NonKey         []string `json:",omitempty"`
+}
+
+type persistedTable struct {
+	Name, ARN, ID string
+	Created       time.Time
+	Hash, Range   KeyDef
+	AttrDefs      []KeyDef
+	GSIs, LSIs    []persistedIndex `json:",omitempty"`
+	TTLAttr       string           `json:",omitempty"`
+	Billing       string
+	StreamView    string   `json:",omitempty"` // the enabled stream's view type
+	StreamARN     string   `json:",omitempty"` // the enabled stream
+	StreamARNs    []string `json:",omitempty"` // every stream the table has had
+	Items         []attr.Item
+}
+
+func (p *persister) changed() {
+	if p.dir == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.timer == nil && !p.closed {
+		p.timer = time.AfterFunc(flushEvery, func() {
+			p.mu.Lock()
+			p.timer = nil
+			p.mu.Unlock()
+			if err := p.flush(); err != nil {
+				p.db.log.Error("ddb: writing the state", "dir", p.dir, "err", err)
+			}
+		})
+	}
+}
+
+func (p *persister) close() error {
+	if p.dir == "" {
+		return nil
+	}
+	p.mu.Lock()
+	p.closed = true
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+	p.mu.Unlock()
+	return p.flush()
+}
+
+// flush writes the state now.
+func (p *persister) flush() error {
+	if p.broken != nil {
+		return fmt.Errorf("ddb: not writing %s: it could not be loaded: %w", stateFile, p.broken)
+	}
+	p.flushMu.Lock()
+	defer p.flushMu.Unlock()
+	st := persistedState{Version: stateVersion, Saved: p.db.now().UTC()}
+	for _, t := range p.db.Tables() {
+		st.Tables = append(st.Tables, snapshotTable(t))
+	}
+	if s, ok := any(&p.db.streams).(streamSnapshotter); ok {
+		b, err := json.Marshal(s.snapshot())
+		if err != nil {
+			return fmt.Errorf("ddb: encoding the streams: %w", err)
+		}
+		st.Streams = b
+	}
+	if err := os.MkdirAll(p.dir, 0o755); err != nil {
+		return fmt.Errorf("ddb: data dir: %w", err)
+	}
+	f, err := os.CreateTemp(p.dir, stateFile+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("ddb: state file: %w", err)
+	}
+	defer os.Remove(f.Name()) // a no-op after the rename
+	w := bufio.NewWriterSize(f, 1<<20)
+	if err := json.NewEncoder(w).Encode(&st); err != nil {
+		f.Close()
+		return fmt.Errorf("ddb: encoding the state: %w", err)
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("ddb: writing the state: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("ddb: syncing the state: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("ddb: closing the state: %w", err)
+	}
+	if err := os.Rename(f.Name(), filepath.Join(p.dir, stateFile)); err != nil {
+		return fmt.Errorf("ddb: replacing the state: %w", err)
+	}
+	if d, err := os.Open(p.dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+func snapshotTable(t *Table) persistedTable {
+	t.mu.RLock()
+	pt := persistedTable{
+		Name: t.Name, ARN: t.ARN, ID: t.ID, Created: t.Created,
+		Hash: t.Hash, Range: t.Range, AttrDefs: t.AttrDefs,
+		TTLAttr: t.ttlAttr, Billing: t.billing,
+	}
+	for _, ix := range t.GSIs {
+		pt.GSIs = append(pt.GSIs, persistIndex(ix))
+	}
+	for _, ix := range t.LSIs {
+		pt.LSIs = append(pt.LSIs, persistIndex(ix))
+	}
+	if t.stream != nil {
+		pt.StreamView, pt.StreamARN = t.stream.ViewType, t.stream.ARN
+	}
+	for _, st := range t.streams {
+		pt.StreamARNs = append(pt.StreamARNs, st.ARN)
+	}
+	items := t.items.Clone()
+	t.mu.RUnlock()
+	pt.Items = make([]attr.Item, 0, items.Len())
+	items.Ascend(func(e *entry) bool {
+		pt.Items = append(pt.Items, e.item)
+		return true
+	})
+	return pt
+}
+
+func persistIndex(ix *Index) persistedIndex {
+	return persistedIndex{Name: ix.Name, Global: ix.Global, Hash: ix.Hash, Range: ix.Range, ProjectionType: ix.ProjectionType, NonKey: ix.NonKey}
+}
+
+// load reads DataDir's state into the (empty) DB. A file that cannot be read is logged
+// and left alone: the DB then runs in memory only rather than overwrite it.
+func (p *persister) load() {
+	if p.dir == "" {
+		return
+	}
+	if err := p.loadFile(); err != nil {
+		p.broken = err
+		p.db.log.Error("ddb: loading the state; running without persistence", "dir", p.dir, "err", err)
+	}
+}
+
+func (p *persister) loadFile() error {
+	f, err := os.Open(filepath.Join(p.dir, stateFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var st persistedState
+	if err := json.NewDecoder(bufio.NewReaderSize(f, 1<<20)).Decode(&st); err != nil {
+		return fmt.Errorf("decoding %s: %w", stateFile, err)
+	}
+	if st.Version != stateVersion {
+		return fmt.Errorf("%s has version %d, want %d", stateFile, st.Version, stateVersion)
+	}
+	db := p.db
+	restorer, canRestore := any(&db.streams).(streamRestorer)
+	if canRestore && len(st.Streams) > 0 {
+		if err := restorer.restore(st.Streams); err != nil {
+			return fmt.Errorf("restoring the streams: %w", err)
+		}
+	}
+	for _, pt := range st.Tables {
+		t := &Table{
+			Name: pt.Name, ARN: pt.ARN, ID: pt.ID, Created: pt.Created,
+			Hash: pt.Hash, Range: pt.Range, AttrDefs: pt.AttrDefs,
+			items: newTree(), ttlAttr: pt.TTLAttr, billing: pt.Billing,
+		}
+		for _, pi := range pt.GSIs {
+			t.GSIs = append(t.GSIs, restoreIndex(pi))
+		}
+		for _, pi := range pt.LSIs {
+			t.LSIs = append(t.LSIs, restoreIndex(pi))
+		}
+		for _, it := range pt.Items {
+			t.writeLocked(t.KeyItem(it), it, nil, pt.Created) // no stream linked yet: no records
+		}
+		if canRestore {
+			for _, arn := range pt.StreamARNs {
+				if s := restorer.lookupAny(arn); s != nil {
+					t.streams = append(t.streams, s)
+					if arn == pt.StreamARN {
+						t.stream = s
+					}
+				}
+			}
+		}
+		if pt.StreamView != "" && t.stream == nil {
+			// The streams' records were not kept: a new, empty stream.
+			t.stream = newStream(db, t, pt.StreamView, db.now())
+			t.streams = append(t.streams, t.stream)
+		}
+		db.mu.Lock()
+		db.tables[t.Name] = t
+		db.mu.Unlock()
+	}
+	return nil
+}
+
+func restoreIndex(pi persistedIndex) *Index {
+	return &Index{Name: pi.Name, Global: pi.Global, Hash: pi.Hash, Range: pi.Range, ProjectionType: pi.ProjectionType, NonKey: pi.NonKey, items: newTree()}
+}
