@@ -504,6 +504,9 @@ func (ps *parser) parseCompare(left *operand) *cond {
 	if ps.depth > 0 && t.kind == tRParen {
 		return &cond{kind: cOperand, args: []*operand{left}}
 	}
+	if left.kind == oFunc {
+		ps.fail("The function is not allowed to be used this way in an expression; function: %s", left.name)
+	}
 	ps.syntaxError()
 	return nil
 }
