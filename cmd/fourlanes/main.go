@@ -1,6 +1,7 @@
 // Command fourlanes is the operator's tool for a fourlanes stack:
 //
 //	fourlanes dev                    run the whole stack on this machine (the local twin)
+//	fourlanes dynamodb -listen ADDR  serve the twin's own DynamoDB (and Streams) on ADDR
 //	fourlanes reconcile [-tenant T]  ask the reconcile Function URL whether the chains hold
 //	fourlanes repair                 invoke dlq-repair and print its report
 //	fourlanes export -tenant T       write a tenant's chain as an export (JSON Lines)
@@ -37,6 +38,8 @@ const usage = `fourlanes: operate a fourlanes stack (AWS, or the local twin of '
 
 Usage:
   fourlanes dev        [flags]              run the stack locally from the synthesized template, with a demo workload
+  fourlanes dynamodb   -listen ADDR [-data DIR] [-conflicts] [-partition-wcu N] [-stream-retention D] [-shard-records N]
+                                            serve the twin's own DynamoDB and DynamoDB Streams (in memory unless -data)
   fourlanes reconcile  [-url URL | -local] [-tenant T] [-mode M]
                                             verify tenants' hash chains through the reconcile Function URL
   fourlanes repair     [-function NAME | -local]
@@ -77,6 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmds := map[string]command{
 		"dev":       runDev,
+		"dynamodb":  runDynamoDB,
 		"reconcile": runReconcile,
 		"repair":    runRepair,
 		"verify":    runVerify,

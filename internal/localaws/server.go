@@ -81,7 +81,10 @@ func ServeDynamoDB(ctx context.Context, addr string, opts ddb.Options) (*Server,
 		// Close, not Shutdown: a long poll in flight must not hold a test's clean-up.
 		_ = hs.Close()
 		<-served
-		_ = db.Close()
+		if err := db.Close(); err != nil {
+			// With a DataDir, Close writes the state a last time; Stop has no caller to tell.
+			db.Options().Logger.Error("DynamoDB: close", "err", err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()

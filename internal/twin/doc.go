@@ -13,7 +13,9 @@
 //	    KeySchema, AttributeDefinitions, Global/LocalSecondaryIndexes,
 //	    StreamSpecification.StreamViewType, TimeToLiveSpecification, TableName.
 //	    Ref: name. GetAtt: Arn, StreamArn (= LatestStreamArn, the real stream
-//	    ARN DynamoDB Local assigns). Billing, encryption, PITR: AWS-side only.
+//	    ARN the local DynamoDB assigns). Billing, encryption, PITR: AWS-side
+//	    only. A table already there with the same keys, indexes and stream
+//	    (a DynamoDB that keeps its state, as `fourlanes dev`'s does) is kept.
 //	AWS::SQS::Queue
 //	    FifoQueue, ContentBasedDeduplication, VisibilityTimeout,
 //	    MessageRetentionPeriod, DelaySeconds, ReceiveMessageWaitTimeSeconds,
@@ -91,7 +93,8 @@
 // counts against the retry limit (AWS does not count its own internal
 // errors); a batch that the target partly refused is retried whole (FIFO
 // deduplication makes the re-sent part a no-op); AWS_IAM is not enforced
-// on Function URLs; ApproximateCreationDateTime from DynamoDB Local is
-// rounded to the minute, so record ages use when the twin first read a
-// record (within a poll interval of its write).
+// on Function URLs; ApproximateCreationDateTime is whole seconds (AWS
+// rounds it down to the second), too coarse for batching windows and ages
+// in milliseconds, so record ages use when the twin first read a record
+// (within a poll interval of its write).
 package twin

@@ -21,8 +21,10 @@ type record struct {
 	Arrival time.Time
 	// Seen estimates when the record was written: when the twin first read
 	// it (it reads ahead within a poll interval), but never more than a
-	// minute after Arrival (DynamoDB Local rounds Arrival down to the
-	// minute). Record ages and iterator age use it.
+	// minute after Arrival, so a record read long after its write (by a
+	// twin restarted on kept state, say) still shows its age. Arrival alone
+	// is too coarse: AWS rounds it down to the second. Record ages and
+	// iterator age use Seen.
 	Seen      time.Time
 	EventID   string
 	EventName string

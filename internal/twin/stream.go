@@ -245,8 +245,8 @@ func (c *streamConsumer) describe(ctx context.Context) ([]shardInfo, error) {
 // readShard reads one shard to its end (or until ctx ends), handing batches
 // to process one at a time. A fetcher reads ahead of the batches, so the
 // twin notices each record within a poll interval of its write even while
-// a batch is being retried (DynamoDB Local rounds ApproximateCreationDateTime
-// down to the minute, too coarse for record ages).
+// a batch is being retried (ApproximateCreationDateTime is rounded down to
+// the second, too coarse for record ages).
 func (c *streamConsumer) readShard(ctx context.Context, shard string, it streamtypes.ShardIteratorType) {
 	fetched := make(chan []*record, 64)
 	fetchDone := make(chan struct{})
@@ -339,10 +339,8 @@ func (c *streamConsumer) fetch(ctx context.Context, shard string, it streamtypes
 			}
 			var trimmed *streamtypes.TrimmedDataAccessException
 			if errors.As(err, &trimmed) {
-				// In AWS: records aged out of the stream before they were read;
-				// read on from the oldest one left. DynamoDB Local also answers
-				// so for a TRIM_HORIZON iterator taken on a shard that was
-				// still empty: the fresh iterator then reads everything.
+				// Records aged out of the stream before they were read; read
+				// on from the oldest one left.
 				if lastSeq != "" {
 					c.tw.log.Error("twin: stream records trimmed before they were read", "source", c.source, "shard", shard, "after", lastSeq)
 				}

@@ -35,7 +35,8 @@ type Config struct {
 	// resource name; give each twin sharing servers its own.
 	StackName string
 	// DynamoDBEndpoint and SQSEndpoint are the local servers
-	// (internal/localaws); DynamoDB Local serves the Streams API too.
+	// (internal/localaws); the DynamoDB endpoint serves the Streams API
+	// too, as internal/twin/ddb does.
 	DynamoDBEndpoint, SQSEndpoint string
 	// Code finds each function's host bootstrap.
 	Code CodeResolver
@@ -94,6 +95,7 @@ type Twin struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	closers []func()
+	front   sqsFront // the SQS endpoint functions get (sqsfront.go)
 }
 
 // resource is one local resource and the identities its Ref and

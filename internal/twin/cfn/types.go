@@ -102,7 +102,7 @@ type Index struct {
 // TableProps are the properties of AWS::DynamoDB::Table and
 // AWS::DynamoDB::GlobalTable that the twin reproduces. Encryption, point-in-
 // time recovery, tags, replicas' settings and capacity are AWS-side concerns
-// DynamoDB Local has no use for.
+// the twin's DynamoDB has no use for.
 type TableProps struct {
 	TableName               string
 	KeySchema               []KeyElement

@@ -1,5 +1,5 @@
 // Package twintest gives tests of the local twin what they share: the
-// endpoints of one DynamoDB Local and one ElasticMQ per test run, a log
+// endpoints of one DynamoDB and one ElasticMQ per test run, a log
 // that goes to the test, and polling with a deadline.
 package twintest
 
@@ -56,8 +56,9 @@ func InCI() bool {
 	return ci
 }
 
-// Endpoints returns the DynamoDB Local and ElasticMQ endpoints for the test:
-// those `make test` exports, else servers this test binary starts once.
+// Endpoints returns the DynamoDB and ElasticMQ endpoints for the test: those
+// `make test` exports, else servers this test binary starts once (DynamoDB
+// in this process, internal/twin/ddb; ElasticMQ from .cache).
 // Without them the test is skipped, or fails when CI=true.
 func Endpoints(t testing.TB) (dynamoDB, sqsEndpoint string) {
 	t.Helper()

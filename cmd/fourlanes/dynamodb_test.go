@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fourlanes/fourlanes/internal/localaws"
+)
+
+// serveDynamoDB runs `fourlanes dynamodb args...` until stop is called, and returns the
+// endpoint it printed. stop cancels the command (as SIGINT does) and returns its exit code.
+func serveDynamoDB(t *testing.T, args ...string) (endpoint string, stop func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	var stderr strings.Builder
+	done := make(chan int, 1)
+	go func() {
+		code := run(ctx, append([]string{"dynamodb"}, args...), pw, &stderr)
+		pw.Close()
+		done <- code
+	}()
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	select {
+	case line := <-lines:
+		endpoint, _, _ = strings.Cut(line, " ")
+	case code := <-done:
+		cancel()
+		t.Fatalf("fourlanes dynamodb %v exited %d before printing its endpoint; stderr: %s", args, code, stderr.String())
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatalf("fourlanes dynamodb %v printed no endpoint within 30s", args)
+	}
+	var once bool
+	var code int
+	stop = func() int {
+		if !once {
+			once = true
+			cancel()
+			code = <-done
+		}
+		return code
+	}
+	t.Cleanup(func() { stop() })
+	return endpoint, stop
+}
+
+func createKeyTable(t *testing.T, db *dynamodb.Client, name string) {
+	t.Helper()
+	_, err := db.CreateTable(t.Context(), &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		BillingMode:          ddbtypes.BillingModePayPerRequest,
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: ddbtypes.KeyTypeHash}},
+	})
+	if err != nil {
+		t.Fatalf("create table %s: %v", name, err)
+	}
+}
+
+func TestDynamoDBCommandServesAndStops(t *testing.T) {
+	endpoint, stop := serveDynamoDB(t, "-listen", "127.0.0.1:0", "-conflicts", "-partition-wcu", "1000", "-stream-retention", "1h", "-shard-records", "5")
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Scheme != "http" || u.Hostname() != "127.0.0.1" || u.Port() == "" || u.Port() == "0" {
+		t.Fatalf("printed endpoint %q: want http://127.0.0.1:<the real port>", endpoint)
+	}
+	db := localaws.NewDynamoDB(endpoint)
+	name := localaws.UniqueName(t, "tbl")
+	createKeyTable(t, db, name)
+	out, err := db.ListTables(t.Context(), &dynamodb.ListTablesInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(out.TableNames); got != fmt.Sprint([]string{name}) {
+		t.Errorf("tables: got %v, want [%s]", got, name)
+	}
+
+	if code := stop(); code != exitOK {
+		t.Errorf("exit code after the signal: got %d, want %d", code, exitOK)
+	}
+	if c, err := net.DialTimeout("tcp", u.Host, time.Second); err == nil {
+		c.Close()
+		t.Errorf("still listening on %s after the signal", u.Host)
+	}
+}
+
+func TestDynamoDBCommandDataSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	endpoint, stop := serveDynamoDB(t, "-listen", "127.0.0.1:0", "-data", dir)
+	db := localaws.NewDynamoDB(endpoint)
+	name := localaws.UniqueName(t, "tbl")
+	createKeyTable(t, db, name)
+	if code := stop(); code != exitOK {
+		t.Fatalf("first run: exit %d, want %d", code, exitOK)
+	}
+
+	endpoint, _ = serveDynamoDB(t, "-listen", "127.0.0.1:0", "-data", dir)
+	_, err := localaws.NewDynamoDB(endpoint).DescribeTable(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if rnf := (*ddbtypes.ResourceNotFoundException)(nil); errors.As(err, &rnf) {
+		t.Fatalf("table %s gone after a restart with the same -data", name)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDynamoDBCommandUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dynamodb", "-partition-wcu", "-1"}, "-partition-wcu -1: want 0 or more"},
+		{[]string{"dynamodb", "-stream-retention", "0s"}, "-stream-retention 0s: want more than 0"},
+		{[]string{"dynamodb", "-shard-records", "-2"}, "-shard-records -2: want 0 or more"},
+		{[]string{"dynamodb", "extra"}, `unexpected argument "extra"`},
+	} {
+		code, _, stderr := runCLI(t, tc.args...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("fourlanes %v: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr, exitUsage, tc.want)
+		}
+	}
+}
