@@ -28,7 +28,7 @@ func exprSeed(pk string) item {
 		"bs":     bs([]byte{1}, []byte{2}),
 		"a.b":    s("dotted"),
 		"status": s("active"),
-		"es":  s(""),
+		"es":     s(""),
 	}
 }
 
