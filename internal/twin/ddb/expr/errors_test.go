@@ -92,12 +92,12 @@ func TestConditionErrors(t *testing.T) {
 	}{
 		{"", "Invalid ConditionExpression: The expression can not be empty;"},
 		{"   ", "Invalid ConditionExpression: The expression can not be empty;"},
-		{long, "Invalid ConditionExpression: Expression size has exceeded the maximum allowed size; expression size: 4097"},                // (seen) github.com/pynamodb/PynamoDB/issues/979
-		{in101, "Invalid ConditionExpression: The IN operator is provided with too many operands; number of operands: 101"},                // (seen) github.com/reapit/foundations/issues/8255
-		{ops301, "Invalid ConditionExpression: The expression contains too many operators; operator count: 301"},                           // (seen) github.com/aws/aws-sdk-js/issues/3721
-		{"((a = :v))", "Invalid ConditionExpression: The expression has redundant parentheses;"},                                         // (seen) github.com/ExtendDB/extenddb/issues/64
-		{"a = :v AND ((b = :v OR c = :v))", "Invalid ConditionExpression: The expression has redundant parentheses;"},                    // (seen) github.com/SamVerschueren/dynongo/issues/35
-		{"status = :v", "Invalid ConditionExpression: Attribute name is a reserved keyword; reserved keyword: status"},                    // (seen)
+		{long, "Invalid ConditionExpression: Expression size has exceeded the maximum allowed size; expression size: 4097"}, // (seen) github.com/pynamodb/PynamoDB/issues/979
+		{in101, "Invalid ConditionExpression: The IN operator is provided with too many operands; number of operands: 101"}, // (seen) github.com/reapit/foundations/issues/8255
+		{ops301, "Invalid ConditionExpression: The expression contains too many operators; operator count: 301"},            // (seen) github.com/aws/aws-sdk-js/issues/3721
+		{"((a = :v))", "Invalid ConditionExpression: The expression has redundant parentheses;"},                            // (seen) github.com/ExtendDB/extenddb/issues/64
+		{"a = :v AND ((b = :v OR c = :v))", "Invalid ConditionExpression: The expression has redundant parentheses;"},       // (seen) github.com/SamVerschueren/dynongo/issues/35
+		{"status = :v", "Invalid ConditionExpression: Attribute name is a reserved keyword; reserved keyword: status"},      // (seen)
 		{"a.Name = :v", "Invalid ConditionExpression: Attribute name is a reserved keyword; reserved keyword: Name"},
 		{"a = :nope", "Invalid ConditionExpression: An expression attribute value used in expression is not defined; attribute value: :nope"}, // (seen) github.com/dynamoose/dynamoose/issues/1403
 		{"#nope = :v", "Invalid ConditionExpression: An expression attribute name used in the document path is not defined; attribute name: #nope"},
