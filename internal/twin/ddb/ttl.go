@@ -1,8 +1,139 @@
 package ddb
 
-// background is the DB's background work: the TTL sweeper.
-type background struct{}
+import (
+	"strconv"
+	"sync"
+	"time"
 
-func (b *background) start(db *DB) {}
+	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
+)
 
-func (b *background) stop() {}
+// Time to live: a sweeper deletes the items whose TTL attribute is a Number of epoch
+// seconds at or before now, through the same write path as DeleteItem, so the REMOVE
+// reaches the stream marked as made by the service.
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/TTL.html
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/time-to-live-ttl-streams.html
+//
+// AWS deletes expired items "typically within a few days"; here the sweep runs every
+// Options.TTLSweep, so tests see deletions promptly. Items whose TTL attribute is not
+// a Number, or holds a time more than five years in the past, are never deleted, as
+// AWS documents.
+
+// ttlMaxAge is how far in the past a TTL value may be and still expire the item.
+const ttlMaxAgeYears = 5
+
+// background is the DB's background work: the TTL sweeper and stream maintenance
+// (trimming and shard rollover when no reads or writes come to do it).
+type background struct {
+	quit chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+func (b *background) start(db *DB) {
+	if db.opts.TTLSweep < 0 {
+		return
+	}
+	b.quit, b.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(b.done)
+		tick := time.NewTicker(db.opts.TTLSweep)
+		defer tick.Stop()
+		for {
+			select {
+			case <-b.quit:
+				return
+			case <-tick.C:
+				if n := db.SweepTTL(); n > 0 {
+					db.log.Debug("ddb: TTL deleted expired items", "count", n)
+				}
+				db.streams.maintain(db.now())
+			}
+		}
+	}()
+}
+
+func (b *background) stop() {
+	if b.quit == nil {
+		return
+	}
+	b.once.Do(func() { close(b.quit) })
+	<-b.done
+}
+
+// inFlightChecker is what the data-plane's per-table state may offer to keep the
+// sweeper off an item that a transaction has in flight. When tableExtState has the
+// method, SweepTTL skips such items until a later sweep. Called with t.mu held for
+// writing.
+type inFlightChecker interface {
+	inFlight(key attr.Item) bool
+}
+
+// SweepTTL deletes, in every table with TTL enabled, the items whose TTL attribute
+// has expired, and returns how many it deleted. Each deletion is a REMOVE on the
+// table's stream with the service's user identity. The background sweeper calls it
+// every Options.TTLSweep; tests call it directly.
+func (db *DB) SweepTTL() int {
+	deleted := 0
+	for _, t := range db.Tables() {
+		deleted += db.sweepTable(t)
+	}
+	if deleted > 0 {
+		db.changed()
+	}
+	return deleted
+}
+
+func (db *DB) sweepTable(t *Table) int {
+	now := db.now()
+	t.mu.RLock()
+	name := t.ttlAttr
+	var keys []attr.Item
+	if name != "" && !t.deleted {
+		t.items.Ascend(func(e *entry) bool {
+			if ttlExpired(e.item[name], now) {
+				keys = append(keys, t.KeyItem(e.item))
+			}
+			return true
+		})
+	}
+	t.mu.RUnlock()
+	if len(keys) == 0 {
+		return 0
+	}
+	unlock := lockTables([]*Table{t})
+	defer unlock()
+	// The table may have changed between the scan and the lock: check again.
+	if t.deleted || t.ttlAttr == "" {
+		return 0
+	}
+	checker, _ := any(&t.extra).(inFlightChecker)
+	n := 0
+	for _, k := range keys {
+		item := t.getLocked(k)
+		if item == nil || !ttlExpired(item[t.ttlAttr], now) {
+			continue
+		}
+		if checker != nil && checker.inFlight(k) {
+			continue
+		}
+		t.writeLocked(k, nil, ttlIdentity, now)
+		n++
+	}
+	return n
+}
+
+// ttlExpired reports whether v, a TTL attribute's value, expires its item at now: a
+// Number of epoch seconds at or before now, and not more than five years before it.
+func ttlExpired(v *attr.Value, now time.Time) bool {
+	if v == nil || v.Kind != attr.KindN {
+		return false
+	}
+	sec, err := strconv.ParseFloat(v.S, 64)
+	if err != nil {
+		return false
+	}
+	nowSec := float64(now.UnixNano()) / 1e9
+	oldest := float64(now.AddDate(-ttlMaxAgeYears, 0, 0).UnixNano()) / 1e9
+	return sec <= nowSec && sec >= oldest
+}
