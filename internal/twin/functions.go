@@ -88,7 +88,7 @@ func (tw *Twin) createFunction(ctx context.Context, res *cfn.Resource) (*resourc
 		// The SDK's standard per-service endpoints: every client lands on the twin.
 		"AWS_ENDPOINT_URL_DYNAMODB":         tw.cfg.DynamoDBEndpoint,
 		"AWS_ENDPOINT_URL_DYNAMODB_STREAMS": tw.cfg.DynamoDBEndpoint,
-		"AWS_ENDPOINT_URL_SQS":              tw.cfg.SQSEndpoint,
+		"AWS_ENDPOINT_URL_SQS":              tw.SQSEndpoint(), // the twin's front to ElasticMQ
 		"AWS_ENDPOINT_URL_LAMBDA":           tw.InvokeEndpoint(),
 	} {
 		env[k] = v

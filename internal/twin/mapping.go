@@ -37,13 +37,18 @@ func (tw *Twin) createMapping(ctx context.Context, res *cfn.Resource) (*resource
 		tw.log.Info("twin: mapping disabled in the template", "logical_id", res.LogicalID)
 		return r, nil
 	}
+	// Lambda validates the mapping's parameters before it looks at the source.
+	maxAge, err := maxRecordAge("MaximumRecordAgeInSeconds", p.MaximumRecordAgeInSeconds)
+	if err != nil {
+		return nil, err
+	}
 	filters, err := compileFilters(p.FilterCriteria)
 	if err != nil {
 		return nil, err
 	}
 	report := slices.Contains(p.FunctionResponseTypes, reportBatchItemFailures)
 	if tb := tw.tableByStream(p.EventSourceArn); tb != nil {
-		c, err := tw.streamMapping(res.LogicalID, p, fn, tb, filters, report)
+		c, err := tw.streamMapping(res.LogicalID, p, fn, tb, filters, report, maxAge)
 		if err != nil {
 			return nil, err
 		}
@@ -51,6 +56,9 @@ func (tw *Twin) createMapping(ctx context.Context, res *cfn.Resource) (*resource
 		return r, nil
 	}
 	if q := tw.queueByARN(p.EventSourceArn); q != nil {
+		if p.MaximumRecordAgeInSeconds != nil {
+			return nil, errors.New("MaximumRecordAgeInSeconds is for streams, not SQS")
+		}
 		m, err := tw.sqsMapping(res.LogicalID, p, fn, q, filters, report)
 		if err != nil {
 			return nil, err
@@ -59,6 +67,33 @@ func (tw *Twin) createMapping(ctx context.Context, res *cfn.Resource) (*resource
 		return r, nil
 	}
 	return nil, fmt.Errorf("EventSourceArn %s: the twin maps this stack's DynamoDB streams and SQS queues only", p.EventSourceArn)
+}
+
+// maxRecordAgeMax is the largest MaximumRecordAgeInSeconds, a week.
+const maxRecordAgeMax = 604800
+
+// maxRecordAge reads a stream source's MaximumRecordAgeInSeconds (name says
+// which property, for the error): -1 or absent means no limit, else 60 to
+// 604800 seconds. AWS refuses 0 to 59 although they lie within the
+// parameter's type range: "The minimum valid value for maximum record age is
+// 60s. Although values less than 60 and greater than -1 fall within the
+// parameter's absolute range, they are not allowed." (Lambda API reference,
+// https://docs.aws.amazon.com/lambda/latest/api/API_CreateEventSourceMapping.html;
+// Lambda answers InvalidParameterValueException "MaximumRecordAgeInSeconds
+// must be either -1 (forever) or between 60 and 604800 (inclusive)",
+// hashicorp/terraform-provider-aws#16113). The Pipes reference
+// (https://docs.aws.amazon.com/eventbridge/latest/pipes-reference/API_PipeSourceDynamoDBStreamParameters.html)
+// states only -1 to 604800; the twin holds Pipes to Lambda's rule as well,
+// which is unconfirmed for Pipes.
+func maxRecordAge(name string, v *cfn.Int) (time.Duration, error) {
+	n := cfn.IntOr(v, -1)
+	switch {
+	case n == -1:
+		return 0, nil
+	case n >= 60 && n <= maxRecordAgeMax:
+		return time.Duration(n) * time.Second, nil
+	}
+	return 0, fmt.Errorf("%s %d: must be -1 (forever) or between 60 and %d (inclusive), as AWS requires", name, n, maxRecordAgeMax)
 }
 
 func compileFilters(fc *cfn.FilterCriteria, opts ...eventpattern.Option) ([]*eventpattern.Pattern, error) {
@@ -77,7 +112,7 @@ func compileFilters(fc *cfn.FilterCriteria, opts ...eventpattern.Option) ([]*eve
 }
 
 // streamMapping is a Lambda event source mapping on a DynamoDB stream.
-func (tw *Twin) streamMapping(id string, p cfn.MappingProps, fn *function, tb *table, filters []*eventpattern.Pattern, report bool) (*streamConsumer, error) {
+func (tw *Twin) streamMapping(id string, p cfn.MappingProps, fn *function, tb *table, filters []*eventpattern.Pattern, report bool, maxAge time.Duration) (*streamConsumer, error) {
 	switch p.StartingPosition {
 	case "TRIM_HORIZON", "LATEST":
 	default:
@@ -94,9 +129,7 @@ func (tw *Twin) streamMapping(id string, p cfn.MappingProps, fn *function, tb *t
 		bisect:     bool(p.BisectBatchOnFunctionError),
 		maxRetries: cfn.IntOr(p.MaximumRetryAttempts, -1),
 		window:     time.Duration(cfn.IntOr(p.MaximumBatchingWindowInSeconds, 0)) * time.Second,
-	}
-	if age := cfn.IntOr(p.MaximumRecordAgeInSeconds, -1); age > 0 {
-		policy.maxAge = time.Duration(age) * time.Second
+		maxAge:     maxAge,
 	}
 	if policy.size < 1 || policy.size > 10000 {
 		return nil, fmt.Errorf("BatchSize %d: want 1 to 10000", policy.size)

@@ -78,15 +78,20 @@ func (tw *Twin) createPipe(ctx context.Context, res *cfn.Resource) (*resource, e
 	arn := arnOf("pipes", "pipe/"+name)
 	r := &resource{id: res.LogicalID, typ: res.Type, ref: name, attrs: map[string]any{"Arn": arn}}
 
-	tb := tw.tableByStream(p.Source)
-	if tb == nil {
-		return nil, fmt.Errorf("Source %s: the twin runs Pipes from this stack's DynamoDB streams only", p.Source)
-	}
+	// Parameters first, as Pipes validates them before it reads the source.
 	sp := p.SourceParameters
 	if sp == nil || sp.DynamoDBStreamParameters == nil {
 		return nil, errors.New("SourceParameters.DynamoDBStreamParameters is required for a DynamoDB stream source")
 	}
 	sq := sp.DynamoDBStreamParameters
+	maxAge, err := maxRecordAge("SourceParameters.DynamoDBStreamParameters.MaximumRecordAgeInSeconds", sq.MaximumRecordAgeInSeconds)
+	if err != nil {
+		return nil, err
+	}
+	tb := tw.tableByStream(p.Source)
+	if tb == nil {
+		return nil, fmt.Errorf("Source %s: the twin runs Pipes from this stack's DynamoDB streams only", p.Source)
+	}
 	switch sq.StartingPosition {
 	case "TRIM_HORIZON", "LATEST":
 	default:
@@ -97,9 +102,7 @@ func (tw *Twin) createPipe(ctx context.Context, res *cfn.Resource) (*resource, e
 		bisect:     sq.OnPartialBatchItemFailure == "AUTOMATIC_BISECT",
 		maxRetries: cfn.IntOr(sq.MaximumRetryAttempts, -1),
 		window:     time.Duration(cfn.IntOr(sq.MaximumBatchingWindowInSeconds, 0)) * time.Second,
-	}
-	if age := cfn.IntOr(sq.MaximumRecordAgeInSeconds, -1); age > 0 {
-		policy.maxAge = time.Duration(age) * time.Second
+		maxAge:     maxAge,
 	}
 	if sq.OnPartialBatchItemFailure != "" && !policy.bisect {
 		return nil, fmt.Errorf("OnPartialBatchItemFailure %q: want AUTOMATIC_BISECT", sq.OnPartialBatchItemFailure)
@@ -271,13 +274,11 @@ func enrichmentEvents(payload []byte) ([]json.RawMessage, bool) {
 
 // send sends the events to the SQS target in one SendMessageBatch. It
 // returns a description of each message sent, or why the batch failed.
+// SQS accepts a duplicate (a deduplication id already used within five
+// minutes, per group when DeduplicationScope=messageGroup) and drops it,
+// answering with the first message's id: each such drop is journaled.
 func (pp *pipe) send(ctx context.Context, events []json.RawMessage) ([]string, string) {
-	type planned struct {
-		group, dedup, sendDedup string
-		dup                     *dedupSeen
-	}
-	now := time.Now()
-	inBatch := map[string]int{} // dedup scope key → first entry using it
+	type planned struct{ group, dedup, wire string }
 	plans := make([]planned, len(events))
 	entries := make([]sqstypes.SendMessageBatchRequestEntry, len(events))
 	for i, ev := range events {
@@ -302,19 +303,12 @@ func (pp *pipe) send(ctx context.Context, events []json.RawMessage) ([]string, s
 			if pl.dedup, err = pp.dedup.value(doc); err != nil {
 				return nil, fmt.Sprintf("event %d of %d: %v (event: %s)", i+1, len(events), err, clip(ev, 300))
 			}
-			pl.sendDedup = pl.dedup
-			if pp.target.fifo {
-				pl.sendDedup, pl.dup = pp.target.plan(pl.group, pl.dedup, now)
-				key := pl.group + "\x00" + pl.dedup
-				if !pp.target.groupScope {
-					key = pl.dedup
-				}
-				if j, ok := inBatch[key]; ok && pl.dup == nil {
-					pl.dup = &dedupSeen{group: pl.group, at: now, entry: j}
-				}
-				inBatch[key] = i
-			}
-			e.MessageDeduplicationId = aws.String(pl.sendDedup)
+		} else if pp.target.contentBased {
+			pl.dedup = contentDedup(body)
+		}
+		if pl.dedup != "" {
+			pl.wire = pp.target.wireDedup(pl.group, pl.dedup)
+			e.MessageDeduplicationId = aws.String(pl.wire)
 		}
 		plans[i], entries[i] = pl, e
 	}
@@ -329,28 +323,23 @@ func (pp *pipe) send(ctx context.Context, events []json.RawMessage) ([]string, s
 		}
 		return nil, "SendMessageBatch refused " + strings.Join(parts, "; ")
 	}
-	var sent []string
+	// In entry order, so a duplicate within the batch follows its first.
+	ids := make([]string, len(events))
 	for _, s := range out.Successful {
-		i, _ := strconv.Atoi(aws.ToString(s.Id))
-		pl := plans[i]
-		desc := fmt.Sprintf("group=%s dedup=%s id=%s", pl.group, pl.dedup, aws.ToString(s.MessageId))
-		if pl.dup != nil {
-			first := pl.dup.messageID
-			if pl.dup.entry >= 0 {
-				first = "entry " + strconv.Itoa(pl.dup.entry) + " of the same batch"
-			}
-			pp.tw.journal.add(Entry{Kind: KindDuplicate, Source: pp.id, Items: []string{aws.ToString(s.MessageId)},
+		if i, err := strconv.Atoi(aws.ToString(s.Id)); err == nil && i >= 0 && i < len(ids) {
+			ids[i] = aws.ToString(s.MessageId)
+		}
+	}
+	now := time.Now()
+	var sent []string
+	for i, pl := range plans {
+		desc := fmt.Sprintf("group=%s dedup=%s id=%s", pl.group, pl.dedup, ids[i])
+		if dup := pp.target.observe(pl.wire, ids[i], now); dup != nil {
+			pp.tw.journal.add(Entry{Kind: KindDuplicate, Source: pp.id, Items: []string{ids[i]},
 				Keys:    []string{"MessageGroupId=" + pl.group + " MessageDeduplicationId=" + pl.dedup},
 				Outcome: "dropped by SQS: deduplication id already used within 5 minutes",
-				Detail:  fmt.Sprintf("first sent as %s at %s; SQS answered with that message's id", first, pl.dup.at.Format(time.RFC3339Nano))})
+				Detail:  fmt.Sprintf("first sent as message %s at %s; SQS answered with that message's id", dup.messageID, dup.at.Format(time.RFC3339Nano))})
 			desc += " DROPPED as duplicate"
-		} else if pp.target.fifo && pl.dedup != "" {
-			if pl.sendDedup != pl.dedup {
-				desc += " (sent as " + pl.sendDedup + ")"
-				pp.tw.log.Warn("twin: deduplication id reused by another message group: sent scoped to this group, because ElasticMQ deduplicates across the queue where SQS (DeduplicationScope=messageGroup) would keep both; the consumer sees the scoped id",
-					"source", pp.id, "group", pl.group, "dedup_id", pl.dedup, "sent_as", pl.sendDedup)
-			}
-			pp.target.remember(pl.group, pl.dedup, aws.ToString(s.MessageId), now)
 		}
 		sent = append(sent, desc)
 	}

@@ -26,13 +26,14 @@ const dedupWindow = 5 * time.Minute
 
 // queue is a local SQS queue on ElasticMQ.
 type queue struct {
-	id         string
-	name, url  string
-	arn        string
-	fifo       bool
-	visibility time.Duration
-	// groupScope: DeduplicationScope=messageGroup. ElasticMQ ignores the
-	// attribute and deduplicates across the queue; see dedup.
+	id           string
+	name, url    string
+	arn          string
+	fifo         bool
+	contentBased bool // ContentBasedDeduplication
+	visibility   time.Duration
+	// groupScope: DeduplicationScope=messageGroup, which ElasticMQ ignores
+	// (it deduplicates across the queue): see wireDedup.
 	groupScope bool
 	// dlq is the logical ID of the redrive target, if any.
 	redriveTarget string
@@ -40,78 +41,129 @@ type queue struct {
 	dedup dedupLedger
 }
 
-// dedupLedger remembers the deduplication ids the twin sent to a FIFO
-// queue in the last five minutes, to report what SQS drops and to keep
-// per-group scope on a server that only knows per-queue scope.
+// dedupLedger remembers, for five minutes, which message each
+// deduplication id sent to a FIFO queue through the twin became, to report
+// what SQS drops; and the long ids wireDedup could not carry in place.
 type dedupLedger struct {
 	mu   sync.Mutex
-	seen map[string]dedupSeen // by scope key (group + id, or id)
-	ids  map[string]dedupSeen // by plain id, for the cross-group check
+	seen map[string]dedupSeen // by the id ElasticMQ got
+	long map[string]string    // hashed wire id → the sender's id
 }
 
 type dedupSeen struct {
-	group     string
 	at        time.Time
 	messageID string
-	// entry is the earlier entry of the same send batch, or -1.
-	entry int
 }
 
-func (l *dedupLedger) gc(now time.Time) {
-	for k, v := range l.seen {
-		if now.Sub(v.at) > dedupWindow {
-			delete(l.seen, k)
-		}
-	}
-	for k, v := range l.ids {
-		if now.Sub(v.at) > dedupWindow {
-			delete(l.ids, k)
-		}
-	}
+// Group-scoped deduplication ids. SQS with DeduplicationScope=messageGroup
+// deduplicates per message group ("the deduplication scope ... at the
+// message group level", CloudFormation AWS::SQS::Queue DeduplicationScope,
+// https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-sqs-queue.html;
+// high throughput for FIFO queues,
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/high-throughput-fifo.html).
+// ElasticMQ 1.7.1 drops the attribute and deduplicates across the queue.
+// So every send to such a queue that passes through the twin (the Pipe's,
+// the twin's own failure records, and every client of the twin's SQS
+// endpoint, see sqsfront.go) carries ElasticMQ a wire id that names the
+// group: "~" + 12 hex digits of SHA-256(group) + "~" + the sender's id.
+// ElasticMQ's own five-minute deduplication then applies per group, and
+// everything that reads through the twin gets the sender's id back.
+const (
+	wireMark    = "~"
+	wireHashLen = 12 // hex digits of SHA-256(group): 48 bits
+	wirePrefix  = 1 + wireHashLen + 1
+	maxDedupLen = 128 // SQS's limit on MessageDeduplicationId
+)
+
+func groupHash(group string) string {
+	h := sha256.Sum256([]byte(group))
+	return hex.EncodeToString(h[:])[:wireHashLen]
 }
 
-// plan returns the deduplication id to send for (group, id) and whether
-// SQS will drop the message as a duplicate of an earlier one. With
-// DeduplicationScope=messageGroup, an id another group used within the
-// window is sent scoped to its group (a hash of group and id), because
-// ElasticMQ, unlike SQS, would drop it.
-func (q *queue) plan(group, id string, now time.Time) (send string, dup *dedupSeen) {
+// wireDedup returns the deduplication id to give ElasticMQ for the
+// sender's id in group. Queues without group scope get id unchanged. An id
+// too long to carry in place is sent hashed, and remembered here so
+// plainDedup can give it back.
+func (q *queue) wireDedup(group, id string) string {
+	if !q.groupScope || id == "" {
+		return id
+	}
+	prefix := wireMark + groupHash(group)
+	if len(prefix)+1+len(id) <= maxDedupLen {
+		return prefix + wireMark + id
+	}
+	h := sha256.Sum256([]byte(id))
+	wire := prefix + "#" + hex.EncodeToString(h[:])
 	q.dedup.mu.Lock()
 	defer q.dedup.mu.Unlock()
+	if q.dedup.long == nil {
+		q.dedup.long = map[string]string{}
+	}
+	q.dedup.long[wire] = id
+	return wire
+}
+
+// plainDedup undoes wireDedup: the id the sender gave. group, if known,
+// must match the id's; ids ElasticMQ got from elsewhere pass unchanged.
+func (q *queue) plainDedup(group, wire string) string {
+	if !q.groupScope || len(wire) <= wirePrefix || !strings.HasPrefix(wire, wireMark) {
+		return wire
+	}
+	h := wire[1 : 1+wireHashLen]
+	if _, err := hex.DecodeString(h); err != nil || (group != "" && h != groupHash(group)) {
+		return wire
+	}
+	switch wire[wirePrefix-1] {
+	case wireMark[0]:
+		return wire[wirePrefix:]
+	case '#':
+		q.dedup.mu.Lock()
+		defer q.dedup.mu.Unlock()
+		if id, ok := q.dedup.long[wire]; ok {
+			return id
+		}
+	}
+	return wire
+}
+
+// plainAttributes rewrites a received message's MessageDeduplicationId
+// attribute back to the sender's id.
+func (q *queue) plainAttributes(attrs map[string]string) {
+	const key = string(sqstypes.MessageSystemAttributeNameMessageDeduplicationId)
+	if v, ok := attrs[key]; ok {
+		attrs[key] = q.plainDedup(attrs[string(sqstypes.MessageSystemAttributeNameMessageGroupId)], v)
+	}
+}
+
+// contentDedup is the id SQS derives with ContentBasedDeduplication: the
+// SHA-256 of the body (attributes not included).
+func contentDedup(body string) string {
+	h := sha256.Sum256([]byte(body))
+	return hex.EncodeToString(h[:])
+}
+
+// observe records that a send of wire id to q came back as messageID, and
+// reports an earlier send it duplicated: SQS answers a duplicate with
+// success and the first message's id, within five minutes.
+func (q *queue) observe(wire, messageID string, now time.Time) *dedupSeen {
+	if !q.fifo || wire == "" {
+		return nil
+	}
+	q.dedup.mu.Lock()
+	defer q.dedup.mu.Unlock()
+	for k, v := range q.dedup.seen {
+		if now.Sub(v.at) > dedupWindow {
+			delete(q.dedup.seen, k)
+		}
+	}
+	if s, ok := q.dedup.seen[wire]; ok && s.messageID == messageID {
+		return &s
+	}
 	if q.dedup.seen == nil {
-		q.dedup.seen, q.dedup.ids = map[string]dedupSeen{}, map[string]dedupSeen{}
+		q.dedup.seen = map[string]dedupSeen{}
 	}
-	q.dedup.gc(now)
-	key := id
-	if q.groupScope {
-		key = group + "\x00" + id
-	}
-	if s, ok := q.dedup.seen[key]; ok {
-		s.entry = -1
-		return id, &s
-	}
-	send = id
-	if q.groupScope {
-		if s, ok := q.dedup.ids[id]; ok && s.group != group {
-			h := sha256.Sum256([]byte(group + "\x00" + id))
-			send = "g-" + hex.EncodeToString(h[:])[:62]
-		}
-	}
-	return send, nil
-}
-
-func (q *queue) remember(group, id, messageID string, now time.Time) {
-	q.dedup.mu.Lock()
-	defer q.dedup.mu.Unlock()
-	key := id
-	if q.groupScope {
-		key = group + "\x00" + id
-	}
-	s := dedupSeen{group: group, at: now, messageID: messageID}
-	q.dedup.seen[key] = s
-	if _, ok := q.dedup.ids[id]; !ok {
-		q.dedup.ids[id] = s
-	}
+	q.dedup.seen[wire] = dedupSeen{at: now, messageID: messageID}
+	return nil
 }
 
 // createQueue creates the queue on ElasticMQ with its FIFO, visibility,
@@ -160,7 +212,8 @@ func (tw *Twin) createQueue(ctx context.Context, res *cfn.Resource) (*resource, 
 	setInt("DelaySeconds", p.DelaySeconds)
 	setInt("ReceiveMessageWaitTimeSeconds", p.ReceiveMessageWaitTimeSeconds)
 	setInt("MaximumMessageSize", p.MaximumMessageSize)
-	q := &queue{id: res.LogicalID, name: name, fifo: fifo, visibility: visibility, groupScope: p.DeduplicationScope == "messageGroup"}
+	q := &queue{id: res.LogicalID, name: name, fifo: fifo, visibility: visibility,
+		contentBased: fifo && bool(p.ContentBasedDeduplication), groupScope: fifo && p.DeduplicationScope == "messageGroup"}
 	if rp := p.RedrivePolicy; rp != nil {
 		b, err := json.Marshal(map[string]any{"deadLetterTargetArn": rp.DeadLetterTargetArn, "maxReceiveCount": int(rp.MaxReceiveCount)})
 		if err != nil {
@@ -170,6 +223,9 @@ func (tw *Twin) createQueue(ctx context.Context, res *cfn.Resource) (*resource, 
 		if target := tw.queueByARN(rp.DeadLetterTargetArn); target != nil {
 			q.redriveTarget = target.id
 		}
+	}
+	if err := tw.startFront(); err != nil {
+		return nil, err
 	}
 	out, err := tw.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
 	if err != nil {
@@ -183,6 +239,7 @@ func (tw *Twin) createQueue(ctx context.Context, res *cfn.Resource) (*resource, 
 		return nil, fmt.Errorf("queue %s ARN: %w", name, err)
 	}
 	q.arn = got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
+	tw.front.register(q)
 	tw.log.Info("twin: queue", "logical_id", res.LogicalID, "url", q.url, "fifo", fifo, "visibility", visibility, "redrive_to", q.redriveTarget)
 	return &resource{
 		id: res.LogicalID, typ: res.Type, ref: q.url, queue: q,
@@ -238,9 +295,8 @@ func (tw *Twin) sendToQueue(ctx context.Context, q *queue, body []byte, group st
 	if q.fifo {
 		// FIFO destinations are refused by AWS for stream failures; a DLQ
 		// fed by the twin itself still needs the two ids.
-		h := sha256.Sum256(body)
 		in.MessageGroupId = aws.String(group)
-		in.MessageDeduplicationId = aws.String(hex.EncodeToString(h[:]))
+		in.MessageDeduplicationId = aws.String(q.wireDedup(group, contentDedup(string(body))))
 	}
 	for attempt := 1; ; attempt++ {
 		out, err := tw.sqs.SendMessage(ctx, in)

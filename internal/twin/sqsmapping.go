@@ -93,6 +93,10 @@ func (m *queueMapping) receive(ctx context.Context, n int) ([]sqstypes.Message, 
 	if err != nil {
 		return nil, err
 	}
+	// The function sees the deduplication ids the senders gave.
+	for _, msg := range out.Messages {
+		m.q.plainAttributes(msg.Attributes)
+	}
 	return out.Messages, nil
 }
 
@@ -164,6 +168,8 @@ func (m *queueMapping) pollOnce(ctx context.Context) {
 			for _, msg := range msgs {
 				failed[aws.ToString(msg.MessageId)] = true
 			}
+		} else if m.q.fifo {
+			m.warnGaps(msgs, failed)
 		}
 	}
 	var ok, left []sqstypes.Message
@@ -185,6 +191,48 @@ func (m *queueMapping) pollOnce(ctx context.Context) {
 			detail += "; redrive to " + m.q.redriveTarget + " after maxReceiveCount"
 		}
 		m.tw.journal.add(Entry{Kind: KindLeft, Source: m.source, Function: m.fn.id, RequestID: res.RequestID, Items: messageIDs(left), Keys: messageKeys(left), Outcome: reason, Detail: detail})
+	}
+}
+
+// fifoGap is a message group of a FIFO batch whose partial batch response
+// reports a message failed but not every later message of the group.
+type fifoGap struct {
+	group, failed string   // the group and its first failed message
+	later         []string // later messages of the group not reported
+}
+
+// fifoGaps finds the groups of msgs (in the order received) where a
+// message reported failed is followed by messages of its group that were
+// not. Lambda deletes those as done, so they overtake the failed one; AWS's
+// rule for FIFO queues: "stop processing messages after the first failure
+// and return all failed and unprocessed messages" in batchItemFailures
+// (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html).
+func fifoGaps(msgs []sqstypes.Message, failed map[string]bool) []fifoGap {
+	var gaps []fifoGap
+	at := map[string]int{} // group → its index in gaps, once a message of it failed
+	for _, msg := range msgs {
+		id := aws.ToString(msg.MessageId)
+		g := msg.Attributes[string(sqstypes.MessageSystemAttributeNameMessageGroupId)]
+		i, seen := at[g]
+		switch {
+		case !seen && failed[id]:
+			at[g] = len(gaps)
+			gaps = append(gaps, fifoGap{group: g, failed: id})
+		case seen && !failed[id]:
+			gaps[i].later = append(gaps[i].later, id)
+		}
+	}
+	return slices.DeleteFunc(gaps, func(g fifoGap) bool { return len(g.later) == 0 })
+}
+
+// warnGaps logs, at WARN, each group of a FIFO batch whose later messages
+// the function let through after reporting an earlier one failed.
+func (m *queueMapping) warnGaps(msgs []sqstypes.Message, failed map[string]bool) {
+	for _, g := range fifoGaps(msgs, failed) {
+		m.tw.log.Warn("twin: FIFO batchItemFailures reports a message failed but not the later messages of its group, which are deleted as done and overtake it; "+
+			"AWS: stop processing messages after the first failure and return all failed and unprocessed messages",
+			"function", m.fn.id, "queue", m.q.id, "source", m.source, "group", g.group,
+			"failed_message_id", g.failed, "unreported_message_ids", strings.Join(g.later, ","))
 	}
 }
 
