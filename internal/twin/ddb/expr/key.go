@@ -50,7 +50,7 @@ func (ps *parser) keyCondition(root *cond) *KeyCondition {
 		}
 	}
 	if h < 0 {
-		panic(&Error{Msg: "Query key condition not supported"})
+		panic(errKeyNotSupported)
 	}
 	kc := &KeyCondition{HashName: parts[h].name, Hash: parts[h].rc.A}
 	if len(parts) == 2 {
@@ -81,7 +81,7 @@ func (ps *parser) keyPart(c *cond) keyPart {
 			ps.fail("Invalid operator used in KeyConditionExpression: %s", o.name)
 		}
 		if o.kind != oValue {
-			ps.fail("Query key condition not supported")
+			panic(errKeyNotSupported)
 		}
 		return o.val
 	}
@@ -101,10 +101,10 @@ func (ps *parser) keyPart(c *cond) keyPart {
 		if keyPath(r) {
 			return keyPart{name, RangeCond{Op: opText[op], A: value(l)}}
 		}
-		ps.fail("Query key condition not supported")
+		panic(errKeyNotSupported)
 	case cBetween:
 		if !keyPath(c.args[0]) {
-			ps.fail("Query key condition not supported")
+			panic(errKeyNotSupported)
 		}
 		return keyPart{name, RangeCond{Op: "BETWEEN", A: value(c.args[1]), B: value(c.args[2])}}
 	case cFunc:
@@ -114,8 +114,7 @@ func (ps *parser) keyPart(c *cond) keyPart {
 		keyPath(c.args[0])
 		return keyPart{name, RangeCond{Op: "begins_with", A: value(c.args[1])}}
 	}
-	ps.fail("Query key condition not supported")
-	return keyPart{}
+	panic(errKeyNotSupported)
 }
 
 func (r *RangeCond) match(v *attr.Value) bool {
@@ -148,3 +147,7 @@ func (r *RangeCond) match(v *attr.Value) bool {
 	}
 	return false
 }
+
+// errKeyNotSupported is AWS's answer, without the "Invalid KeyConditionExpression"
+// prefix, to a key condition that names no partition key equality.
+var errKeyNotSupported = &Error{Msg: "Query key condition not supported"}
