@@ -67,6 +67,7 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 	if obs.RequestID(ctx) == "" && req.RequestContext.RequestID != "" {
 		ctx = obs.WithRequestID(ctx, req.RequestContext.RequestID)
 	}
+	h.logCaller(ctx, req)
 	method := req.RequestContext.HTTP.Method
 	if method != http.MethodGet {
 		resp := h.fail(ctx, http.StatusMethodNotAllowed, fmt.Sprintf("method %s: reconcile answers GET only", method))
@@ -95,6 +96,41 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 			"internal error; the function's log has it under request_id "+obs.RequestID(ctx)+"; retry, or pass the cursor of the last response to resume"), nil
 	}
 	return respond(http.StatusOK, body), nil
+}
+
+// Caller log keys.
+const (
+	KeyCallerARN     = "caller_arn"
+	KeyCallerAccount = "caller_account"
+	KeyCallerID      = "caller_id"
+	KeySourceIP      = "source_ip"
+	KeyUserAgent     = "user_agent"
+	KeyQuery         = "query"
+)
+
+// logCaller logs who asked, for every call, before anything is checked: the
+// identity the Function URL's AWS_IAM auth verified from the SigV4 signature
+// (requestContext.authorizer.iam of payload format 2.0), or, when there is
+// none, that the function was invoked directly (EventBridge Scheduler, or
+// anyone with lambda:InvokeFunction), whose request names no verified caller.
+func (h *Handler) logCaller(ctx context.Context, req events.LambdaFunctionURLRequest) {
+	rc := req.RequestContext
+	ua := rc.HTTP.UserAgent
+	if ua == "" {
+		ua = req.Headers["user-agent"]
+	}
+	attrs := []any{
+		slog.String("method", rc.HTTP.Method), slog.String(KeyQuery, req.RawQueryString),
+		slog.String(KeySourceIP, rc.HTTP.SourceIP), slog.String(KeyUserAgent, ua),
+	}
+	if a := rc.Authorizer; a != nil && a.IAM != nil {
+		attrs = append(attrs, slog.String(KeyCallerARN, a.IAM.UserARN), slog.String(KeyCallerAccount, a.IAM.AccountID),
+			slog.String(KeyCallerID, a.IAM.CallerID))
+		h.log.InfoContext(ctx, "reconcile called by "+a.IAM.UserARN, attrs...)
+		return
+	}
+	attrs = append(attrs, slog.String(KeyCallerARN, ""))
+	h.log.InfoContext(ctx, "reconcile invoked directly, not through its Function URL: no verified caller (EventBridge Scheduler or lambda:InvokeFunction)", attrs...)
 }
 
 func (h *Handler) fail(ctx context.Context, status int, msg string) events.LambdaFunctionURLResponse {
