@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -24,6 +27,7 @@ import (
 	"github.com/fourlanes/fourlanes/internal/twin/cfn"
 	"github.com/fourlanes/fourlanes/internal/twin/lambdart"
 	"github.com/fourlanes/fourlanes/internal/twin/twintest"
+	"github.com/fourlanes/fourlanes/pkg/repair"
 )
 
 var (
@@ -289,5 +293,77 @@ func TestFIFOPartialResponseGapIsWarned(t *testing.T) {
 		if !strings.Contains(printed, want) {
 			t.Errorf("fifofn did not print %q; it printed:\n%s", want, printed)
 		}
+	}
+}
+
+// TestOnFailureMetadataSpansTheBatch: AWS's on-failure record for a stream
+// mapping describes a batch (DDBStreamBatchInfo: first and last sequence
+// number, batchSize), not one record. Without bisect, a batch that fails
+// until its retries run out goes to the destination as one message that
+// spans every record of it; pkg/repair reads it, and the range it names is
+// exactly the batch's records on the stream.
+func TestOnFailureMetadataSpansTheBatch(t *testing.T) {
+	f := upFixture(t, func(tm *cfn.Template) {
+		m := tm.Resources["FeedMapping"]
+		m.SetProp(false, "BisectBatchOnFunctionError")
+		m.SetProp(1, "MaximumRetryAttempts")
+		m.SetProp(2, "MaximumBatchingWindowInSeconds") // the four writes make one batch
+	})
+	items := f.table(t, "Items")
+	for i := 1; i <= 4; i++ {
+		it := map[string]ddbtypes.AttributeValue{"pk": s(fmt.Sprintf("o%d", i))}
+		if i == 2 {
+			it["poison"] = s("bad address")
+		}
+		f.put(t, items, it)
+	}
+	twintest.Eventually(t, 30*time.Second, "the batch given up", func() (bool, string) {
+		st, _ := f.tw.Poller("FeedMapping")
+		n := f.tw.Journal().Count(func(e twin.Entry) bool { return e.Source == "FeedMapping" && e.Kind == twin.KindDestination })
+		return st.Failed == 4 && n > 0, fmt.Sprintf("mapping stats %+v, %d destination entries", st, n)
+	})
+	es := twin.SourceEntries(f.tw.Journal(), "FeedMapping")
+	t.Logf("what the mapping did:\n%s", twin.FormatEntries(es))
+	var seqs []string
+	for _, e := range es {
+		if e.Kind == twin.KindDestination {
+			seqs = append(seqs, e.Items...)
+		}
+	}
+	bodies := f.receiveAll(t, "FeedFailures")
+	if len(bodies) != 1 || len(seqs) != 4 {
+		t.Fatalf("on-failure queue: got %d messages for %d records %v, want 1 for the batch of 4", len(bodies), len(seqs), seqs)
+	}
+	bi, err := repair.ParseBatchInfo([]byte(bodies[0]))
+	if err != nil {
+		t.Fatalf("pkg/repair cannot read the twin's on-failure record: %v\n%s", err, bodies[0])
+	}
+	arn, _ := f.tw.StreamARN("Items")
+	if bi.BatchSize != 4 || bi.StartSequenceNumber != seqs[0] || bi.EndSequenceNumber != seqs[3] || bi.StreamARN != arn {
+		t.Errorf("DDBStreamBatchInfo: got %+v, want batchSize 4 from %s to %s on %s", bi, seqs[0], seqs[3], arn)
+	}
+	if from, to, ok := bi.Window(); !ok || to.Before(from) {
+		t.Errorf("arrival window: %v..%v (%v)", from, to, ok)
+	}
+	// What dlq-repair reads for the range: the batch's records, all of them.
+	ddbEP, _ := twintest.Endpoints(t)
+	st := localaws.NewDynamoDBStreams(ddbEP)
+	it, err := st.GetShardIterator(context.Background(), &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(bi.StreamARN), ShardId: aws.String(bi.ShardID),
+		ShardIteratorType: streamtypes.ShardIteratorTypeAtSequenceNumber, SequenceNumber: aws.String(bi.StartSequenceNumber)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := st.GetRecords(context.Background(), &dynamodbstreams.GetRecordsInput{ShardIterator: it.ShardIterator})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range out.Records {
+		if seq := aws.ToString(r.Dynamodb.SequenceNumber); len(got) < bi.BatchSize {
+			got = append(got, seq)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(seqs) {
+		t.Errorf("the stream from startSequenceNumber: got %v, want the batch %v", got, seqs)
 	}
 }
