@@ -66,9 +66,11 @@
 // bisect is on — splitting does not consume retries — until a failing batch
 // cannot be split; that one is retried up to MaximumRetryAttempts, then its
 // metadata (DDBStreamBatchInfo, never the records) goes to the on-failure
-// destination or the Pipe's DLQ. Records older than MaximumRecordAgeInSeconds
-// skip to the destination. ReportBatchItemFailures checkpoints before the
-// lowest failed sequence number. Filters drop non-matching records before
+// destination or the Pipe's DLQ — one message for the whole run of records
+// (batchSize above 1 without bisect). Records older than
+// MaximumRecordAgeInSeconds (-1, or 60 to 604800; 0 to 59 are refused, as
+// Lambda refuses them) skip to the destination. ReportBatchItemFailures
+// checkpoints before the lowest failed sequence number. Filters drop non-matching records before
 // batching. The Pipe's enrichment gets the batch as a JSON array; an empty
 // answer skips the target, more than 10 events fail the batch.
 //
@@ -76,13 +78,17 @@
 // in flight per message group. Messages the function reports failed (or all,
 // on a function error) are left to reappear after the visibility timeout;
 // ElasticMQ applies the redrive policy. AWS refuses a mapping whose function
-// timeout exceeds the queue's visibility timeout; so does the twin.
+// timeout exceeds the queue's visibility timeout; so does the twin. On a
+// FIFO queue, a partial batch response that reports a message failed but
+// not the later messages of its group is logged at WARN.
 //
 // Deduplication: SQS accepts a duplicate send and drops the message; the
 // twin reports each such drop (KindDuplicate). ElasticMQ ignores
-// DeduplicationScope=messageGroup and deduplicates across the queue, so when
-// another group used the same id within five minutes the twin sends a
-// group-scoped id instead, as SQS would keep both.
+// DeduplicationScope=messageGroup and deduplicates across the queue, so the
+// twin gives ElasticMQ group-scoped ids for such a queue and gives receivers
+// the ids as sent. Functions (AWS_ENDPOINT_URL_SQS) and tests reach SQS
+// through the twin's endpoint (Twin.SQSEndpoint, a loopback proxy in front
+// of ElasticMQ) so that every sender's messages are scoped.
 //
 // Every invocation and every delivery, retry, split and dead-lettering is an
 // Entry in the Journal, logged as it happens; CheckBisectRule checks a

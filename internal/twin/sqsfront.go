@@ -36,6 +36,8 @@ type sqsFront struct {
 
 	mu     sync.Mutex
 	queues map[string]*queue // by queue name, the last segment of its URL
+
+	queryWarned sync.Once
 }
 
 // maxSQSRequest bounds the request and response bodies the front reads:
@@ -339,12 +341,14 @@ func (f *sqsFront) journalDuplicates(tw *Twin, q *queue, op string, req []byte, 
 	}
 }
 
-// warnQuery logs a query-protocol request: the front passes it through
-// without group-scoped deduplication.
+// warnQuery logs, once, that a client speaks SQS's query protocol, which
+// the front passes through without group-scoped deduplication.
 func (f *sqsFront) warnQuery(tw *Twin, r *http.Request) {
 	if r.URL.Query().Get("Action") == "" && !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
 		return
 	}
-	tw.log.Warn("twin: SQS query-protocol request passed to ElasticMQ as is: DeduplicationScope=messageGroup is honoured for the JSON protocol only",
-		"path", r.URL.Path)
+	f.queryWarned.Do(func() {
+		tw.log.Warn("twin: an SQS query-protocol client: its requests pass to ElasticMQ as they are, so DeduplicationScope=messageGroup is not honoured for its sends (the JSON protocol of the AWS SDKs is)",
+			"user_agent", r.Header.Get("User-Agent"))
+	})
 }
