@@ -18,6 +18,7 @@ import (
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/internal/twin"
 	"github.com/fourlanes/fourlanes/internal/twin/cfn"
+	"github.com/fourlanes/fourlanes/internal/twin/ddb"
 	"github.com/fourlanes/fourlanes/internal/twin/demo"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
@@ -37,6 +38,7 @@ type devOptions struct {
 	demo     bool
 	port     int
 	every    time.Duration
+	data     string // the DynamoDB's state folder; empty: in memory
 }
 
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
@@ -49,6 +51,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 	fs.BoolVar(&o.demo, "demo", true, "run the demo workload (orders, one dead letter, one poison record)")
 	fs.IntVar(&o.port, "reconcile-port", 0, "serve reconcile's Function URL on this port (0: any free port)")
 	fs.DurationVar(&o.every, "status-every", time.Second, "how often the status line refreshes")
+	defaultData := ""
+	if dir, err := devDir(); err == nil {
+		defaultData = filepath.Join(dir, "dynamodb")
+	}
+	fs.StringVar(&o.data, "data", defaultData, "keep the DynamoDB's tables, items and streams in this folder, so they survive a restart (\"\": in memory; remove the folder to start afresh)")
 	if err := parse(fs, args); err != nil {
 		return 0, err
 	}
@@ -93,10 +100,23 @@ func devMain(ctx context.Context, o devOptions, stdout, stderr io.Writer) (int, 
 	say("dev: template ready (%d resources) after %v", len(tmpl.Resources), time.Since(start).Round(100*time.Millisecond))
 
 	// 2. The local servers.
-	say("dev: starting DynamoDB Local and ElasticMQ")
-	ddbSrv, err := localaws.StartDynamoDB(ctx)
+	twinLog, err := os.Create(filepath.Join(dir, "twin.log"))
 	if err != nil {
-		return 0, fmt.Errorf("%w (run `make deps`)", err)
+		return 0, err
+	}
+	defer twinLog.Close()
+	twinLogger := slog.New(slog.NewJSONHandler(twinLog, nil))
+	where := "in memory"
+	if o.data != "" {
+		if err := os.MkdirAll(o.data, 0o755); err != nil {
+			return 0, err
+		}
+		where = "state kept in " + rel(root, o.data)
+	}
+	say("dev: starting the DynamoDB (%s) and ElasticMQ", where)
+	ddbSrv, err := localaws.ServeDynamoDB(ctx, "127.0.0.1:0", ddb.Options{DataDir: o.data, Logger: twinLogger.With("server", "dynamodb")})
+	if err != nil {
+		return 0, err
 	}
 	defer ddbSrv.Stop()
 	sqsSrv, err := localaws.StartElasticMQ(ctx)
@@ -106,11 +126,6 @@ func devMain(ctx context.Context, o devOptions, stdout, stderr io.Writer) (int, 
 	defer sqsSrv.Stop()
 
 	// 3. The stack.
-	twinLog, err := os.Create(filepath.Join(dir, "twin.log"))
-	if err != nil {
-		return 0, err
-	}
-	defer twinLog.Close()
 	fnLog, err := os.Create(filepath.Join(dir, "functions.log"))
 	if err != nil {
 		return 0, err
@@ -126,7 +141,7 @@ func devMain(ctx context.Context, o devOptions, stdout, stderr io.Writer) (int, 
 		Template: tmpl, StackName: "fourlanes-dev",
 		DynamoDBEndpoint: ddbSrv.Endpoint, SQSEndpoint: sqsSrv.Endpoint,
 		Code:           code,
-		Log:            slog.New(slog.NewJSONHandler(twinLog, nil)),
+		Log:            twinLogger,
 		FunctionOutput: fnLog,
 		URLPorts:       ports,
 	})
@@ -154,7 +169,7 @@ func devMain(ctx context.Context, o devOptions, stdout, stderr io.Writer) (int, 
 	say("dev: the stack is up on this machine (%d resources from the template; Ctrl-C stops it)", len(tmpl.Resources))
 	say("  reconcile URL   %s   (AWS_IAM in AWS; unsigned here)", st.ReconcileURL)
 	say("  Lambda API      %s   (AWS_ENDPOINT_URL_LAMBDA)", st.LambdaEndpoint)
-	say("  DynamoDB Local  %s   ElasticMQ %s", st.DynamoDBEndpoint, st.SQSEndpoint)
+	say("  DynamoDB        %s   (%s)   ElasticMQ %s", st.DynamoDBEndpoint, where, st.SQSEndpoint)
 	say("  logs            %s (the twin: invocations, deliveries, retries), %s (the functions)", rel(root, twinLog.Name()), rel(root, fnLog.Name()))
 	say("  try             fourlanes reconcile -local")
 	say("                  fourlanes repair -local")
@@ -171,7 +186,7 @@ func devMain(ctx context.Context, o devOptions, stdout, stderr io.Writer) (int, 
 	}
 	say("")
 
-	ddb := localaws.NewDynamoDB(ddbSrv.Endpoint)
+	db := localaws.NewDynamoDB(ddbSrv.Endpoint)
 	var app *demo.App
 	if tables, err := demo.TablesFromEnv(env); err == nil {
 		appLog, err := os.Create(filepath.Join(dir, "app.log"))
@@ -179,7 +194,7 @@ func devMain(ctx context.Context, o devOptions, stdout, stderr io.Writer) (int, 
 			return 0, err
 		}
 		defer appLog.Close()
-		if app, err = demo.New(ddb, tables, slog.New(slog.NewJSONHandler(appLog, nil))); err != nil {
+		if app, err = demo.New(db, tables, slog.New(slog.NewJSONHandler(appLog, nil))); err != nil {
 			return 0, err
 		}
 	}
@@ -208,7 +223,7 @@ func devMain(ctx context.Context, o devOptions, stdout, stderr io.Writer) (int, 
 			}
 			say("dev: %s", n)
 		case <-tick.C:
-			line := statusLine(ctx, tw, ddb, st.EventsTable, ids)
+			line := statusLine(ctx, tw, db, st.EventsTable, ids)
 			switch {
 			case tty:
 				fmt.Fprintf(stdout, "\r\033[K%s %s", time.Now().Format("15:04:05"), line)
@@ -386,8 +401,8 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 
 // statusLine is one line: events appended, delivered per lane, DLQ
 // depths, iterator ages.
-func statusLine(ctx context.Context, tw *twin.Twin, ddb *dynamodb.Client, events string, ids stackIDs) string {
-	appended, err := countEvents(ctx, ddb, events)
+func statusLine(ctx context.Context, tw *twin.Twin, db *dynamodb.Client, events string, ids stackIDs) string {
+	appended, err := countEvents(ctx, db, events)
 	a := fmt.Sprint(appended)
 	if err != nil {
 		a = "?"
@@ -409,11 +424,11 @@ func statusLine(ctx context.Context, tw *twin.Twin, ddb *dynamodb.Client, events
 }
 
 // countEvents counts the event rows of the log (head rows aside).
-func countEvents(ctx context.Context, ddb *dynamodb.Client, table string) (int, error) {
+func countEvents(ctx context.Context, db *dynamodb.Client, table string) (int, error) {
 	n := 0
 	var start map[string]types.AttributeValue
 	for {
-		out, err := ddb.Scan(ctx, &dynamodb.ScanInput{
+		out, err := db.Scan(ctx, &dynamodb.ScanInput{
 			TableName: aws.String(table), Select: types.SelectCount, ExclusiveStartKey: start,
 			FilterExpression:          aws.String("#k = :event"),
 			ExpressionAttributeNames:  map[string]string{"#k": keys.AttrKind},

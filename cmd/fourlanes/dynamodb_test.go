@@ -111,16 +111,24 @@ func TestDynamoDBCommandDataSurvivesRestart(t *testing.T) {
 	db := localaws.NewDynamoDB(endpoint)
 	name := localaws.UniqueName(t, "tbl")
 	createKeyTable(t, db, name)
+	key := map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: "k1"}}
+	item := map[string]ddbtypes.AttributeValue{"pk": key["pk"], "v": &ddbtypes.AttributeValueMemberN{Value: "42"}}
+	if _, err := db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(name), Item: item}); err != nil {
+		t.Fatalf("put: %v", err)
+	}
 	if code := stop(); code != exitOK {
 		t.Fatalf("first run: exit %d, want %d", code, exitOK)
 	}
 
 	endpoint, _ = serveDynamoDB(t, "-listen", "127.0.0.1:0", "-data", dir)
-	_, err := localaws.NewDynamoDB(endpoint).DescribeTable(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	got, err := localaws.NewDynamoDB(endpoint).GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(name), Key: key, ConsistentRead: aws.Bool(true)})
 	if rnf := (*ddbtypes.ResourceNotFoundException)(nil); errors.As(err, &rnf) {
 		t.Fatalf("table %s gone after a restart with the same -data", name)
 	} else if err != nil {
 		t.Fatal(err)
+	}
+	if v, ok := got.Item["v"].(*ddbtypes.AttributeValueMemberN); !ok || v.Value != "42" {
+		t.Errorf("item after a restart with the same -data: got %#v, want v = N 42", got.Item)
 	}
 }
 

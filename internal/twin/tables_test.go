@@ -1,0 +1,93 @@
+package twin_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/internal/twin"
+	"github.com/fourlanes/fourlanes/internal/twin/cfn"
+	"github.com/fourlanes/fourlanes/internal/twin/twintest"
+)
+
+// tableTemplate is a stack of one table with a sort key, an index, a stream and TTL;
+// sortKey names the sort key attribute.
+func tableTemplate(t *testing.T, sortKey string) *cfn.Template {
+	t.Helper()
+	tmpl, err := cfn.Parse([]byte(fmt.Sprintf(`{"Resources": {"Log": {"Type": "AWS::DynamoDB::Table", "Properties": {
+		"AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": %[1]q, "AttributeType": "N"},
+			{"AttributeName": "g", "AttributeType": "S"}],
+		"KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": %[1]q, "KeyType": "RANGE"}],
+		"GlobalSecondaryIndexes": [{"IndexName": "by-g", "KeySchema": [{"AttributeName": "g", "KeyType": "HASH"}], "Projection": {"ProjectionType": "KEYS_ONLY"}}],
+		"StreamSpecification": {"StreamViewType": "NEW_AND_OLD_IMAGES"},
+		"TimeToLiveSpecification": {"AttributeName": "expires", "Enabled": true},
+		"BillingMode": "PAY_PER_REQUEST"}}}}`, sortKey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tmpl
+}
+
+// A DynamoDB that keeps its state (`fourlanes dev -data`) still holds the stack's tables
+// when the twin comes up again: the twin keeps a table that matches the template, with
+// its items and stream, and refuses one that does not.
+func TestTwinKeepsAMatchingTable(t *testing.T) {
+	ddbEP, sqsEP := twintest.Endpoints(t)
+	stack := fmt.Sprintf("keep%08x", rand.Uint32())
+	up := func(tmpl *cfn.Template) (*twin.Twin, error) {
+		return twin.Up(t.Context(), twin.Config{
+			Template: tmpl, StackName: stack,
+			DynamoDBEndpoint: ddbEP, SQSEndpoint: sqsEP,
+			Code: func(*cfn.Template, *cfn.Resource) (string, error) { return fakeBin, nil },
+			Log:  twintest.Logger(t),
+		})
+	}
+	db := localaws.NewDynamoDB(ddbEP)
+
+	first, err := up(tableTemplate(t, "seq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, err := first.TableName("Log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = db.DeleteTable(t.Context(), &dynamodb.DeleteTableInput{TableName: aws.String(name)}) })
+	streamARN, _ := first.StreamARN("Log")
+	key := map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: "t1"}, "seq": &ddbtypes.AttributeValueMemberN{Value: "1"}}
+	if _, err := db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(name), Item: key}); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	first.Close()
+
+	second, err := up(tableTemplate(t, "seq"))
+	if err != nil {
+		t.Fatalf("second Up on the same DynamoDB: %v", err)
+	}
+	defer second.Close()
+	if got, _ := second.TableName("Log"); got != name {
+		t.Errorf("table name on the second Up: got %s, want %s", got, name)
+	}
+	if got, _ := second.StreamARN("Log"); got != streamARN || got == "" {
+		t.Errorf("stream ARN on the second Up: got %q, want the first's %q", got, streamARN)
+	}
+	got, err := db.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(name), Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil || got.Item == nil {
+		t.Errorf("item put before the second Up: got %v, err %v; want it kept", got.Item, err)
+	}
+	ttl, err := db.DescribeTimeToLive(t.Context(), &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
+	if err != nil || ttl.TimeToLiveDescription.TimeToLiveStatus != ddbtypes.TimeToLiveStatusEnabled {
+		t.Errorf("TTL after the second Up: got %+v, err %v; want ENABLED", ttl, err)
+	}
+
+	_, err = up(tableTemplate(t, "version"))
+	if err == nil || !strings.Contains(err.Error(), "key schema") {
+		t.Errorf("Up with another sort key on the kept table: got %v, want an error naming the key schema", err)
+	}
+}
