@@ -92,7 +92,15 @@ type streamRecord struct {
 // numeric order agree, as consumers compare either way; AWS's are 21 to 40 digits.
 const seqDigits = 21
 
-func formatSeq(n uint64) string { return fmt.Sprintf("1%020d", n) }
+func formatSeq(n uint64) string {
+	var b [seqDigits]byte
+	b[0] = '1'
+	for i := seqDigits - 1; i > 0; i-- {
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[:])
+}
 
 func parseSeq(s string) (uint64, bool) {
 	if len(s) != seqDigits || s[0] != '1' {

@@ -750,25 +750,62 @@ func TestStreamsSnapshotRestore(t *testing.T) {
 	}
 }
 
+func TestFormatSeq(t *testing.T) {
+	for _, n := range []uint64{0, 7, 1764504000000000, 1<<64 - 1} {
+		s := formatSeq(n)
+		if want := fmt.Sprintf("1%020d", n); s != want {
+			t.Errorf("formatSeq(%d) = %s, want %s", n, s, want)
+		}
+		if got, ok := parseSeq(s); !ok || got != n {
+			t.Errorf("parseSeq(%s) = %d, %v", s, got, ok)
+		}
+	}
+}
+
+// benchStream is a stream with one shard of n records, built through writeLocked.
+func benchStream(b *testing.B, n int) (*DB, *Stream, *testClock) {
+	b.Helper()
+	clock := newTestClock()
+	db := New(Options{Now: clock.Now, TTLSweep: -1, ShardRecords: 1 << 30, ShardAge: 1000 * time.Hour})
+	b.Cleanup(func() { db.Close() })
+	tb := &Table{Name: "bench", ARN: db.arn("table/bench"), Hash: KeyDef{Name: "pk", Type: attr.KindS}, items: newTree()}
+	st := newStream(db, tb, "NEW_IMAGE", clock.Now())
+	tb.stream = st
+	db.mu.Lock()
+	db.tables["bench"] = tb
+	db.mu.Unlock()
+	for i := range n {
+		k := strconv.Itoa(i)
+		tb.writeLocked(key(k), item(k, "v", k), nil, clock.Now())
+	}
+	return db, st, clock
+}
+
+// BenchmarkStreamRead is the position search and page cut alone (no encoding): it
+// should not grow with the shard.
+func BenchmarkStreamRead(b *testing.B) {
+	for _, n := range []int{1000, 100000} {
+		b.Run(fmt.Sprint("records=", n), func(b *testing.B) {
+			_, st, clock := benchStream(b, n)
+			sh := st.shards[0]
+			for i := 0; b.Loop(); i++ {
+				pos := sh.recs[(i*7919)%(n-100)].seq
+				recs, _, err := st.read(iterator{Stream: st.ARN, Shard: sh.id, Pos: pos}, 100, clock.Now())
+				if err != nil || len(recs) != 100 || recs[0].seq != pos {
+					b.Fatalf("read at %d: %d records, %v", pos, len(recs), err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkGetRecords reads pages of 100 at random positions of one shard of 100,000
 // records (and of 1,000, to show the position search does not grow with the shard),
 // through the GetRecords operation including its JSON encoding.
 func BenchmarkGetRecords(b *testing.B) {
 	for _, n := range []int{1000, 100000} {
 		b.Run(fmt.Sprint("records=", n), func(b *testing.B) {
-			clock := newTestClock()
-			db := New(Options{Now: clock.Now, TTLSweep: -1, ShardRecords: 1 << 30, ShardAge: 1000 * time.Hour})
-			defer db.Close()
-			tb := &Table{Name: "bench", ARN: db.arn("table/bench"), Hash: KeyDef{Name: "pk", Type: attr.KindS}, items: newTree()}
-			st := newStream(db, tb, "NEW_IMAGE", clock.Now())
-			tb.stream = st
-			db.mu.Lock()
-			db.tables["bench"] = tb
-			db.mu.Unlock()
-			for i := range n {
-				k := strconv.Itoa(i)
-				tb.writeLocked(key(k), item(k, "v", k), nil, clock.Now())
-			}
+			db, st, clock := benchStream(b, n)
 			sh := st.shards[0]
 			ctx := context.Background()
 			for i := 0; b.Loop(); i++ {

@@ -61,14 +61,6 @@ func (b *background) stop() {
 	<-b.done
 }
 
-// inFlightChecker is what the data-plane's per-table state may offer to keep the
-// sweeper off an item that a transaction has in flight. When tableExtState has the
-// method, SweepTTL skips such items until a later sweep. Called with t.mu held for
-// writing.
-type inFlightChecker interface {
-	inFlight(key attr.Item) bool
-}
-
 // SweepTTL deletes, in every table with TTL enabled, the items whose TTL attribute
 // has expired, and returns how many it deleted. Each deletion is a REMOVE on the
 // table's stream with the service's user identity. The background sweeper calls it
@@ -107,14 +99,15 @@ func (db *DB) sweepTable(t *Table) int {
 	if t.deleted || t.ttlAttr == "" {
 		return 0
 	}
-	checker, _ := any(&t.extra).(inFlightChecker)
 	n := 0
 	for _, k := range keys {
 		item := t.getLocked(k)
 		if item == nil || !ttlExpired(item[t.ttlAttr], now) {
 			continue
 		}
-		if checker != nil && checker.inFlight(k) {
+		// An item a transaction holds (Options.Conflicts) is left to a later sweep,
+		// as a DeleteItem would be refused with TransactionConflict.
+		if hk, rk := t.keyOf(k); t.extra.inflight[keyString(hk, rk)] != nil {
 			continue
 		}
 		t.writeLocked(k, nil, ttlIdentity, now)

@@ -127,6 +127,30 @@ func TestTTLOffDeletesNothing(t *testing.T) {
 	}
 }
 
+func TestTTLSkipsItemsInFlight(t *testing.T) {
+	e := newStreamEnv(t, Options{})
+	e.createTable(t, "ttltx", "KEYS_ONLY")
+	e.enableTTL(t, "ttltx", "exp", true)
+	e.write(t, "ttltx", key("a"), ttlItem("a", epoch(e.clock.Now().Add(-time.Minute))))
+	tb, _ := e.db.table("ttltx")
+	ks := keyString(attr.Str("a"), nil)
+	tb.mu.Lock()
+	if tb.extra.inflight == nil {
+		tb.extra.inflight = map[string]*txnRun{}
+	}
+	tb.extra.inflight[ks] = &txnRun{}
+	tb.mu.Unlock()
+	if n := e.db.SweepTTL(); n != 0 || !e.has(t, "ttltx", "a") {
+		t.Fatalf("an item a transaction holds: deleted %d", n)
+	}
+	tb.mu.Lock()
+	delete(tb.extra.inflight, ks)
+	tb.mu.Unlock()
+	if n := e.db.SweepTTL(); n != 1 {
+		t.Fatalf("once the transaction let go: deleted %d, want 1", n)
+	}
+}
+
 func TestTTLBackgroundSweeper(t *testing.T) {
 	e := newStreamEnv(t, Options{TTLSweep: 5 * time.Millisecond})
 	arn := e.createTable(t, "ttlbg", "KEYS_ONLY")
