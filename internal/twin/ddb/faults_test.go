@@ -1,0 +1,148 @@
+package ddb
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+func TestFaultDropCommitsWithoutAnswer(t *testing.T) {
+	e := newDP(t, Options{})
+	e.create(t, "fdrop", tableSpec{})
+	if err := e.db.InjectFault(Fault{Action: "PutItem", Table: "fdrop", Kind: FaultDropResponse}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.c.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String("fdrop"), Item: map[string]av{"pk": s("a")}})
+	if err == nil || strings.Contains(fmt.Sprint(err), "api error") {
+		t.Fatalf("got %v, want a transport error", err)
+	}
+	if e.get(t, "fdrop", map[string]av{"pk": s("a")}) == nil {
+		t.Fatal("the dropped request did not commit")
+	}
+	// Count 1: the next request is answered.
+	e.put(t, "fdrop", map[string]av{"pk": s("b")})
+}
+
+func TestFaultErrorAndThrottleWriteNothing(t *testing.T) {
+	e := newDP(t, Options{})
+	e.create(t, "ferr", tableSpec{})
+	e.create(t, "fother", tableSpec{})
+	ctx := context.Background()
+	for _, c := range []struct {
+		kind FaultKind
+		code string
+	}{{FaultInternalError, "InternalServerError"}, {FaultThrottle, "ProvisionedThroughputExceededException"}} {
+		if err := e.db.InjectFault(Fault{Action: "TransactWriteItems", Table: "ferr", Kind: c.kind, Count: 2}); err != nil {
+			t.Fatal(err)
+		}
+		// Another table's transaction is not hit.
+		if _, err := e.c.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{incr("fother", "x")}}); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2; i++ {
+			_, err := e.c.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{incr("ferr", "x")}})
+			wantCode(t, err, c.code, "")
+		}
+		if e.get(t, "ferr", map[string]av{"pk": s("x")}) != nil {
+			t.Fatalf("%s: written", c.kind)
+		}
+	}
+	if _, err := e.c.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{incr("ferr", "x")}}); err != nil {
+		t.Fatalf("after the faults ran out: %v", err)
+	}
+}
+
+func TestFaultDelayAndAdminAPI(t *testing.T) {
+	e := newDP(t, Options{})
+	e.create(t, "fdelay", tableSpec{})
+	post := func(body string) int {
+		t.Helper()
+		resp, err := http.Post(e.url+"/_fourlanes/faults", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(`{"action":"GetItem","kind":"delay","delayMs":200}`); code != http.StatusNoContent {
+		t.Fatalf("POST: status %d", code)
+	}
+	if code := post(`{"action":"GetItem","kind":"nonsense"}`); code != http.StatusBadRequest {
+		t.Fatalf("POST of a bad kind: status %d", code)
+	}
+	start := time.Now()
+	e.get(t, "fdelay", map[string]av{"pk": s("a")})
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Fatalf("delayed response came after %v", d)
+	}
+	if code := post(`{"action":"PutItem","kind":"error","count":5}`); code != http.StatusNoContent {
+		t.Fatalf("POST: status %d", code)
+	}
+	if got := e.db.Faults(); len(got) != 1 || got[0].Count != 5 {
+		t.Fatalf("armed: %+v", got)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, e.url+"/_fourlanes/faults", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	e.put(t, "fdelay", map[string]av{"pk": s("a")})
+}
+
+func TestPartitionBudget(t *testing.T) {
+	clock := &dpClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	e := newDP(t, Options{Now: clock.now, PartitionWCU: 10})
+	e.create(t, "budget", tableSpec{sk: types.ScalarAttributeTypeN})
+	ctx := context.Background()
+	putN := func(pk string, i int) error {
+		_, err := e.c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("budget"), Item: map[string]av{"pk": s(pk), "sk": ni(i)}})
+		return err
+	}
+	for i := 0; i < 10; i++ {
+		if err := putN("hot", i); err != nil {
+			t.Fatalf("write %d within the burst: %v", i, err)
+		}
+	}
+	wantCode(t, putN("hot", 10), "ProvisionedThroughputExceededException", "")
+	if err := putN("cold", 0); err != nil {
+		t.Fatalf("another partition: %v", err)
+	}
+	// A transaction touching the exhausted partition is cancelled with that reason.
+	_, err := e.c.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: &types.Put{TableName: aws.String("budget"), Item: map[string]av{"pk": s("cold"), "sk": ni(1)}}},
+		{Put: &types.Put{TableName: aws.String("budget"), Item: map[string]av{"pk": s("hot"), "sk": ni(11)}}},
+	}})
+	if got := fmt.Sprint(reasonCodes(err)); got != "[None ProvisionedThroughputExceeded]" {
+		t.Fatalf("transaction: reasons %s (%v)", got, err)
+	}
+	if e.get(t, "budget", map[string]av{"pk": s("cold"), "sk": ni(1)}) != nil {
+		t.Fatal("a cancelled transaction wrote")
+	}
+	clock.add(500 * time.Millisecond) // refills 5 WCU
+	for i := 0; i < 5; i++ {
+		if err := putN("hot", 20+i); err != nil {
+			t.Fatalf("after refill, write %d: %v", i, err)
+		}
+	}
+	wantCode(t, putN("hot", 30), "ProvisionedThroughputExceededException", "")
+	// BatchWriteItem: throttled writes come back unprocessed; all throttled is an error.
+	clock.add(time.Second)
+	var reqs []types.WriteRequest
+	for i := 0; i < 12; i++ {
+		reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]av{"pk": s("hot"), "sk": ni(100 + i)}}})
+	}
+	out, err := e.c.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{"budget": reqs}})
+	if err != nil || len(out.UnprocessedItems["budget"]) != 2 {
+		t.Fatalf("batch: err %v, unprocessed %d, want 2", err, len(out.UnprocessedItems["budget"]))
+	}
+	_, err = e.c.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: out.UnprocessedItems})
+	wantCode(t, err, "ProvisionedThroughputExceededException", "")
+}
