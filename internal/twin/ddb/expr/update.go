@@ -16,9 +16,11 @@ var (
 	errInvalidPath = &Error{Msg: "The document path provided in the update expression is invalid for update"}
 )
 
-// applyUpdate computes every SET value from the item as it was, then applies SET, ADD
-// and DELETE in the order written and REMOVE last, list indexes highest first, so each
-// action's path means what it meant in the original item.
+// applyUpdate computes every SET value from the item as it was ("DynamoDB evaluates
+// every action against the item's attribute values as they were before the update"),
+// then applies SET (by path, so list elements past the end append in index order),
+// ADD and DELETE, and REMOVE last, list indexes highest first, so each action's path
+// means what it meant in the original item.
 func applyUpdate(acts []action, item attr.Item) (attr.Item, error) {
 	var vals []*attr.Value
 	for i, a := range acts {
@@ -38,12 +40,24 @@ func applyUpdate(acts []action, item attr.Item) (attr.Item, error) {
 	for k, v := range item {
 		w.item[k] = v
 	}
-	var removes []path
+	// "If you add multiple elements in a single SET operation, the elements are sorted
+	// in order by element number": SET l[5], l[3] past the end append [3] first.
+	order := make([]int, 0, len(acts))
 	for i, a := range acts {
+		if a.kind == aSet {
+			order = append(order, i)
+		}
+	}
+	slices.SortStableFunc(order, func(i, j int) int { return comparePaths(acts[i].path, acts[j].path) })
+	for _, i := range order {
+		if err := w.set(acts[i].path, vals[i]); err != nil {
+			return nil, err
+		}
+	}
+	var removes []path
+	for _, a := range acts {
 		var err error
 		switch a.kind {
-		case aSet:
-			err = w.set(a.path, vals[i])
 		case aAdd:
 			err = w.add(a.path, a.val.val)
 		case aDelete:

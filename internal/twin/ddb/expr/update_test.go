@@ -39,6 +39,7 @@ func TestUpdateApply(t *testing.T) {
 		{"set nested list element", "SET m.l[1].x = :x", updItem, ""},
 		{"set list element", "SET l[1] = :x", `{"l":{"L":[{"N":"0"},{"N":"1"}]}}`, `{"l":{"L":[{"N":"0"},{"S":"x"}]}}`},
 		{"set past the end appends", "SET l[10] = :x", `{"l":{"L":[{"N":"0"}]}}`, `{"l":{"L":[{"N":"0"},{"S":"x"}]}}`},
+		{"set past the end in index order", "SET l[5] = :x, l[3] = :one", `{"l":{"L":[{"N":"0"}]}}`, `{"l":{"L":[{"N":"0"},{"N":"1"},{"S":"x"}]}}`},
 		{"set map value", "SET a = :m", "", `{"a":{"M":{"k":{"S":"v"}}}}`},
 		{"set names", "SET #a.#b = :x", `{"A":{"M":{}}}`, `{"A":{"M":{"dotted.name":{"S":"x"}}}}`},
 		{"plus", "SET n = n + :one", `{"n":{"N":"10"}}`, `{"n":{"N":"11"}}`},
