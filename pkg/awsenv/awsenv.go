@@ -13,8 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"strings"
 
@@ -79,18 +77,9 @@ func Load(ctx context.Context, optFns ...func(*config.LoadOptions) error) (aws.C
 	return cfg, nil
 }
 
-// DynamoDB returns a DynamoDB client. When its endpoint is on loopback
-// (DynamoDB Local), response checksum validation is off: DynamoDB Local
-// sends no x-amz-crc32 on error responses, and the SDK would warn on every
-// failed condition. Against AWS the check stays on.
+// DynamoDB returns a DynamoDB client.
 func DynamoDB(cfg aws.Config, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
-	return dynamodb.NewFromConfig(cfg, append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
-		// The service's endpoint variable is already resolved into
-		// BaseEndpoint when option functions run.
-		if IsLoopback(aws.ToString(o.BaseEndpoint)) {
-			o.DisableValidateResponseChecksum = true
-		}
-	}}, optFns...)...)
+	return dynamodb.NewFromConfig(cfg, optFns...)
 }
 
 // Streams returns a DynamoDB Streams client.
@@ -101,22 +90,4 @@ func Streams(cfg aws.Config, optFns ...func(*dynamodbstreams.Options)) *dynamodb
 // SQS returns an SQS client.
 func SQS(cfg aws.Config, optFns ...func(*sqs.Options)) *sqs.Client {
 	return sqs.NewFromConfig(cfg, optFns...)
-}
-
-// IsLoopback reports whether endpoint (a URL) names a loopback host:
-// localhost, 127.0.0.0/8 or ::1.
-func IsLoopback(endpoint string) bool {
-	if endpoint == "" {
-		return false
-	}
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		return false
-	}
-	host := u.Hostname()
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
