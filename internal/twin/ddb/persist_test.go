@@ -1,0 +1,162 @@
+package ddb
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+)
+
+// serve starts an HTTP server and a client for db; stop closes the server only.
+func serve(db *DB) (c *dynamodb.Client, stop func()) {
+	srv := httptest.NewServer(db.Handler())
+	cfg := aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
+		Retryer:     func() aws.Retryer { return aws.NopRetryer{} },
+	}
+	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(srv.URL) }), srv.Close
+}
+
+func TestPersistenceAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	db := New(Options{DataDir: dir, TTLSweep: -1})
+	c, stop := serve(db)
+	e := &dpEnv{db: db, c: c}
+	e.create(t, "persisted", tableSpec{sk: types.ScalarAttributeTypeN, gsiProj: types.ProjectionTypeAll})
+	if _, err := c.UpdateTable(ctx, &dynamodb.UpdateTableInput{TableName: aws.String("persisted"),
+		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{TableName: aws.String("persisted"),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String("exp"), Enabled: aws.Bool(true)}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 50; i++ {
+		e.put(t, "persisted", map[string]av{"pk": s(fmt.Sprint("p", i%5)), "sk": ni(i), "g1": s("g"), "g2": ni(i), "big": n("12345678901234567890123456789012345678")})
+	}
+	// The state reaches the disk by itself shortly after a change.
+	file := filepath.Join(dir, stateFile)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(file); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no state file 5 s after the writes")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.put(t, "persisted", map[string]av{"pk": s("last"), "sk": ni(0)}) // written on Close
+	before, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String("persisted")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("data dir holds %d files, want just the state", len(entries))
+	}
+
+	db2 := New(Options{DataDir: dir, TTLSweep: -1})
+	defer db2.Close()
+	c2, stop2 := serve(db2)
+	defer stop2()
+	e2 := &dpEnv{db: db2, c: c2}
+	after, err := c2.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String("persisted")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToInt64(after.Table.ItemCount) != 51 || aws.ToString(after.Table.LatestStreamArn) != aws.ToString(before.Table.LatestStreamArn) ||
+		aws.ToString(after.Table.TableArn) != aws.ToString(before.Table.TableArn) || aws.ToInt64(after.Table.TableSizeBytes) != aws.ToInt64(before.Table.TableSizeBytes) {
+		t.Fatalf("after restart: items %d, stream %s (was %s), size %d (was %d)", aws.ToInt64(after.Table.ItemCount),
+			aws.ToString(after.Table.LatestStreamArn), aws.ToString(before.Table.LatestStreamArn), aws.ToInt64(after.Table.TableSizeBytes), aws.ToInt64(before.Table.TableSizeBytes))
+	}
+	ttl, err := c2.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String("persisted")})
+	if err != nil || aws.ToString(ttl.TimeToLiveDescription.AttributeName) != "exp" {
+		t.Fatalf("TTL after restart: %v %+v", err, ttl)
+	}
+	if got := e2.get(t, "persisted", map[string]av{"pk": s("last"), "sk": ni(0)}); got == nil {
+		t.Fatal("the write before Close was lost")
+	}
+	if got := strOf(t, e2.get(t, "persisted", map[string]av{"pk": s("p3"), "sk": ni(3)})["big"]); got != "12345678901234567890123456789012345678" {
+		t.Fatalf("number after restart: %s", got)
+	}
+	items, _ := e2.queryAll(t, dynamodb.QueryInput{TableName: aws.String("persisted"), IndexName: aws.String("gsi"),
+		KeyConditionExpression: aws.String("g1 = :g AND g2 >= :x"), ExpressionAttributeValues: map[string]av{":g": s("g"), ":x": n("45")}})
+	if len(items) != 5 {
+		t.Fatalf("GSI after restart: %d items, want 5", len(items))
+	}
+	// Writes after the restart keep working, and the stream keeps its records.
+	e2.put(t, "persisted", map[string]av{"pk": s("new"), "sk": ni(1)})
+	if got := streamRecords(t, db2, aws.ToString(after.Table.LatestStreamArn)); got != 52 {
+		t.Fatalf("stream after restart: %d records, want 51 from before and 1 after", got)
+	}
+}
+
+// streamRecords counts a stream's records through the Streams API.
+func streamRecords(t *testing.T, db *DB, arn string) int {
+	t.Helper()
+	srv := httptest.NewServer(db.Handler())
+	defer srv.Close()
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""), Retryer: func() aws.Retryer { return aws.NopRetryer{} }}
+	sc := dynamodbstreams.NewFromConfig(cfg, func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(srv.URL) })
+	ctx := context.Background()
+	d, err := sc.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, sh := range d.StreamDescription.Shards {
+		it, err := sc.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(arn), ShardId: sh.ShardId, ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon})
+		if err != nil {
+			t.Fatal(err)
+		}
+		iter := it.ShardIterator
+		for iter != nil {
+			out, err := sc.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter})
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += len(out.Records)
+			if len(out.Records) == 0 {
+				break
+			}
+			iter = out.NextShardIterator
+		}
+	}
+	return total
+}
+
+func TestPersistenceRefusesToOverwriteABadFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, stateFile)
+	if err := os.WriteFile(file, []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := New(Options{DataDir: dir, TTLSweep: -1})
+	c, stop := serve(db)
+	e := &dpEnv{db: db, c: c}
+	e.create(t, "fresh", tableSpec{})
+	stop()
+	if err := db.Close(); err == nil {
+		t.Fatal("Close over an unreadable state file: no error")
+	}
+	if b, _ := os.ReadFile(file); string(b) != "{not json" {
+		t.Fatalf("the unreadable file was overwritten: %q", b)
+	}
+}
