@@ -3,7 +3,8 @@
 //
 // Context values (cdk.json or `cdk deploy -c key=value`):
 //
-//	alarmTopicArn       SNS topic ARN for alarm actions (default: none)
+//	alarmEmail          address subscribed to the stack's alarm topic
+//	                    (default: none; subscribe people to the topic later)
 //	reserveConcurrency  "false" to reserve no concurrency (accounts whose
 //	                    concurrency quota is still 10); default "true"
 //	codeRoot            folder of the built functions (default "build")
@@ -35,7 +36,7 @@ func main() {
 	// synthesized (tests, CI, a developer's machine) and deployable anywhere.
 	backbone.NewStack(app, "Fourlanes", &backbone.Props{
 		CodeRoot:           codeRoot,
-		AlarmTopicArn:      contextString(app, "alarmTopicArn", ""),
+		AlarmEmail:         contextString(app, "alarmEmail", ""),
 		ReserveConcurrency: contextString(app, "reserveConcurrency", "true") != "false",
 	})
 	backbone.AddChecks(app)

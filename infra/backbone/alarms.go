@@ -2,14 +2,18 @@ package backbone
 
 import (
 	"fmt"
+	"strings"
+	"unicode"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
@@ -27,24 +31,67 @@ const (
 	// retried several times (visibility 180 s, 5 receives) or its group is
 	// blocked behind one that is.
 	oldestMessageThresholdS = 15 * 60
+	// tamperLagThresholdMs: tamper-watch must see a change within about a
+	// minute.
+	tamperLagThresholdMs = 60 * 1000
+	// dlqAgeThresholdS: a dead letter older than 6 hours has outlived several
+	// hourly dlq-repair runs, and a Pipe or change-feed range has 18 hours
+	// left in its stream.
+	dlqAgeThresholdS = 6 * 3600
 )
+
+// camel turns a function name such as "dlq-repair" into "DlqRepair", for
+// construct ids.
+func camel(name string) string {
+	var b strings.Builder
+	up := true
+	for _, r := range name {
+		if r == '-' {
+			up = true
+			continue
+		}
+		if up {
+			r = unicode.ToUpper(r)
+			up = false
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// LogicalAlarmTopic pins the alarm topic: its subscriptions (confirmed by
+// a person) belong to it.
+const LogicalAlarmTopic = "AlarmTopic"
 
 // AlarmsProps names what to watch.
 type AlarmsProps struct {
-	Durable    *DurableLane
-	ChangeFeed *ChangeFeed
-	Reconcile  *Reconcile
-	Repair     *Repair
-	// AlarmTopicArn, when set, receives every alarm's ALARM and OK actions.
-	AlarmTopicArn string
+	Log         *EventLog
+	Durable     *DurableLane
+	ChangeFeed  *ChangeFeed
+	Reconcile   *Reconcile
+	Repair      *Repair
+	TamperWatch *TamperWatch
+	// AlarmEmail, when set, subscribes this address to the alarm topic
+	// (AWS mails a confirmation link first).
+	AlarmEmail string
 }
 
-// Alarms are the stack's alarms and its dashboard.
+// Alarms are the stack's alarms, the topic every one of them notifies (ALARM
+// and OK), and the dashboard.
 type Alarms struct {
 	constructs.Construct
+	Topic awssns.Topic
 	// ByName holds every alarm under the construct id it was created with.
 	ByName    map[string]awscloudwatch.Alarm
 	Dashboard awscloudwatch.Dashboard
+}
+
+// Functions returns every function of the stack, for per-function alarms.
+func (p *AlarmsProps) functions() []Function {
+	return []Function{
+		p.Durable.StreamFilter, p.Durable.DurableConsumer, p.ChangeFeed.Changefeed,
+		p.Reconcile.Function, p.Repair.Function, p.TamperWatch.Function,
+	}
 }
 
 // emfQuery is a Metrics Insights query over an EMF metric of every dimension
@@ -66,10 +113,20 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 	fiveMin := awscdk.Duration_Minutes(jsii.Number(5))
 
 	var all []awscloudwatch.IAlarm // in creation order, for the dashboard
-	var topic awssns.ITopic
-	if props.AlarmTopicArn != "" {
-		topic = awssns.Topic_FromTopicArn(c, jsii.String("AlarmTopic"), jsii.String(props.AlarmTopicArn))
+	topic := awssns.NewTopic(c, jsii.String("Topic"), &awssns.TopicProps{
+		DisplayName: jsii.String("fourlanes alarms"),
+		EnforceSSL:  jsii.Bool(true),
+	})
+	pin(topic, LogicalAlarmTopic)
+	a.Topic = topic
+	cdknag.NagSuppressions_AddResourceSuppressions(topic, &[]*cdknag.NagPackSuppression{{
+		Id:     jsii.String("AwsSolutions-SNS2"),
+		Reason: jsii.String("CloudWatch alarms cannot publish to a topic encrypted with the AWS managed key (aws/sns), and a customer managed key for alarm names and descriptions (no tenant data) adds a key policy that can lock the alarms out. Publishing requires TLS (EnforceSSL)."),
+	}}, jsii.Bool(false))
+	if props.AlarmEmail != "" {
+		topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(props.AlarmEmail), nil))
 	}
+	action := awscloudwatchactions.NewSnsAction(topic)
 	alarm := func(name, description string, metric awscloudwatch.IMetric, threshold, periods float64) {
 		al := awscloudwatch.NewAlarm(c, jsii.String(name), &awscloudwatch.AlarmProps{
 			AlarmDescription:   jsii.String(description),
@@ -81,10 +138,8 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 			// No data means no traffic (or no failures), not trouble.
 			TreatMissingData: awscloudwatch.TreatMissingData_NOT_BREACHING,
 		})
-		if topic != nil {
-			al.AddAlarmAction(awscloudwatchactions.NewSnsAction(topic))
-			al.AddOkAction(awscloudwatchactions.NewSnsAction(topic))
-		}
+		al.AddAlarmAction(action)
+		al.AddOkAction(action)
 		a.ByName[name] = al
 		all = append(all, al)
 	}
@@ -159,10 +214,74 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		"reconcile found a broken hash chain (EMF ChainBreaks). The log of a tenant was altered or lost an event. Call reconcile for the tenant to see the first break; this is a data-integrity incident.",
 		chainBreaks, 1, 1)
 
+	// Changes to the insert-only log, as they happen (tamper-watch).
+	tampered := emfQuery("SUM", keys.MetricTamperDetected, oneMin)
+	alarm("TamperDetected",
+		"An event row of the log was overwritten or deleted, or a head row changed other than by its own advance (EMF TamperDetected, by Change; tamper-watch's ERROR lines name the tenant, the seq and what changed). This is a data-integrity incident: find who wrote (CloudTrail data events on the events table), then call reconcile for the tenant.",
+		tampered, 1, 1)
+	tamperIteratorAge := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace:     jsii.String("AWS/Lambda"),
+		MetricName:    jsii.String("IteratorAge"),
+		DimensionsMap: &map[string]*string{"FunctionName": props.TamperWatch.Function.Fn.FunctionName()},
+		Statistic:     jsii.String("Maximum"),
+		Period:        oneMin,
+	})
+	alarm("TamperWatchIteratorAge",
+		"tamper-watch is more than a minute behind the events stream for 3 minutes: changes to the log are not being seen as they happen. Check tamper-watch's errors; it never skips a record, so a failing batch holds its shard until fixed.",
+		tamperIteratorAge, tamperLagThresholdMs, 3)
+
+	// Every function: errors (a crash, a timeout, a failed batch) and
+	// throttles (concurrency exhausted).
+	for _, f := range props.functions() {
+		name := camel(f.name)
+		alarm(name+"Errors",
+			fmt.Sprintf("%s returned errors or timed out (AWS/Lambda Errors). Stream and queue sources retry, Function URL callers get a 5xx. Read its log group for the ERROR lines of the failing requests.", f.name),
+			f.Fn.MetricErrors(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: fiveMin}), 1, 1)
+		alarm(name+"Throttles",
+			fmt.Sprintf("%s was throttled (AWS/Lambda Throttles): its reserved concurrency or the account's is exhausted, so its source waits or retries. Check concurrent executions and reserved concurrency.", f.name),
+			f.Fn.MetricThrottles(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: fiveMin}), 1, 1)
+	}
+
+	// Every dead-letter queue: a message left there too long.
+	for _, q := range []struct {
+		name  string
+		queue interface {
+			MetricApproximateAgeOfOldestMessage(*awscloudwatch.MetricOptions) awscloudwatch.Metric
+		}
+	}{{"DurableDLQ", props.Durable.DLQ}, {"PipeDLQ", props.Durable.PipeDLQ}, {"ChangeFeedDLQ", props.ChangeFeed.DLQ}} {
+		alarm(q.name+"OldestMessage",
+			fmt.Sprintf("A message has waited in the %s for more than 6 hours: the scheduled dlq-repair (hourly) is not draining it. For the Pipe and change-feed queues the records leave their stream 24 hours after they were written; repair needs them before then. Run dlq-repair and read its report (README, 'Runbook: draining the dead-letter queues').", q.name),
+			q.queue.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: fiveMin}),
+			dlqAgeThresholdS, 1)
+	}
+
+	// A stopped Pipe publishes nothing, so no failure metric can see it: the
+	// log is written (the events table consumes write capacity) while the
+	// Pipe handles no event, for 10 minutes.
+	logWrites := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace:     jsii.String("AWS/DynamoDB"),
+		MetricName:    jsii.String("ConsumedWriteCapacityUnits"),
+		DimensionsMap: &map[string]*string{"TableName": props.Log.Events.TableName()},
+		Statistic:     jsii.String("Sum"),
+		Period:        fiveMin,
+	})
+	pipeStalled := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression:   jsii.String("IF(FILL(writes, 0) > 0 AND FILL(piped, 0) == 0, 1, 0)"),
+		Label:        jsii.String("log written, Pipe idle"),
+		Period:       fiveMin,
+		UsingMetrics: &map[string]awscloudwatch.IMetric{"writes": logWrites, "piped": pipeMetric("EventCount", "Sum")},
+	})
+	alarm("PipeStopped",
+		"The events table was written for 10 minutes while the events Pipe handled no event: the Pipe is stopped, disabled (AWS disables a Pipe after continuous 4xx errors; see its StateReason), or cannot read the stream. Events are not reaching the DURABLE lane; they stay in the stream for 24 hours. Start or fix the Pipe (aws pipes describe-pipe).",
+		pipeStalled, 1, 2)
+	alarm("PipeExecutionThrottled",
+		"The events Pipe's executions were throttled (AWS/EventBridge/Pipes ExecutionThrottled): the DURABLE lane falls behind. Check the Pipe's concurrency and stream-filter's throttles.",
+		pipeMetric("ExecutionThrottled", "Sum"), 1, 1)
+
 	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
 		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &metrics, Width: jsii.Number(8)})
 	}
-	fns := []Function{props.Durable.StreamFilter, props.Durable.DurableConsumer, props.ChangeFeed.Changefeed, props.Reconcile.Function, props.Repair.Function}
+	fns := props.functions()
 	var errs, throttles []awscloudwatch.IMetric
 	for _, f := range fns {
 		errs = append(errs, f.Fn.MetricErrors(&awscloudwatch.MetricOptions{Period: fiveMin}))
@@ -185,7 +304,7 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 			{
 				graph("Function errors", errs...),
 				graph("Function throttles", throttles...),
-				graph("Integrity and best effort (EMF)", chainBreaks, rejected, emfQuery("SUM", keys.MetricBestEffortFailures, fiveMin), emfQuery("SUM", keys.MetricProjParked, fiveMin)),
+				graph("Integrity and best effort (EMF)", chainBreaks, tampered, rejected, emfQuery("SUM", keys.MetricBestEffortFailures, fiveMin), emfQuery("SUM", keys.MetricProjParked, fiveMin)),
 			},
 		},
 	})

@@ -1,6 +1,7 @@
 package backbone
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -96,6 +97,82 @@ func TestEveryDLQHasADepthAlarm(t *testing.T) {
 		if p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" || p["Threshold"] != 1.0 || p["EvaluationPeriods"] != 1.0 {
 			t.Errorf("%s depth alarm: %v %v over %v periods, want >= 1 at once", id, p["ComparisonOperator"], p["Threshold"], p["EvaluationPeriods"])
 		}
+		// A dead letter left too long: its stream range expires 24 h after
+		// the write, and the Pipe gives up after 6 h, so the age alarm must
+		// fire well inside the remaining 18 h.
+		p, ok = s.alarmOn("AWS/SQS", "ApproximateAgeOfOldestMessage", map[string]any{"QueueName": getAtt(id, "QueueName")})
+		if !ok {
+			t.Errorf("no ApproximateAgeOfOldestMessage alarm on %s", id)
+			continue
+		}
+		if th, _ := p["Threshold"].(float64); th <= 0 || th > 12*3600 || p["Statistic"] != "Maximum" {
+			t.Errorf("%s oldest-message alarm: %v of %vs, want Maximum over at most 12 h", id, p["Statistic"], p["Threshold"])
+		}
+	}
+}
+
+// TestEveryFunctionHasErrorAndThrottleAlarms walks every function in the
+// template.
+func TestEveryFunctionHasErrorAndThrottleAlarms(t *testing.T) {
+	s := synth(t)
+	fns := s.resources("AWS::Lambda::Function")
+	if len(fns) != len(keys.Functions) {
+		t.Errorf("%d functions, want %d", len(fns), len(keys.Functions))
+	}
+	for id := range fns {
+		for _, metric := range []string{"Errors", "Throttles"} {
+			p, ok := s.alarmOn("AWS/Lambda", metric, map[string]any{"FunctionName": ref(id)})
+			if !ok {
+				t.Errorf("function %s has no %s alarm", id, metric)
+				continue
+			}
+			if p["Statistic"] != "Sum" || p["Threshold"] != 1.0 || p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" {
+				t.Errorf("%s %s alarm: %v %v %v, want Sum >= 1", id, metric, p["Statistic"], p["ComparisonOperator"], p["Threshold"])
+			}
+		}
+	}
+}
+
+// TestTamperAlarm: any TamperDetected in a minute alarms in that minute.
+func TestTamperAlarm(t *testing.T) {
+	s := synth(t)
+	q := fmt.Sprintf(`SELECT SUM(%s) FROM "%s"`, keys.MetricTamperDetected, keys.MetricNamespace)
+	p, ok := s.alarmOnQuery(q)
+	if !ok {
+		t.Fatalf("no alarm on %s", q)
+	}
+	if p["Threshold"] != 1.0 || p["EvaluationPeriods"] != 1.0 || p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" {
+		t.Errorf("tamper alarm %v %v over %v periods, want >= 1 in one period", p["ComparisonOperator"], p["Threshold"], p["EvaluationPeriods"])
+	}
+	for _, m := range list(p["Metrics"]) {
+		if period, _ := m.(map[string]any)["Period"].(float64); period != 60 {
+			t.Errorf("tamper alarm period %vs, want 60", period)
+		}
+	}
+	if _, ok := s.alarmOn("AWS/Lambda", "IteratorAge", map[string]any{"FunctionName": ref(s.id(s.stack.Tamper.Function.Fn))}); !ok {
+		t.Error("no IteratorAge alarm on tamper-watch")
+	}
+}
+
+// TestPipeStoppedAlarm: a Pipe that is stopped publishes no failures; the
+// alarm compares the log's writes with the Pipe's events.
+func TestPipeStoppedAlarm(t *testing.T) {
+	s := synth(t)
+	p, ok := s.alarmOnQuery("FILL(piped, 0) == 0")
+	if !ok {
+		t.Fatal("no alarm for a stopped Pipe")
+	}
+	b, _ := json.Marshal(p["Metrics"])
+	for _, want := range []string{
+		`"MetricName":"ConsumedWriteCapacityUnits"`, `"Namespace":"AWS/DynamoDB"`, `{"Name":"TableName","Value":{"Ref":"` + LogicalEventsTable + `"}}`,
+		`"MetricName":"EventCount"`, `"Namespace":"` + PipesNamespace + `"`, `{"Name":"PipeName","Value":{"Ref":"` + LogicalEventsPipe + `"}}`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("stopped-Pipe alarm metrics lack %s:\n%s", want, b)
+		}
+	}
+	if p["EvaluationPeriods"] != 2.0 || p["DatapointsToAlarm"] != 2.0 {
+		t.Errorf("stopped-Pipe alarm over %v/%v periods, want 2 of 2", p["DatapointsToAlarm"], p["EvaluationPeriods"])
 	}
 }
 
@@ -114,8 +191,8 @@ func TestStreamConsumersHaveLagAlarms(t *testing.T) {
 			t.Errorf("stream mapping %s has no IteratorAge alarm on %v", id, p["FunctionName"])
 		}
 	}
-	if n != 1 {
-		t.Errorf("%d stream mappings, want 1 (changefeed)", n)
+	if n != 2 {
+		t.Errorf("%d stream mappings, want 2 (changefeed, tamper-watch)", n)
 	}
 	// Pipes publish no IteratorAge: lag comes from stream-filter's EMF
 	// metric; failures and timeouts from the Pipe's own metrics.
@@ -148,18 +225,32 @@ func TestQueueAndDeadLetterAlarms(t *testing.T) {
 	}
 }
 
-// TestAlarmActionsAndDashboard: the context's topic gets ALARM and OK, every
-// alarm says what it means, and the dashboard exists.
+// TestAlarmActionsAndDashboard walks every alarm in the template: each one
+// notifies the stack's own topic on ALARM and on OK, and says what it means;
+// the topic has the context's email subscription; the dashboard exists.
 func TestAlarmActionsAndDashboard(t *testing.T) {
 	s := synth(t)
 	alarms := s.resources("AWS::CloudWatch::Alarm")
-	if len(alarms) != len(s.stack.Alarms.ByName) || len(alarms) < 10 {
+	if len(alarms) != len(s.stack.Alarms.ByName) || len(alarms) < 30 {
 		t.Errorf("%d alarms in the template, %d built", len(alarms), len(s.stack.Alarms.ByName))
+	}
+	if _, ok := s.resources("AWS::SNS::Topic")[LogicalAlarmTopic]; !ok {
+		t.Fatalf("no alarm topic %s", LogicalAlarmTopic)
+	}
+	subs := s.resources("AWS::SNS::Subscription")
+	if len(subs) != 1 {
+		t.Errorf("%d subscriptions, want 1 (alarmEmail)", len(subs))
+	}
+	for id, sub := range subs {
+		p := props(sub)
+		if p["Protocol"] != "email" || p["Endpoint"] != testAlarmEmail || !cmp.Equal(p["TopicArn"], ref(LogicalAlarmTopic)) {
+			t.Errorf("subscription %s = %v, want email %s on %s", id, p, testAlarmEmail, LogicalAlarmTopic)
+		}
 	}
 	for id, a := range alarms {
 		p := props(a)
 		for _, k := range []string{"AlarmActions", "OKActions"} {
-			if diff := cmp.Diff([]any{testTopicArn}, p[k]); diff != "" {
+			if diff := cmp.Diff([]any{ref(LogicalAlarmTopic)}, p[k]); diff != "" {
 				t.Errorf("%s %s (-want +got):\n%s", id, k, diff)
 			}
 		}

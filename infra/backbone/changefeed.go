@@ -66,6 +66,7 @@ func NewChangeFeed(scope constructs.Construct, id string, props *ChangeFeedProps
 		Stream:                           awsdynamodb.StreamViewType_NEW_AND_OLD_IMAGES,
 		PointInTimeRecoverySpecification: pitr,
 		Encryption:                       awsdynamodb.TableEncryption_AWS_MANAGED,
+		DeletionProtection:               jsii.Bool(true),
 		RemovalPolicy:                    removal,
 	})
 	pin(orders, LogicalOrdersTable)
@@ -76,6 +77,7 @@ func NewChangeFeed(scope constructs.Construct, id string, props *ChangeFeedProps
 		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		TimeToLiveAttribute: jsii.String(keys.AttrExpiresAt),
 		Encryption:          awsdynamodb.TableEncryption_AWS_MANAGED,
+		DeletionProtection:  jsii.Bool(true),
 		RemovalPolicy:       removal,
 	})
 	pin(feed, LogicalChangeFeedTable)
@@ -85,11 +87,12 @@ func NewChangeFeed(scope constructs.Construct, id string, props *ChangeFeedProps
 	}}, jsii.Bool(false))
 
 	search := awsdynamodb.NewTable(c, jsii.String("Search"), &awsdynamodb.TableProps{
-		PartitionKey:  &awsdynamodb.Attribute{Name: jsii.String(keys.AttrPK), Type: awsdynamodb.AttributeType_STRING},
-		SortKey:       &awsdynamodb.Attribute{Name: jsii.String(keys.AttrSK), Type: awsdynamodb.AttributeType_STRING},
-		BillingMode:   awsdynamodb.BillingMode_PAY_PER_REQUEST,
-		Encryption:    awsdynamodb.TableEncryption_AWS_MANAGED,
-		RemovalPolicy: removal,
+		PartitionKey:       &awsdynamodb.Attribute{Name: jsii.String(keys.AttrPK), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:            &awsdynamodb.Attribute{Name: jsii.String(keys.AttrSK), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:        awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		Encryption:         awsdynamodb.TableEncryption_AWS_MANAGED,
+		DeletionProtection: jsii.Bool(true),
+		RemovalPolicy:      removal,
 	})
 	pin(search, LogicalSearchTable)
 	cdknag.NagSuppressions_AddResourceSuppressions(search, &[]*cdknag.NagPackSuppression{{

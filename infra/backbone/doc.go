@@ -8,13 +8,23 @@
 //	             changefeed and its stream mapping, on-failure queue
 //	Reconcile    reconcile behind an AWS_IAM Function URL, caller policy
 //	Repair       dlq-repair with access to exactly what it repairs
-//	Alarms       alarms and a dashboard, optional SNS actions
+//	TamperWatch  tamper-watch and its mapping on the events stream (MODIFY
+//	             and REMOVE only): every change to the log, logged and counted
+//	Alarms       the alarm topic (optional email subscription), alarms that
+//	             all notify it, and a dashboard
+//	Schedules    EventBridge Scheduler: reconcile (incremental every 15
+//	             minutes, full daily) and dlq-repair (hourly)
 //
 // It promises:
 //   - every name shared with the runtime (tables, attributes, environment
 //     variables, functions, metrics) comes from pkg/keys;
 //   - no policy lets anyone update, delete, batch-write or PartiQL-write the
-//     events table; emitters get exactly what Emit needs;
+//     events table, and its resource policy denies those (and DeleteTable)
+//     to every principal; emitters get exactly what Emit needs, its writes
+//     only inside TransactWriteItems; what PutItem can still do, tamper-watch
+//     reports;
+//   - every table has deletion protection; every alarm notifies the stack's
+//     topic;
 //   - stateful resources (tables, queues) keep pinned logical IDs and are
 //     retained on delete unless Props.RemovalPolicy says otherwise;
 //   - constructs read nothing from the environment: the app (infra/main.go)

@@ -31,10 +31,61 @@ type EventLog struct {
 	Events awsdynamodb.Table
 	State  awsdynamodb.Table
 	// EmitterPolicy grants exactly what Emit needs on the events table:
-	// PutItem, ConditionCheckItem, GetItem and Query. It has no UpdateItem,
-	// DeleteItem, BatchWriteItem or PartiQL action: the head moves by a
-	// conditional PutItem.
+	// PutItem and ConditionCheckItem only inside TransactWriteItems, GetItem
+	// and Query. It has no UpdateItem, DeleteItem, BatchWriteItem or PartiQL
+	// action: the head moves by a conditional Put in the same transaction as
+	// the events.
 	EmitterPolicy awsiam.ManagedPolicy
+}
+
+// logDenied are the actions the events table's resource policy denies to
+// every principal, whatever their identity policies allow: nothing in the
+// stack needs them, and each could rewrite or destroy the log.
+//
+// PartiQLInsert cannot overwrite (an INSERT of an existing key fails), but it
+// is denied too: it writes one row outside Emit's transaction, so it could
+// plant a row above a tenant's head (blocking its next Emit) or one no chain
+// links to. UpdateTimeToLive is denied because TTL would delete rows "by
+// design"; the log has none.
+var logDenied = []string{
+	"dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem",
+	"dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate", "dynamodb:PartiQLDelete",
+	"dynamodb:DeleteTable", "dynamodb:UpdateTimeToLive",
+}
+
+// transactionOnly is the condition that lets an action run only as part of
+// TransactWriteItems. AWS: "Permissions for Put, Update, Delete, and Get
+// actions are governed by the permissions used for the underlying PutItem,
+// UpdateItem, DeleteItem, and GetItem operations", and the example "Allow only
+// transactional operations" uses this condition
+// (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html).
+// A single-item PutItem carries no enclosing operation, so it is not allowed.
+func transactionOnly() *map[string]interface{} {
+	return &map[string]interface{}{
+		"ForAnyValue:StringEquals": map[string]interface{}{"dynamodb:EnclosingOperation": []string{"TransactWriteItems"}},
+	}
+}
+
+// LogResourcePolicy is the events table's resource policy: an explicit Deny
+// of logDenied to every principal ("*"), which no Allow anywhere overrides.
+// Its resource is "*" (this table): the table's own ARN would make the table
+// depend on itself.
+//
+// What it cannot deny: PutItem, which Emit needs and which overwrites an
+// existing row when its caller leaves out the condition. The emitter policy
+// allows it only inside TransactWriteItems, which narrows who can but not
+// what they can write; tamper-watch reports every such overwrite as it
+// happens (pkg/tamper).
+func LogResourcePolicy() awsiam.PolicyDocument {
+	return awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{Statements: &[]awsiam.PolicyStatement{
+		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("TheLogIsInsertOnly"),
+			Effect:     awsiam.Effect_DENY,
+			Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+			Actions:    jsii.Strings(logDenied...),
+			Resources:  jsii.Strings("*"),
+		}),
+	}})
 }
 
 // NewEventLog creates the events and state tables and the emitter policy.
@@ -50,8 +101,10 @@ func NewEventLog(scope constructs.Construct, id string, props *EventLogProps) *E
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},
-		Encryption:    awsdynamodb.TableEncryption_AWS_MANAGED,
-		RemovalPolicy: removal,
+		Encryption:         awsdynamodb.TableEncryption_AWS_MANAGED,
+		DeletionProtection: jsii.Bool(true),
+		ResourcePolicy:     LogResourcePolicy(),
+		RemovalPolicy:      removal,
 	})
 	pin(events, LogicalEventsTable)
 
@@ -63,14 +116,27 @@ func NewEventLog(scope constructs.Construct, id string, props *EventLogProps) *E
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},
-		Encryption:    awsdynamodb.TableEncryption_AWS_MANAGED,
-		RemovalPolicy: removal,
+		Encryption:         awsdynamodb.TableEncryption_AWS_MANAGED,
+		DeletionProtection: jsii.Bool(true),
+		RemovalPolicy:      removal,
 	})
 	pin(state, LogicalStateTable)
 
 	emitter := awsiam.NewManagedPolicy(c, jsii.String("EmitterPolicy"), &awsiam.ManagedPolicyProps{
-		Description: jsii.String("fourlanes: append events to the log (Emit). Insert-only: no UpdateItem, DeleteItem, BatchWriteItem or PartiQL."),
-		Statements:  &[]awsiam.PolicyStatement{statement(logAppend, events.TableArn())},
+		Description: jsii.String("fourlanes: append events to the log (Emit): Put and ConditionCheck only inside TransactWriteItems, GetItem, Query. No UpdateItem, DeleteItem, BatchWriteItem or PartiQL."),
+		Statements: &[]awsiam.PolicyStatement{
+			awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid:        jsii.String("AppendInsideTransactWriteItems"),
+				Actions:    jsii.Strings(logAppendWrite...),
+				Resources:  &[]*string{events.TableArn()},
+				Conditions: transactionOnly(),
+			}),
+			awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid:       jsii.String("ReadTheHeadAndTheLog"),
+				Actions:   jsii.Strings(logAppendRead...),
+				Resources: &[]*string{events.TableArn()},
+			}),
+		},
 	})
 
 	return &EventLog{Construct: c, Events: events, State: state, EmitterPolicy: emitter}

@@ -37,6 +37,7 @@ type functionSpec struct {
 // Function is a Go Lambda function with its own role and log group, so it
 // gets no AWS managed policy and nothing but what its construct grants.
 type Function struct {
+	name string // keys.Fn*
 	Fn   awslambda.Function
 	Role awsiam.Role
 	Logs awslogs.LogGroup
@@ -77,17 +78,19 @@ func newFunction(scope constructs.Construct, id string, opts FunctionOptions, sp
 		Reason:    jsii.String("X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions; CDK's active tracing grants them on *."),
 		AppliesTo: &[]interface{}{jsii.String("Resource::*")},
 	}}, jsii.Bool(true))
-	return Function{Fn: fn, Role: role, Logs: logs}
+	return Function{name: spec.name, Fn: fn, Role: role, Logs: logs}
 }
 
-// DynamoDB and SQS action sets. The events table only ever gets logAppend
-// and tableRead (plus streamRead): see policy_test.go.
+// DynamoDB and SQS action sets. The events table only ever gets
+// logAppendWrite/logAppendRead and tableRead (plus streamRead): see
+// policy_test.go.
 var (
-	// logAppend is exactly what Emit needs: the conditional head and event
-	// Puts and the caller's condition checks inside TransactWriteItems, and
-	// the head read and read path.
-	logAppend = []string{"dynamodb:PutItem", "dynamodb:ConditionCheckItem", "dynamodb:GetItem", "dynamodb:Query"}
-	tableRead = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:ConditionCheckItem"}
+	// logAppendWrite and logAppendRead are exactly what Emit needs: the
+	// conditional head and event Puts and the caller's condition checks
+	// (only inside TransactWriteItems), and the head read and read path.
+	logAppendWrite = []string{"dynamodb:PutItem", "dynamodb:ConditionCheckItem"}
+	logAppendRead  = []string{"dynamodb:GetItem", "dynamodb:Query"}
+	tableRead      = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:ConditionCheckItem"}
 	// tableWrite is for tables that are updated (never the log).
 	tableWrite = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
 	streamRead = []string{"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}

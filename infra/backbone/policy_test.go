@@ -2,12 +2,18 @@ package backbone
 
 import (
 	"encoding/json"
+	"os"
 	"path"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/tamper"
 )
 
 // logRewrites are the actions that would let anyone rewrite or destroy the
@@ -164,10 +170,6 @@ func TestNoPolicyRewritesTheLog(t *testing.T) {
 	if v := logViolations(gs); len(v) > 0 {
 		t.Errorf("policies allow rewriting the log:\n%s", strings.Join(v, "\n"))
 	}
-	// No resource policy on the table either.
-	if rp := props(s.resources("AWS::DynamoDB::Table")[LogicalEventsTable])["ResourcePolicy"]; rp != nil {
-		t.Errorf("the events table has a resource policy %v; access is by identity policy only", rp)
-	}
 	// Only the emitter policy may put items into the log.
 	var writers []string
 	for _, g := range gs {
@@ -199,7 +201,7 @@ func TestLogViolationsDetects(t *testing.T) {
 		{"partiql", grant{actions: []string{"dynamodb:PartiQL*"}, resources: []any{events}}, true},
 		{"index arn", grant{actions: []string{"dynamodb:DeleteItem"}, resources: []any{map[string]any{"Fn::Join": []any{"", []any{events, "/index/*"}}}}}, true},
 		{"not action", grant{actions: []string{"s3:GetObject"}, resources: []any{other}, not: true}, true},
-		{"append on log", grant{actions: logAppend, resources: []any{events}}, false},
+		{"append on log", grant{actions: concat(logAppendWrite, logAppendRead), resources: []any{events}}, false},
 		{"update elsewhere", grant{actions: []string{"dynamodb:UpdateItem"}, resources: []any{other}}, false},
 	}
 	for _, tt := range tests {
@@ -210,26 +212,118 @@ func TestLogViolationsDetects(t *testing.T) {
 	}
 }
 
-// TestEmitterPolicyIsExactlyEmit: the managed policy services attach.
+// TestEmitterPolicyIsExactlyEmit: the managed policy services attach. Its
+// writes (PutItem, ConditionCheckItem) hold only inside TransactWriteItems
+// (dynamodb:EnclosingOperation, as AWS's "Allow only transactional
+// operations" example); its reads are GetItem and Query.
 func TestEmitterPolicyIsExactlyEmit(t *testing.T) {
 	s := synth(t)
-	var got []grant
-	for _, g := range grants(t, s.doc) {
-		if g.policy == s.id(s.stack.Log.EmitterPolicy) {
-			got = append(got, g)
+	doc := props(s.resources("AWS::IAM::ManagedPolicy")[s.id(s.stack.Log.EmitterPolicy)])["PolicyDocument"].(map[string]any)
+	events := getAtt(LogicalEventsTable, "Arn")
+	want := []any{
+		map[string]any{
+			"Sid": "AppendInsideTransactWriteItems", "Effect": "Allow",
+			"Action":   []any{"dynamodb:PutItem", "dynamodb:ConditionCheckItem"},
+			"Resource": events,
+			"Condition": map[string]any{"ForAnyValue:StringEquals": map[string]any{
+				"dynamodb:EnclosingOperation": []any{"TransactWriteItems"},
+			}},
+		},
+		map[string]any{
+			"Sid": "ReadTheHeadAndTheLog", "Effect": "Allow",
+			"Action":   []any{"dynamodb:GetItem", "dynamodb:Query"},
+			"Resource": events,
+		},
+	}
+	if diff := cmp.Diff(want, doc["Statement"]); diff != "" {
+		t.Errorf("emitter policy statements (-want +got):\n%s", diff)
+	}
+}
+
+// TestLogResourcePolicy: the events table itself refuses every action that
+// could rewrite or destroy the log, to every principal, whatever any
+// identity policy allows (an explicit Deny wins).
+func TestLogResourcePolicy(t *testing.T) {
+	s := synth(t)
+	rp, _ := props(s.resources("AWS::DynamoDB::Table")[LogicalEventsTable])["ResourcePolicy"].(map[string]any)
+	if rp == nil {
+		t.Fatal("the events table has no resource policy")
+	}
+	stmts := list(rp["PolicyDocument"].(map[string]any)["Statement"])
+	if len(stmts) != 1 {
+		t.Fatalf("%d statements, want 1: %v", len(stmts), stmts)
+	}
+	st := stmts[0].(map[string]any)
+	if st["Effect"] != "Deny" || !cmp.Equal(st["Principal"], map[string]any{"AWS": "*"}) || st["Resource"] != "*" || st["Condition"] != nil {
+		t.Errorf("statement %v: want an unconditional Deny to every principal on this table", st)
+	}
+	denied := strs(st["Action"])
+	for _, a := range logRewrites {
+		if !slices.Contains(denied, a) {
+			t.Errorf("the resource policy does not deny %s", a)
 		}
 	}
-	if len(got) != 1 {
-		t.Fatalf("emitter policy has %d statements, want 1", len(got))
+	if slices.Contains(denied, "dynamodb:PutItem") || slices.Contains(denied, "dynamodb:ConditionCheckItem") {
+		t.Errorf("the resource policy denies %v: Emit needs PutItem and ConditionCheckItem", denied)
 	}
-	want := []string{"dynamodb:ConditionCheckItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}
-	actions := append([]string(nil), got[0].actions...)
-	sort.Strings(actions)
-	if diff := cmp.Diff(want, actions); diff != "" {
-		t.Errorf("emitter actions (-want +got):\n%s", diff)
+	// The other tables are updated by design: no resource policy there.
+	for id, tb := range s.resources("AWS::DynamoDB::Table") {
+		if id != LogicalEventsTable && props(tb)["ResourcePolicy"] != nil {
+			t.Errorf("table %s has a resource policy", id)
+		}
 	}
-	if diff := cmp.Diff([]any{getAtt(LogicalEventsTable, "Arn")}, got[0].resources); diff != "" {
-		t.Errorf("emitter resources (-want +got):\n%s", diff)
+}
+
+// TestWhatPutItemCanStillDo says it plainly, and checks what catches it.
+//
+// The emitter policy allows PutItem on the events table inside
+// TransactWriteItems, and nothing can forbid that: Emit moves the head and
+// writes each event with a Put. IAM cannot require a Put to carry a
+// condition, so whoever holds the emitter policy (or steals a role that has
+// it) can Put without one, in a transaction of their own, and overwrite any
+// event row or head row, re-hashed to look consistent. That reaches the
+// events stream as a MODIFY. What catches it: tamper-watch's mapping on the
+// stream (a reader of its own, so the Pipe's filter, which drops MODIFYs,
+// cannot hide it) passes every MODIFY and REMOVE to tamper-watch, which
+// reports it (ERROR line, EMF TamperDetected), and the TamperDetected alarm
+// pages within a minute. Signed checkpoints (issue 13, item 3) then prove
+// which history was the real one.
+func TestWhatPutItemCanStillDo(t *testing.T) {
+	s := synth(t)
+	// 1. PutItem on the log is allowed (inside a transaction) by exactly one
+	// policy, and denied by no resource policy.
+	var putters []string
+	for _, g := range grants(t, s.doc) {
+		for _, res := range g.resources {
+			for _, a := range g.actions {
+				if actionAllows(a, "dynamodb:PutItem") && touches(res, LogicalEventsTable) {
+					putters = append(putters, g.policy)
+				}
+			}
+		}
+	}
+	if diff := cmp.Diff([]string{s.id(s.stack.Log.EmitterPolicy)}, putters); diff != "" {
+		t.Errorf("policies that can PutItem on the log (-want +got):\n%s", diff)
+	}
+	// 2. An overwrite reaches tamper-watch: its mapping reads the events
+	// stream and its filter passes the MODIFY such a Put makes.
+	m := s.mappingFor(t, getAtt(LogicalEventsTable, "StreamArn"))
+	if !cmp.Equal(m["FunctionName"], ref(s.id(s.stack.Tamper.Function.Fn))) {
+		t.Fatalf("the events stream's mapping runs %v, want tamper-watch", m["FunctionName"])
+	}
+	overwrite, err := os.ReadFile(filepath.Join("..", "..", "pkg", "tamper", "testdata", "event-modify.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !mappingPasses(t, m, overwrite) {
+		t.Error("tamper-watch's filter drops an overwrite of an event row")
+	}
+	if f, ok := tamper.Inspect(overwrite); !ok || f.Change != tamper.EventModified {
+		t.Errorf("tamper-watch does not report the overwrite: %+v", f)
+	}
+	// 3. And the report pages someone.
+	if _, ok := s.alarmOnQuery(`SELECT SUM(` + keys.MetricTamperDetected + `)`); !ok {
+		t.Error("no alarm on TamperDetected")
 	}
 }
 
@@ -326,6 +420,10 @@ func TestRoleAccess(t *testing.T) {
 			LogicalEventsTable + ".Arn": read,
 			LogicalStateTable + ".Arn":  rw,
 		}},
+		{"tamper-watch", st.Tamper.Function, map[string][]string{
+			LogicalEventsTable + ".StreamArn": stream,
+			"*+dynamodb:ListStreams":          nil,
+		}},
 		{"dlq-repair", st.Repair.Function, map[string][]string{
 			LogicalDurableDLQ + ".Arn":        drain,
 			LogicalPipeDLQ + ".Arn":           drain,
@@ -358,6 +456,33 @@ func TestRoleAccess(t *testing.T) {
 				t.Errorf("%s role access (-want +got):\n%s", tt.name, diff)
 			}
 		})
+	}
+
+	for name, role := range st.Schedules.Roles {
+		t.Run("scheduler "+name, func(t *testing.T) {
+			var fn Function
+			switch name {
+			case keys.FnReconcile:
+				fn = st.Reconcile.Function
+			case keys.FnDLQRepair:
+				fn = st.Repair.Function
+			default:
+				t.Fatalf("a schedule role for %s", name)
+			}
+			want := map[string][]string{s.id(fn.Fn) + ".Arn": {"lambda:InvokeFunction"}}
+			if diff := cmp.Diff(want, access(gs, s.id(role))); diff != "" {
+				t.Errorf("scheduler role access (-want +got):\n%s", diff)
+			}
+			trust, _ := json.Marshal(props(s.resources("AWS::IAM::Role")[s.id(role)])["AssumeRolePolicyDocument"])
+			for _, want := range []string{`"Service":"scheduler.amazonaws.com"`, `"aws:SourceAccount":{"Ref":"AWS::AccountId"}`} {
+				if !strings.Contains(string(trust), want) {
+					t.Errorf("scheduler role trust policy %s lacks %s", trust, want)
+				}
+			}
+		})
+	}
+	if len(st.Schedules.Roles) != 2 {
+		t.Errorf("%d scheduler roles, want 2 (reconcile, dlq-repair)", len(st.Schedules.Roles))
 	}
 
 	t.Run("pipe", func(t *testing.T) {

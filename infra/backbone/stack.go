@@ -20,6 +20,7 @@ const (
 	OutputDurableDLQ            = "DurableDLQUrl"
 	OutputPipeDLQ               = "PipeDLQUrl"
 	OutputChangeFeedDLQ         = "ChangeFeedDLQUrl"
+	OutputAlarmTopic            = "AlarmTopicArn"
 )
 
 // Props configures the stack.
@@ -27,13 +28,16 @@ type Props struct {
 	awscdk.StackProps
 	// CodeRoot holds build/<function>/bootstrap (the app passes "build").
 	CodeRoot string
-	// AlarmTopicArn, when set, is an SNS topic for alarm actions.
-	AlarmTopicArn string
+	// AlarmEmail, when set, is subscribed to the stack's alarm topic.
+	AlarmEmail string
 	// ReserveConcurrency reserves 2 for reconcile and 1 for dlq-repair. An
 	// account whose concurrency quota is still 10 cannot reserve any: set it
 	// false there.
 	ReserveConcurrency bool
-	// RemovalPolicy of tables and queues; the zero value means RETAIN.
+	// RemovalPolicy of tables and queues; the zero value means RETAIN. Every
+	// table has deletion protection (and the events table a resource policy
+	// denying DeleteTable), so DESTROY deletes the queues only: turn
+	// deletion protection off by hand first to delete a table.
 	RemovalPolicy awscdk.RemovalPolicy
 	// LogRetention of every function's and the Pipe's log group; zero means
 	// one month.
@@ -51,7 +55,9 @@ type Stack struct {
 	ChangeFeed *ChangeFeed
 	Reconcile  *Reconcile
 	Repair     *Repair
+	Tamper     *TamperWatch
 	Alarms     *Alarms
+	Schedules  *Schedules
 }
 
 // NewStack composes the constructs.
@@ -87,10 +93,12 @@ func NewStack(scope constructs.Construct, id string, props *Props) *Stack {
 	s.Repair = NewRepair(st, "Repair", &RepairProps{
 		Log: s.Log, Durable: s.Durable, ChangeFeed: s.ChangeFeed, Functions: fo, ReservedConcurrency: repairRC,
 	})
+	s.Tamper = NewTamperWatch(st, "TamperWatch", &TamperWatchProps{Log: s.Log, Functions: fo})
 	s.Alarms = NewAlarms(st, "Alarms", &AlarmsProps{
-		Durable: s.Durable, ChangeFeed: s.ChangeFeed, Reconcile: s.Reconcile, Repair: s.Repair,
-		AlarmTopicArn: p.AlarmTopicArn,
+		Log: s.Log, Durable: s.Durable, ChangeFeed: s.ChangeFeed, Reconcile: s.Reconcile, Repair: s.Repair,
+		TamperWatch: s.Tamper, AlarmEmail: p.AlarmEmail,
 	})
+	s.Schedules = NewSchedules(st, "Schedules", &SchedulesProps{Reconcile: s.Reconcile, Repair: s.Repair})
 
 	out := func(name, description string, value *string) {
 		awscdk.NewCfnOutput(st, jsii.String(name), &awscdk.CfnOutputProps{Value: value, Description: jsii.String(description)})
@@ -105,6 +113,7 @@ func NewStack(scope constructs.Construct, id string, props *Props) *Stack {
 	out(OutputDurableDLQ, "DURABLE FIFO dead-letter queue", s.Durable.DLQ.QueueUrl())
 	out(OutputPipeDLQ, "Pipe dead-letter queue (batch metadata)", s.Durable.PipeDLQ.QueueUrl())
 	out(OutputChangeFeedDLQ, "Change-feed on-failure queue (batch metadata)", s.ChangeFeed.DLQ.QueueUrl())
+	out(OutputAlarmTopic, "SNS topic every alarm notifies (ALARM and OK); subscribe people to it", s.Alarms.Topic.TopicArn())
 	return s
 }
 

@@ -43,6 +43,7 @@ func TestPinnedLogicalIDs(t *testing.T) {
 		"SearchTable": "AWS::DynamoDB::Table", "DurableQueue": "AWS::SQS::Queue",
 		"DurableDLQ": "AWS::SQS::Queue", "PipeDLQ": "AWS::SQS::Queue", "ChangeFeedDLQ": "AWS::SQS::Queue",
 		"EventsPipe": "AWS::Pipes::Pipe", "ChangeFeedMapping": "AWS::Lambda::EventSourceMapping",
+		"TamperWatchMapping": "AWS::Lambda::EventSourceMapping", "AlarmTopic": "AWS::SNS::Topic",
 	} {
 		if _, ok := s.resources(typ)[id]; !ok {
 			t.Errorf("no %s with logical ID %s", typ, id)
@@ -128,6 +129,8 @@ func TestTables(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
+		// Every table refuses DeleteTable until a person turns this off.
+		tt.props["DeletionProtectionEnabled"] = true
 		t.Run(tt.id, func(t *testing.T) {
 			got := tmpl.FindResources(jsii.String("AWS::DynamoDB::Table"), map[string]any{"Properties": tt.props})
 			if _, ok := (*got)[tt.id]; !ok {
@@ -269,6 +272,7 @@ func TestFunctions(t *testing.T) {
 			keys.EnvEventsTable: table(LogicalEventsTable),
 			keys.EnvStateTable:  table(LogicalStateTable),
 		}}},
+		keys.FnTamperWatch: {st.Tamper.Function, fnSpec{env: map[string]any{}}},
 		keys.FnDLQRepair: {st.Repair.Function, fnSpec{reserved: 1.0, env: map[string]any{
 			keys.EnvDurableDLQURL:    queueURL(LogicalDurableDLQ),
 			keys.EnvPipeDLQURL:       queueURL(LogicalPipeDLQ),
@@ -365,6 +369,7 @@ func TestOutputs(t *testing.T) {
 		OutputPipeDLQ:               ref(LogicalPipeDLQ),
 		OutputChangeFeedDLQ:         ref(LogicalChangeFeedDLQ),
 		OutputDashboard:             ref(s.id(s.stack.Alarms.Dashboard)),
+		OutputAlarmTopic:            ref(LogicalAlarmTopic),
 	} {
 		s.template.HasOutput(jsii.String(name), map[string]any{"Value": value})
 	}

@@ -1,0 +1,80 @@
+package backbone
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fourlanes/fourlanes/pkg/keys"
+)
+
+// TestSchedules: reconcile runs incrementally every 15 minutes and from
+// genesis daily, dlq-repair hourly; each with its own role; reconcile's input
+// is the Function URL request it answers.
+func TestSchedules(t *testing.T) {
+	s := synth(t)
+	st := s.stack
+	scheds := s.resources("AWS::Scheduler::Schedule")
+	if len(scheds) != 3 {
+		t.Fatalf("%d schedules, want 3", len(scheds))
+	}
+	type want struct {
+		expr string
+		fn   Function
+		full *bool
+	}
+	yes, no := true, false
+	wants := map[string]want{
+		"ReconcileIncremental": {ReconcileIncrementalEvery, st.Reconcile.Function, &no},
+		"ReconcileFull":        {ReconcileFullAt, st.Reconcile.Function, &yes},
+		"DLQRepair":            {RepairEvery, st.Repair.Function, nil},
+	}
+	for name, w := range wants {
+		t.Run(name, func(t *testing.T) {
+			sc, ok := st.Schedules.ByName[name]
+			if !ok {
+				t.Fatalf("no schedule %s built", name)
+			}
+			p := props(scheds[*s.stack.GetLogicalId(sc)])
+			if p == nil {
+				t.Fatalf("no schedule %s", name)
+			}
+			if p["ScheduleExpression"] != w.expr || p["State"] != "ENABLED" {
+				t.Errorf("expression %v state %v, want %s ENABLED", p["ScheduleExpression"], p["State"], w.expr)
+			}
+			target := p["Target"].(map[string]any)
+			if diff := cmp.Diff(getAtt(s.id(w.fn.Fn), "Arn"), target["Arn"]); diff != "" {
+				t.Errorf("target (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(getAtt(s.id(st.Schedules.Roles[w.fn.name]), "Arn"), target["RoleArn"]); diff != "" {
+				t.Errorf("role (-want +got):\n%s", diff)
+			}
+			input, _ := target["Input"].(string)
+			if w.full == nil {
+				if input != "{}" {
+					t.Errorf("dlq-repair input %q, want {} (every source)", input)
+				}
+				return
+			}
+			var req events.LambdaFunctionURLRequest
+			if err := json.Unmarshal([]byte(input), &req); err != nil {
+				t.Fatalf("input %q: %v", input, err)
+			}
+			if req.RequestContext.HTTP.Method != "GET" || req.RawPath != "/" {
+				t.Errorf("input %s: want GET /", input)
+			}
+			wantQ := "limit=100"
+			if *w.full {
+				wantQ = "full=true&limit=100"
+			}
+			if req.RawQueryString != wantQ {
+				t.Errorf("query %q, want %q", req.RawQueryString, wantQ)
+			}
+		})
+	}
+	if _, ok := st.Schedules.Roles[keys.FnReconcile]; !ok {
+		t.Error("no scheduler role for reconcile")
+	}
+}
