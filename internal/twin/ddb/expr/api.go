@@ -19,8 +19,8 @@ func (e *Error) Error() string { return e.Msg }
 type Params struct {
 	names      map[string]string
 	values     map[string]*attr.Value
-	usedNames  map[string]struct{}
-	usedValues map[string]struct{}
+	usedNames  []string // a request has few placeholders: a slice beats a map
+	usedValues []string
 }
 
 // NewParams wraps one request's ExpressionAttributeNames and ExpressionAttributeValues
@@ -36,10 +36,9 @@ func (p *Params) name(ps *parser, key string) string {
 		ps.deferErr("An expression attribute name used in the document path is not defined; attribute name: %s", key)
 		return key
 	}
-	if p.usedNames == nil {
-		p.usedNames = make(map[string]struct{}, len(p.names))
+	if !slices.Contains(p.usedNames, key) {
+		p.usedNames = append(p.usedNames, key)
 	}
-	p.usedNames[key] = struct{}{}
 	return n
 }
 
@@ -50,10 +49,9 @@ func (p *Params) value(ps *parser, key string) *attr.Value {
 		ps.deferErr("An expression attribute value used in expression is not defined; attribute value: %s", key)
 		return nil
 	}
-	if p.usedValues == nil {
-		p.usedValues = make(map[string]struct{}, len(p.values))
+	if !slices.Contains(p.usedValues, key) {
+		p.usedValues = append(p.usedValues, key)
 	}
-	p.usedValues[key] = struct{}{}
 	return v
 }
 
@@ -70,10 +68,10 @@ func (p *Params) CheckUnused() error {
 	return nil
 }
 
-func unused[V any](m map[string]V, used map[string]struct{}) string {
+func unused[V any](m map[string]V, used []string) string {
 	var keys []string
 	for k := range m {
-		if _, ok := used[k]; !ok {
+		if !slices.Contains(used, k) {
 			keys = append(keys, k)
 		}
 	}

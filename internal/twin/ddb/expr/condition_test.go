@@ -19,7 +19,8 @@ const condItem = `{
 	"l": {"L": [{"S": "x"}, {"N": "7"}, {"M": {"deep": {"S": "yes"}}}]},
 	"m": {"M": {"a": {"N": "1"}, "b": {"L": [{"S": "q"}, {"S": "r"}]}, "Safety.Warning": {"S": "dot"}}},
 	"Safety.Warning": {"S": "top-level name with a dot"},
-	"e": {"S": ""}
+	"e": {"S": ""},
+	"u": {"S": "ünï"}
 }`
 
 const condValues = `{
@@ -159,6 +160,7 @@ func TestConditionEval(t *testing.T) {
 		{"size(l) = :3", true},
 		{"size(m) = :3", true},
 		{"size(e) = :zero", true},
+		{"size(u) = :3", true}, // characters, not UTF-8 bytes
 		{"size(m.b) < :3", true},
 		{"size(n) = :2", false},
 		{"size(n) <> :2", true},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
 )
@@ -45,8 +46,9 @@ func evalOperand(o *operand, item attr.Item) *attr.Value {
 	return nil
 }
 
-// sizeOf is size(): the length of an S (UTF-8 bytes) or B, the member count of a set,
-// list or map; nil for other types, so a comparison with it is false.
+// sizeOf is size(): the length of an S in characters (the page's example: "whether the
+// string Brand is less than or equal to 20 characters"), of a B in bytes, the member
+// count of a set, list or map; nil for other types, so a comparison with it is false.
 // https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.OperatorsAndFunctions.html#Expressions.OperatorsAndFunctions.Functions
 func sizeOf(v *attr.Value) *attr.Value {
 	if v == nil {
@@ -55,7 +57,7 @@ func sizeOf(v *attr.Value) *attr.Value {
 	n := 0
 	switch v.Kind {
 	case attr.KindS:
-		n = len(v.S)
+		n = utf8.RuneCountInString(v.S)
 	case attr.KindB:
 		n = len(v.B)
 	case attr.KindSS, attr.KindNS:

@@ -132,14 +132,77 @@ type parser struct {
 	update bool // UpdateExpression: if_not_exists, list_append, + and - are allowed
 	depth  int  // open parentheses
 	ops    int  // operators and functions seen
+
+	// Slabs the parse tree is carved from, so a small expression costs a few
+	// allocations rather than one per node.
+	opSlab   []operand
+	condSlab []cond
+	opPtrs   []*operand
+	condPtrs []*cond
+	elems    []elem
+	scratch  path
+	tokBuf   [32]token
+}
+
+func (ps *parser) op(o operand) *operand {
+	if len(ps.opSlab) == 0 {
+		ps.opSlab = make([]operand, 8)
+	}
+	p := &ps.opSlab[0]
+	*p = o
+	ps.opSlab = ps.opSlab[1:]
+	return p
+}
+
+func (ps *parser) cnd(c cond) *cond {
+	if len(ps.condSlab) == 0 {
+		ps.condSlab = make([]cond, 8)
+	}
+	p := &ps.condSlab[0]
+	*p = c
+	ps.condSlab = ps.condSlab[1:]
+	return p
+}
+
+// operands returns an empty slice with room for n operands; appending past n
+// reallocates, so slices carved from one slab never overlap.
+func (ps *parser) operands(n int) []*operand {
+	if len(ps.opPtrs) < n {
+		ps.opPtrs = make([]*operand, max(n, 32))
+	}
+	s := ps.opPtrs[:0:n]
+	ps.opPtrs = ps.opPtrs[n:]
+	return s
+}
+
+func (ps *parser) conds(cs ...*cond) []*cond {
+	if len(ps.condPtrs) < len(cs) {
+		ps.condPtrs = make([]*cond, 16)
+	}
+	s := ps.condPtrs[:len(cs):len(cs)]
+	copy(s, cs)
+	ps.condPtrs = ps.condPtrs[len(cs):]
+	return s
+}
+
+// keepPath copies a path out of the scratch buffer into the element slab.
+func (ps *parser) keepPath(pa path) path {
+	if len(ps.elems) < len(pa) {
+		ps.elems = make([]elem, max(len(pa), 16))
+	}
+	s := ps.elems[:len(pa):len(pa)]
+	copy(s, pa)
+	ps.elems = ps.elems[len(pa):]
+	return s
 }
 
 func newParser(s, kind string, p *Params) *parser {
 	if p == nil {
 		p = NewParams(nil, nil)
 	}
-	var buf [32]token
-	return &parser{src: s, kind: kind, toks: lex(s, buf[:0]), p: p}
+	ps := &parser{src: s, kind: kind, p: p}
+	ps.toks = lex(s, ps.tokBuf[:0])
+	return ps
 }
 
 // run calls f, turning a panicking *Error into the returned error, and then returns
@@ -232,8 +295,7 @@ func (ps *parser) syntaxError() {
 // ---- document paths and operands ----
 
 func (ps *parser) parsePath() path {
-	pa := make(path, 0, 2)
-	pa = append(pa, elem{name: ps.pathName(), index: -1})
+	pa := append(ps.scratch[:0], elem{name: ps.pathName(), index: -1})
 	for {
 		switch ps.cur().kind {
 		case tDot:
@@ -253,7 +315,8 @@ func (ps *parser) parsePath() path {
 			if len(pa) > maxPathElems {
 				ps.deferErr("The document path has too many nesting levels; nesting levels: %d", len(pa))
 			}
-			return pa
+			ps.scratch = pa[:0]
+			return ps.keepPath(pa)
 		}
 	}
 }
@@ -281,7 +344,7 @@ func (ps *parser) pathName() string {
 func (ps *parser) parseValue() *operand {
 	t := ps.expect(tValue)
 	key := ps.text(t)
-	return &operand{kind: oValue, val: ps.p.value(ps, key), name: key}
+	return ps.op(operand{kind: oValue, val: ps.p.value(ps, key), name: key})
 }
 
 // parseOperand reads a path, a value or a function call; in a condition it may be
@@ -292,12 +355,12 @@ func (ps *parser) parseOperand() *operand {
 	case tValue:
 		return ps.parseValue()
 	case tName:
-		return &operand{kind: oPath, path: ps.parsePath()}
+		return ps.op(operand{kind: oPath, path: ps.parsePath()})
 	case tIdent:
 		if ps.peek(1) == tLParen {
 			return ps.parseCall()
 		}
-		return &operand{kind: oPath, path: ps.parsePath()}
+		return ps.op(operand{kind: oPath, path: ps.parsePath()})
 	case tLParen:
 		if !ps.update {
 			ps.next()
@@ -318,7 +381,7 @@ func (ps *parser) parseCall() *operand {
 	}
 	ps.ops++
 	ps.expect(tLParen)
-	o := &operand{kind: oFunc, name: name, args: make([]*operand, 0, arity)}
+	o := ps.op(operand{kind: oFunc, name: name, args: ps.operands(arity)})
 	for {
 		if ps.update {
 			o.args = append(o.args, ps.parseSetOperand())
@@ -400,7 +463,7 @@ func (ps *parser) parseOr() *cond {
 	for ps.keyword("OR") {
 		ps.next()
 		ps.ops++
-		c = &cond{kind: cOr, kids: []*cond{c, ps.parseAnd()}}
+		c = ps.cnd(cond{kind: cOr, kids: ps.conds(c, ps.parseAnd())})
 	}
 	return c
 }
@@ -410,7 +473,7 @@ func (ps *parser) parseAnd() *cond {
 	for ps.keyword("AND") {
 		ps.next()
 		ps.ops++
-		c = &cond{kind: cAnd, kids: []*cond{c, ps.parseNot()}}
+		c = ps.cnd(cond{kind: cAnd, kids: ps.conds(c, ps.parseNot())})
 	}
 	return c
 }
@@ -423,7 +486,7 @@ func (ps *parser) parseNot() *cond {
 		if c.kind == cOperand {
 			ps.syntaxError()
 		}
-		return &cond{kind: cNot, kids: []*cond{c}}
+		return ps.cnd(cond{kind: cNot, kids: ps.conds(c)})
 	}
 	return ps.parsePrimary()
 }
@@ -456,7 +519,7 @@ func (ps *parser) parseCompare(left *operand) *cond {
 		ps.next()
 		ps.ops++
 		right := ps.parseOperand()
-		c := &cond{kind: cCmp, op: t.kind, args: []*operand{left, right}}
+		c := ps.cnd(cond{kind: cCmp, op: t.kind, args: append(ps.operands(2), left, right)})
 		ps.checkComparable(c)
 		ps.checkDistinct(ps.text(t), c.args)
 		return c
@@ -469,7 +532,7 @@ func (ps *parser) parseCompare(left *operand) *cond {
 		}
 		ps.next()
 		hi := ps.parseOperand()
-		c := &cond{kind: cBetween, args: []*operand{left, lo, hi}}
+		c := ps.cnd(cond{kind: cBetween, args: append(ps.operands(3), left, lo, hi)})
 		ps.checkComparable(c)
 		ps.checkDistinct("BETWEEN", c.args)
 		if lo.kind == oValue && hi.kind == oValue && lo.val != nil && hi.val != nil {
@@ -482,7 +545,7 @@ func (ps *parser) parseCompare(left *operand) *cond {
 		ps.next()
 		ps.ops++
 		ps.expect(tLParen)
-		c := &cond{kind: cIn, args: []*operand{left}}
+		c := ps.cnd(cond{kind: cIn, args: append(ps.operands(4), left)})
 		for {
 			c.args = append(c.args, ps.parseOperand())
 			if ps.cur().kind != tComma {
@@ -499,10 +562,10 @@ func (ps *parser) parseCompare(left *operand) *cond {
 		return c
 	}
 	if left.kind == oFunc && isCondFunc(left.name) {
-		return &cond{kind: cFunc, fn: left.name, args: left.args}
+		return ps.cnd(cond{kind: cFunc, fn: left.name, args: left.args})
 	}
 	if ps.depth > 0 && t.kind == tRParen {
-		return &cond{kind: cOperand, args: []*operand{left}}
+		return ps.cnd(cond{kind: cOperand, args: append(ps.operands(1), left)})
 	}
 	if left.kind == oFunc {
 		ps.fail("The function is not allowed to be used this way in an expression; function: %s", left.name)
@@ -611,7 +674,7 @@ func (ps *parser) parseSetValue() *operand {
 			ps.fail("Incorrect operand type for operator or function; operator or function: %s, operand type: %s", op, o.val.Kind)
 		}
 	}
-	return &operand{kind: oArith, name: op, args: []*operand{a, b}}
+	return ps.op(operand{kind: oArith, name: op, args: append(ps.operands(2), a, b)})
 }
 
 func (ps *parser) parseSetOperand() *operand {
