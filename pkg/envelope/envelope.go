@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
 // MaxItemBytes is DynamoDB's item size limit. An envelope whose encoded item
@@ -18,7 +20,18 @@ const MaxItemBytes = 400 * 1024
 const MaxPayloadBytes = MaxItemBytes - 8*1024
 
 // MaxTenantLen bounds a tenant id: it is the FIFO message group (≤ 128 chars).
-const MaxTenantLen = 128
+// The whole rule is tenancy.CheckTenant's.
+const MaxTenantLen = tenancy.MaxTenantLen
+
+// MaxSchemaVersion is the largest schema_version (it is an int32 everywhere).
+const MaxSchemaVersion = 1<<31 - 1
+
+// MaxSeq is the largest seq: I-JSON's largest exact integer, 2^53 − 1.
+const MaxSeq = maxSafeInt
+
+// MaxPayloadDepth is how deeply a payload may nest objects and arrays, the
+// payload object itself counting as 1: DynamoDB stores at most 32 levels.
+const MaxPayloadDepth = 32
 
 // Envelope is the one event shape. Seq, PrevHash and Hash are set by the store
 // on append.
@@ -67,6 +80,37 @@ func fieldErr(field, format string, args ...any) error {
 // expression: ^[a-z][a-z0-9_]*(\.[A-Za-z0-9][A-Za-z0-9_-]*)+$
 func ValidType(t string) bool { return validType(t) }
 
+// ValidID reports whether id is a well-formed event id: a UUID in its
+// lowercase text form, 8-4-4-4-12 hex digits (NewID's UUIDv7s; change events
+// use UUIDv5s). As a regular expression:
+// ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$
+func ValidID(id string) bool { return validID(id) }
+
+func validID[T string | []byte](id T) bool {
+	if len(id) != 36 {
+		return false
+	}
+	var bad byte
+	for i := 0; i < 36; i++ {
+		switch i {
+		case 8, 13, 18, 23:
+			if id[i] != '-' {
+				return false
+			}
+		default:
+			bad |= notHex[id[i]]
+		}
+	}
+	return bad == 0
+}
+
+// ValidTime reports whether s is a well-formed occurred_at: RFC 3339 in UTC
+// as FormatTime writes it, YYYY-MM-DDTHH:MM:SS[.fraction]Z, with a year from
+// 0000 to 9999, a real date of the proleptic Gregorian calendar, hours 00–23,
+// minutes and seconds 00–59 (no leap second), and a fraction of one to nine
+// digits that does not end in 0.
+func ValidTime(s string) bool { return canonicalTime(s) }
+
 // NewID returns a time-ordered event id (UUIDv7).
 func NewID() (string, error) {
 	id, err := uuid.NewV7()
@@ -86,29 +130,27 @@ func (e *Envelope) Validate() error {
 	if e.ID == "" {
 		return fieldErr("id", "is empty; use envelope.NewID")
 	}
-	if len(e.ID) > 90 {
-		return fieldErr("id", "is %d characters; at most 90 fit a derived FIFO dedup id", len(e.ID))
+	if !validID(e.ID) {
+		return fieldErr("id", "%q is not a UUID in lowercase 8-4-4-4-12 hex form; use envelope.NewID", e.ID)
 	}
 	if !ValidType(e.Type) {
 		return fieldErr("type", "%q is not <module>.<name> (lowercase module, dot, name; e.g. order.placed)", e.Type)
 	}
-	if e.TenantID == "" {
-		return fieldErr("tenant_id", "is empty; bind a tenant at the edge with tenancy.WithTenant")
+	if !tenancy.ValidTenant(e.TenantID) {
+		if e.TenantID == "" {
+			return fieldErr("tenant_id", "is empty; bind a tenant at the edge with tenancy.WithTenant")
+		}
+		return fieldErr("tenant_id", "%v", tenancy.CheckTenant(e.TenantID))
 	}
-	if len(e.TenantID) > MaxTenantLen {
-		return fieldErr("tenant_id", "is %d characters; at most %d (it is the FIFO message group)", len(e.TenantID), MaxTenantLen)
-	}
-	if !canonicalTime(e.OccurredAt) { // the common spelling, recognized without parsing
+	if !canonicalTime(e.OccurredAt) {
 		ts, err := time.Parse(time.RFC3339Nano, e.OccurredAt)
 		if err != nil {
-			return fieldErr("occurred_at", "%q is not RFC 3339", e.OccurredAt)
+			return fieldErr("occurred_at", "%q is not RFC 3339 in UTC, YYYY-MM-DDTHH:MM:SS[.fraction]Z", e.OccurredAt)
 		}
-		if FormatTime(ts) != e.OccurredAt {
-			return fieldErr("occurred_at", "%q must be UTC in canonical form %q", e.OccurredAt, FormatTime(ts))
-		}
+		return fieldErr("occurred_at", "%q must be UTC in canonical form %q (envelope.FormatTime), year 0000 to 9999", e.OccurredAt, FormatTime(ts))
 	}
-	if e.SchemaVersion < 1 {
-		return fieldErr("schema_version", "is %d; schema versions start at 1", e.SchemaVersion)
+	if e.SchemaVersion < 1 || e.SchemaVersion > MaxSchemaVersion {
+		return fieldErr("schema_version", "is %d; schema versions run from 1 to %d", e.SchemaVersion, MaxSchemaVersion)
 	}
 	if e.Payload == nil {
 		return fieldErr("payload", "is missing; use an empty object for an event without data")
@@ -128,8 +170,8 @@ func (e *Envelope) ValidateStored() error {
 	if err := e.Validate(); err != nil {
 		return err
 	}
-	if e.Seq < 1 {
-		return fieldErr("seq", "is %d; event sequence numbers start at 1", e.Seq)
+	if e.Seq < 1 || e.Seq > MaxSeq {
+		return fieldErr("seq", "is %d; event sequence numbers run from 1 to 2^53-1", e.Seq)
 	}
 	if !isHexHash(e.PrevHash) {
 		return fieldErr("prev_hash", "%q is not 64 lowercase hex characters", e.PrevHash)

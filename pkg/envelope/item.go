@@ -198,7 +198,7 @@ func fromAV(path string, av types.AttributeValue) (any, error) {
 	case *types.AttributeValueMemberBOOL:
 		return x.Value, nil
 	case *types.AttributeValueMemberS:
-		return normalizeValue(path, x.Value)
+		return normalizeValue(path, x.Value, 0)
 	case *types.AttributeValueMemberN:
 		return CanonicalNumber(path, x.Value)
 	case *types.AttributeValueMemberL:

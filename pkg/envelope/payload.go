@@ -15,6 +15,45 @@ import (
 // maxSafeInt is I-JSON's largest exactly interoperable integer, 2^53 − 1.
 const maxSafeInt = 1<<53 - 1
 
+// DynamoDB's number limits: at most 38 significant digits, and a magnitude of
+// 0 or from 1e-130 up to 9.9999999999999999999999999999999999999e125. A
+// binary64 value below maxDynamoMagnitude is at most 9.9999999999999999e125
+// (its shortest spelling has at most 17 digits), so "< 1e126" is the upper
+// rule; and the shortest spellings of the binary64 values 1e-130 and 1e126
+// are exactly those, so comparing binary64 values decides as comparing the
+// decimals would.
+const (
+	maxDynamoDigits    = 38
+	minDynamoMagnitude = 1e-130
+	maxDynamoMagnitude = 1e126
+)
+
+// significantDigits counts the digits of a JSON number's mantissa without
+// leading and trailing zeros ("0.0120e5" has 2).
+func significantDigits(s string) int {
+	first, last, n := -1, -1, 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == 'e' || c == 'E' {
+			break
+		}
+		if c < '0' || c > '9' {
+			continue
+		}
+		if c != '0' {
+			if first < 0 {
+				first = n
+			}
+			last = n
+		}
+		n++
+	}
+	if first < 0 {
+		return 0
+	}
+	return last - first + 1
+}
+
 // NormalizePayload turns a payload value (a struct, a map, or raw JSON bytes)
 // into the envelope's payload form: a map whose numbers are json.Number in
 // their canonical (ECMAScript) spelling. It refuses anything that is not a
@@ -49,15 +88,16 @@ func NormalizePayload(v any) (map[string]any, error) {
 	if !ok {
 		return nil, fieldErr("payload", "must be a JSON object, got %s", kindOf(out))
 	}
-	norm, err := normalizeValue("payload", m)
+	norm, err := normalizeValue("payload", m, 1)
 	if err != nil {
 		return nil, err
 	}
 	return norm.(map[string]any), nil
 }
 
-// normalizeValue checks v and rewrites every number to its canonical spelling.
-func normalizeValue(path string, v any) (any, error) {
+// normalizeValue checks v, at depth (the payload object is 1), and rewrites
+// every number to its canonical spelling.
+func normalizeValue(path string, v any, depth int) (any, error) {
 	switch x := v.(type) {
 	case nil, bool:
 		return x, nil
@@ -78,9 +118,12 @@ func normalizeValue(path string, v any) (any, error) {
 		}
 		return CanonicalNumber(path, strconv.FormatFloat(x, 'g', -1, 64))
 	case []any:
+		if depth > MaxPayloadDepth {
+			return nil, tooDeep(path)
+		}
 		out := make([]any, len(x))
 		for i, e := range x {
-			n, err := normalizeValue(fmt.Sprintf("%s[%d]", path, i), e)
+			n, err := normalizeValue(fmt.Sprintf("%s[%d]", path, i), e, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -88,12 +131,18 @@ func normalizeValue(path string, v any) (any, error) {
 		}
 		return out, nil
 	case map[string]any:
+		if depth > MaxPayloadDepth {
+			return nil, tooDeep(path)
+		}
 		out := make(map[string]any, len(x))
 		for k, e := range x {
 			if !utf8.ValidString(k) {
 				return nil, fieldErr(path, "has a key that is not valid UTF-8")
 			}
-			n, err := normalizeValue(path+"."+k, e)
+			if k == "" {
+				return nil, emptyKey(path)
+			}
+			n, err := normalizeValue(path+"."+k, e, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -110,7 +159,7 @@ func normalizeValue(path string, v any) (any, error) {
 // numbers by their digits). It runs on every verification of a stored event,
 // so the path of a failing field is built only on the way out of an error.
 func checkValue(path string, v any) (int, error) {
-	n, err := check(v)
+	n, err := check(v, 1)
 	if err != nil {
 		err.Field = path + err.Field
 		return 0, err
@@ -118,7 +167,15 @@ func checkValue(path string, v any) (int, error) {
 	return n, nil
 }
 
-func check(v any) (int, *FieldError) {
+func tooDeep(path string) *FieldError {
+	return &FieldError{Field: path, Reason: fmt.Sprintf("nests objects and arrays more than %d levels deep (the payload counts as 1); DynamoDB stores at most %d", MaxPayloadDepth, MaxPayloadDepth)}
+}
+
+func emptyKey(path string) *FieldError {
+	return &FieldError{Field: path, Reason: `has an empty key ""; DynamoDB refuses empty map keys`}
+}
+
+func check(v any, depth int) (int, *FieldError) {
 	switch x := v.(type) {
 	case nil, bool:
 		return 1, nil
@@ -140,9 +197,12 @@ func check(v any) (int, *FieldError) {
 		}
 		return 0, &FieldError{Reason: fmt.Sprintf("number %s is not in canonical form %s; build payloads with NormalizePayload", x, n)}
 	case []any:
+		if depth > MaxPayloadDepth {
+			return 0, tooDeep("")
+		}
 		size := 3
 		for i, e := range x {
-			n, err := check(e)
+			n, err := check(e, depth+1)
 			if err != nil {
 				err.Field = "[" + strconv.Itoa(i) + "]" + err.Field
 				return 0, err
@@ -151,9 +211,18 @@ func check(v any) (int, *FieldError) {
 		}
 		return size, nil
 	case map[string]any:
+		if depth > MaxPayloadDepth {
+			return 0, tooDeep("")
+		}
 		size := 3
 		for k, e := range x {
-			n, err := check(e)
+			if k == "" {
+				return 0, emptyKey("")
+			}
+			if !utf8.ValidString(k) {
+				return 0, &FieldError{Reason: "has a key that is not valid UTF-8"}
+			}
+			n, err := check(e, depth+1)
 			if err != nil {
 				err.Field = "." + k + err.Field
 				return 0, err
@@ -191,13 +260,22 @@ func isCanonicalNumber(s string) bool {
 // round trip through binary64 unchanged) and returns its RFC 8785 spelling.
 // path names the field in the error.
 func CanonicalNumber(path, s string) (json.Number, error) {
+	// The cheap checks first: big.Rat would build 10^exponent.
+	if !validNumber(s) {
+		return "", fieldErr(path, "%q is not a JSON number", s)
+	}
+	d := significantDigits(s)
+	if d > maxDynamoDigits {
+		return "", fieldErr(path, "number %s has %d significant digits; DynamoDB keeps at most %d; send it as a string", s, d, maxDynamoDigits)
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	a := math.Abs(f)
+	if err != nil || math.IsInf(f, 0) || a >= maxDynamoMagnitude || d > 0 && a < minDynamoMagnitude {
+		return "", fieldErr(path, "number %s is outside DynamoDB's range (0, or a magnitude from 1e-130 to 9.99…e125); send it as a string", s)
+	}
 	want, ok := new(big.Rat).SetString(s)
 	if !ok {
 		return "", fieldErr(path, "%q is not a number", s)
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsInf(f, 0) {
-		return "", fieldErr(path, "number %s is outside IEEE 754 binary64's range; send it as a string", s)
 	}
 	if want.IsInt() && new(big.Int).Abs(want.Num()).Cmp(big.NewInt(maxSafeInt)) > 0 {
 		return "", fieldErr(path, "integer %s is outside I-JSON's exact range ±(2^53−1); send it as a string", s)

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"unicode/utf8"
+
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
 // This file reads a stored event straight from its canonical line: the
@@ -28,9 +30,10 @@ import (
 // over MaxPayloadBytes/2 bytes of JSON, so a line below this never needs it.
 const maxScanLine = MaxPayloadBytes / 4
 
-// maxScanDepth bounds nesting in the payload; deeper lines take the
-// decoding path.
-const maxScanDepth = 64
+// maxScanDepth bounds nesting in the payload (the payload object is one
+// level): Validate's MaxPayloadDepth, so a deeper line takes the decoding
+// path, which refuses it.
+const maxScanDepth = MaxPayloadDepth
 
 // CanonicalLine is a stored event as ScanCanonical read it: the fields the
 // chain checks, as slices of Line, and where the hash member sits.
@@ -193,10 +196,10 @@ func ScanCanonical(line []byte) (CanonicalLine, bool) {
 			return c, false // present but empty: the decoded envelope would drop it
 		}
 	}
-	id, tenant := str[mID], str[mTenantID]
-	if len(id) == 0 || len(id) > 90 || len(tenant) == 0 || len(tenant) > MaxTenantLen ||
+	tenant := str[mTenantID]
+	if !validID(str[mID]) || !tenancy.ValidTenant(tenant) ||
 		!validType(str[mType]) || !canonicalTime(str[mOccurredAt]) ||
-		schemaVersion < 1 || c.Seq < 1 || !isHexHash(str[mPrevHash]) || !isHexHash(str[mHash]) {
+		schemaVersion < 1 || schemaVersion > MaxSchemaVersion || c.Seq < 1 || !isHexHash(str[mPrevHash]) || !isHexHash(str[mHash]) {
 		return c, false
 	}
 	c.TenantID, c.PrevHash, c.Hash = tenant, str[mPrevHash], str[mHash]
@@ -326,6 +329,9 @@ func scanPayload(b []byte, i int) (int, bool) {
 				if end, escaped, ok = scanStringTail(b, end); !ok || escaped {
 					return i, false // an escaped name would need decoding to sort
 				}
+			}
+			if end == i+2 {
+				return i, false // an empty name: DynamoDB refuses it
 			}
 			f := &stack[d]
 			if f.hasPrev && compareUTF16(b[f.prevStart:f.prevEnd], b[i+1:end-1]) >= 0 {
@@ -463,11 +469,11 @@ func lower(c byte) bool { return 'a' <= c && c <= 'z' }
 func digit(c byte) bool { return '0' <= c && c <= '9' }
 func alnum(c byte) bool { return lower(c) || digit(c) || 'A' <= c && c <= 'Z' }
 
-// canonicalTime reports whether s is certainly an occurred_at that Validate
-// accepts: RFC 3339 in UTC as FormatTime writes it,
-// YYYY-MM-DDTHH:MM:SS[.fraction]Z with a real date, a fraction of one to nine
-// digits without a trailing zero, and a year from 1000 (earlier years take
-// the exact path). false means "not known".
+// canonicalTime is ValidTime's rule (SPEC.md §1): RFC 3339 in UTC as
+// FormatTime writes it, YYYY-MM-DDTHH:MM:SS[.fraction]Z with a year from 0000
+// to 9999, a real date, and a fraction of one to nine digits without a
+// trailing zero. scan_test.go checks it equals "time.Parse accepts it and
+// FormatTime gives it back".
 func canonicalTime[T string | []byte](s T) bool {
 	n := len(s)
 	if n < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' || s[n-1] != 'Z' {
@@ -485,7 +491,7 @@ func canonicalTime[T string | []byte](s T) bool {
 	}
 	year, month, day := num(0, 4), num(5, 2), num(8, 2)
 	hour, minute, sec := num(11, 2), num(14, 2), num(17, 2)
-	if year < 1000 || month < 1 || month > 12 || day < 1 || day > daysIn(month, year) ||
+	if year < 0 || month < 1 || month > 12 || day < 1 || day > daysIn(month, year) ||
 		hour < 0 || hour > 23 || minute < 0 || minute > 59 || sec < 0 || sec > 59 {
 		return false
 	}

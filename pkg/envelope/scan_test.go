@@ -49,27 +49,24 @@ func FuzzValidType(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) { checkType(t, s) })
 }
 
-// checkTime fails if canonicalTime accepts s but the exact rule (time.Parse,
-// then FormatTime gives s back) does not.
+// checkTime fails unless canonicalTime accepts exactly what time.Parse
+// accepts and FormatTime gives back.
 func checkTime(t *testing.T, s string) {
 	t.Helper()
-	if !canonicalTime(s) {
-		return
-	}
 	ts, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil || FormatTime(ts) != s {
-		t.Fatalf("canonicalTime(%q) = true, but time.Parse gives %v, %v (%q)", s, ts, err, FormatTime(ts))
+	want := err == nil && FormatTime(ts) == s
+	if got := canonicalTime(s); got != want {
+		t.Fatalf("canonicalTime(%q) = %v, but time.Parse gives %v, %v (%q)", s, got, ts, err, FormatTime(ts))
 	}
-	if !canonicalTime([]byte(s)) {
+	if canonicalTime([]byte(s)) != want {
 		t.Fatalf("canonicalTime disagrees with itself on []byte(%q)", s)
 	}
 }
 
 func TestCanonicalTime(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
-	// Every time FormatTime writes for years 1000–9999 is recognized, so
-	// Validate and ScanCanonical take the fast path for them.
-	lo, hi := time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC).Unix(), time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).Unix()
+	// Every time FormatTime writes for years 0000–9999 is recognized.
+	lo, hi := time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC).Unix(), time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).Unix()
 	for i := range 100000 {
 		ns := int64(0)
 		switch i % 3 {
@@ -87,7 +84,8 @@ func TestCanonicalTime(t *testing.T) {
 	for _, s := range []string{"2024-02-29T00:00:00Z", "2023-02-29T00:00:00Z", "1900-02-29T00:00:00Z", "2000-02-29T00:00:00Z",
 		"2026-04-31T00:00:00Z", "2026-11-29T24:00:00Z", "2026-11-29T23:60:00Z", "2026-11-29T23:59:60Z",
 		"2026-11-29T19:45:00.10Z", "2026-11-29T19:45:00.0Z", "2026-11-29T19:45:00.Z", "2026-11-29T19:45:00.1234567891Z",
-		"2026-11-29t19:45:00Z", "2026-11-29T19:45:00z", "2026-11-29T19:45:00+00:00", "0999-01-01T00:00:00Z", "+2026-11-29T19:45:00Z"} {
+		"2026-11-29t19:45:00Z", "2026-11-29T19:45:00z", "2026-11-29T19:45:00+00:00", "0999-01-01T00:00:00Z", "+2026-11-29T19:45:00Z",
+		"0000-02-29T00:00:00Z", "0100-02-29T00:00:00Z", "0400-02-29T00:00:00Z", "9999-12-31T23:59:59.999999999Z", "10000-01-01T00:00:00Z"} {
 		checkTime(t, s)
 	}
 	// Random mutations of a valid time.
@@ -157,11 +155,42 @@ func storedEnvelope(r *rand.Rand, plain bool) (Envelope, bool) {
 		return e, false
 	}
 	e.Payload = p
-	e.TenantID = "tenant-" + e.TenantID
+	e.ID = randomID(r)
+	e.TenantID = randomTenant(r, plain)
 	e.SchemaVersion = 1 + r.IntN(3)
 	e.Seq = 1 + r.Int64N(1<<20)
 	e.Hash = strings.Repeat("0123456789abcdef", 4)
 	return e, e.ValidateStored() == nil
+}
+
+// randomID is a random UUID in lowercase text form.
+func randomID(r *rand.Rand) string {
+	const hex = "0123456789abcdef"
+	b := []byte("xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx")
+	for i := range b {
+		if b[i] == 'x' {
+			b[i] = hex[r.IntN(16)]
+		}
+	}
+	return string(b)
+}
+
+// randomTenant is a random valid tenant id; plain: without '"' and '\\',
+// which a JSON string escapes.
+func randomTenant(r *rand.Rand, plain bool) string {
+	b := make([]byte, 1+r.IntN(12))
+	if r.IntN(50) == 0 {
+		b = make([]byte, MaxTenantLen)
+	}
+	for i := range b {
+		for {
+			b[i] = byte('!' + r.IntN('~'-'!'+1))
+			if !plain || b[i] != '"' && b[i] != '\\' {
+				break
+			}
+		}
+	}
+	return string(b)
 }
 
 // checkScan is the property ScanCanonical promises: when it accepts a line,
