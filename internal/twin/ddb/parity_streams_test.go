@@ -521,3 +521,84 @@ func TestParityTTL(t *testing.T) {
 		}
 	}
 }
+
+// TestParityStreamTransactionsAndDescribe: a committed transaction leaves one record per
+// item it changed (a ConditionCheck none); its idempotent replay leaves none;
+// GetRecords honours Limit; DescribeStream names the table, view type and key schema;
+// a disabled stream stays readable.
+func TestParityStreamTransactionsAndDescribe(t *testing.T) {
+	p := newParity(t, ddb.Options{})
+	tbl := p.table(tableSpec{streamView: types.StreamViewTypeNewAndOldImages})
+	p.put(tbl, item{"pk": s("checked")})
+	tx := &dynamodb.TransactWriteItemsInput{ClientRequestToken: aws.String("stream-token"), TransactItems: []types.TransactWriteItem{
+		{Put: &types.Put{TableName: aws.String(tbl), Item: item{"pk": s("t1")}}},
+		{Put: &types.Put{TableName: aws.String(tbl), Item: item{"pk": s("t2")}}},
+		{ConditionCheck: &types.ConditionCheck{TableName: aws.String(tbl), Key: item{"pk": s("checked")}, ConditionExpression: aws.String("attribute_exists(pk)")}},
+	}}
+	_, err := p.c.TransactWriteItems(p.ctx, tx)
+	wantOK(t, "transaction", err, docAPITxWrite)
+	_, err = p.c.TransactWriteItems(p.ctx, tx)
+	wantOK(t, "idempotent replay", err, docAPITxWrite)
+
+	arn := p.streamArn(tbl)
+	recs := p.readStream(arn)
+	var keys []string
+	for _, r := range recs {
+		keys = append(keys, string(r.EventName)+":"+strings.TrimPrefix(render(sitem(r.Dynamodb.Keys)["pk"]), "S"))
+	}
+	if got, want := strings.Join(keys, " "), `INSERT:"checked" INSERT:"t1" INSERT:"t2"`; got != want {
+		t.Errorf("records after a transaction and its replay: got %s, want %s (docs %s, %s)", got, want, docStreams, docAPITxWrite)
+	}
+
+	shard := p.shards(arn)[0].ShardId
+	it, err := p.s.GetShardIterator(p.ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(arn), ShardId: shard,
+		ShardIteratorType: stypes.ShardIteratorTypeTrimHorizon})
+	if wantOK(t, "TRIM_HORIZON", err, docAPIGetShardIt) {
+		out, err := p.s.GetRecords(p.ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it.ShardIterator, Limit: aws.Int32(2)})
+		if wantOK(t, "GetRecords Limit 2", err, docAPIGetRecords) {
+			if len(out.Records) != 2 || out.NextShardIterator == nil {
+				t.Errorf("GetRecords Limit 2: got %d records (next iterator %v), want 2 and a next iterator (doc %s)", len(out.Records), out.NextShardIterator != nil, docAPIGetRecords)
+			} else {
+				rest, err := p.readShard(out.NextShardIterator)
+				if wantOK(t, "GetRecords rest", err, docAPIGetRecords) && len(rest) != 1 {
+					t.Errorf("GetRecords after Limit 2: got %d records, want 1 (doc %s)", len(rest), docAPIGetRecords)
+				}
+			}
+		}
+	}
+
+	d, err := p.s.DescribeStream(p.ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
+	if wantOK(t, "DescribeStream", err, docAPIDescStream) {
+		sd := d.StreamDescription
+		if aws.ToString(sd.TableName) != tbl || sd.StreamStatus != stypes.StreamStatusEnabled || sd.StreamViewType != stypes.StreamViewTypeNewAndOldImages {
+			t.Errorf("DescribeStream: got table %q status %s view %s, want %q ENABLED NEW_AND_OLD_IMAGES (doc %s)",
+				aws.ToString(sd.TableName), sd.StreamStatus, sd.StreamViewType, tbl, docAPIDescStream)
+		}
+		if len(sd.KeySchema) != 1 || aws.ToString(sd.KeySchema[0].AttributeName) != "pk" || sd.KeySchema[0].KeyType != stypes.KeyTypeHash {
+			t.Errorf("DescribeStream KeySchema: got %+v, want pk HASH (doc %s)", sd.KeySchema, docAPIDescStream)
+		}
+	}
+	dt, err := p.c.DescribeTable(p.ctx, &dynamodb.DescribeTableInput{TableName: aws.String(tbl)})
+	if wantOK(t, "DescribeTable", err, docStreams) && aws.ToString(dt.Table.LatestStreamArn) != arn {
+		t.Errorf("DescribeTable LatestStreamArn: got %q, want %q (doc %s)", aws.ToString(dt.Table.LatestStreamArn), arn, docStreams)
+	}
+
+	_, err = p.c.UpdateTable(p.ctx, &dynamodb.UpdateTableInput{TableName: aws.String(tbl), StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(false)}})
+	if wantOK(t, "disable the stream", err, docStreams) {
+		p.put(tbl, item{"pk": s("after-disable")})
+		d, err := p.s.DescribeStream(p.ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
+		if wantOK(t, "DescribeStream of a disabled stream", err, docAPIDescStream) {
+			if st := d.StreamDescription.StreamStatus; st != stypes.StreamStatusDisabled && st != stypes.StreamStatusDisabling {
+				t.Errorf("disabled stream: got StreamStatus %s, want DISABLED (doc %s)", st, docAPIDescStream)
+			}
+			for _, sh := range d.StreamDescription.Shards {
+				if sh.SequenceNumberRange == nil || sh.SequenceNumberRange.EndingSequenceNumber == nil {
+					t.Errorf("disabled stream: shard %s still open, want closed (doc %s)", aws.ToString(sh.ShardId), docStreams)
+				}
+			}
+		}
+		if got := len(p.readStream(arn)); got != 3 {
+			t.Errorf("disabled stream: got %d records, want the 3 written while enabled (\"the data in the stream continues to be readable for 24 hours\") (doc %s)", got, docStreams)
+		}
+	}
+}
