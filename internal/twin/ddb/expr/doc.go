@@ -19,4 +19,6 @@
 //   - https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html#limits-expression-parameters
 //
 // Parsing is a hand-written lexer and a recursive-descent parser, once per request.
+// A parsed Condition, Update, Projection or KeyCondition is never changed after parsing,
+// so it may be evaluated from several goroutines; Params belong to one request.
 package expr

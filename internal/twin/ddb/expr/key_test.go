@@ -56,6 +56,9 @@ func TestKeyCondition(t *testing.T) {
 	}
 }
 
+// Only = on the partition key, one of = < <= > >= BETWEEN begins_with on the sort key,
+// joined by AND: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Query.KeyConditionExpressions.html
+// The wordings are AWS's as commonly reported; not verified here against AWS itself.
 func TestKeyConditionErrors(t *testing.T) {
 	const vals = `{":p": {"S": "p1"}, ":a": {"N": "1"}, ":b": {"N": "9"}, ":n": {"N": "5"}}`
 	const p = "Invalid KeyConditionExpression: "
@@ -87,6 +90,8 @@ func TestKeyConditionErrors(t *testing.T) {
 	}
 }
 
+// Sort-key matching: numbers numerically, strings and binaries bytewise (UTF-8 for S).
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Query.KeyConditionExpressions.html
 func TestRangeCondMatch(t *testing.T) {
 	n := func(s string) string { return `{"N":"` + s + `"}` }
 	s := func(s string) string { return `{"S":"` + s + `"}` }

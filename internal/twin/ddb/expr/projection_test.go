@@ -76,6 +76,8 @@ func TestProjection(t *testing.T) {
 	}
 }
 
+// Overlapping paths, reserved words and undefined names are refused in projections too.
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.ProjectionExpressions.html
 func TestProjectionErrors(t *testing.T) {
 	const p = "Invalid ProjectionExpression: "
 	cases := []struct{ expr, want string }{

@@ -112,7 +112,10 @@ func TestUpdateApply(t *testing.T) {
 	}
 }
 
-// Runtime errors, with the wording AWS uses when an update meets the item.
+// Runtime errors, with the wording AWS uses when an update meets the item (the actions
+// and their operand types are those of
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.UpdateExpressions.html).
+// The wordings are AWS's as commonly reported; not verified here against AWS itself.
 func TestUpdateApplyErrors(t *testing.T) {
 	const (
 		missing  = "The provided expression refers to an attribute that does not exist in the item"
@@ -159,7 +162,9 @@ func TestUpdateApplyErrors(t *testing.T) {
 	}
 }
 
-// Parse-time errors of update expressions.
+// Parse-time errors of update expressions: each clause once, no overlapping paths,
+// ADD numbers and sets only, DELETE sets only, functions only where the page allows them.
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.UpdateExpressions.html
 func TestUpdateParseErrors(t *testing.T) {
 	const p = "Invalid UpdateExpression: "
 	cases := []struct{ expr, want string }{
@@ -196,6 +201,8 @@ func TestUpdateParseErrors(t *testing.T) {
 	}
 }
 
+// TopLevel lists the attributes an update touches, so the server can refuse a key.
+// https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_UpdateItem.html
 func TestUpdateTopLevel(t *testing.T) {
 	u, err := ParseUpdate("SET a.b = :one, #c[0] = :one REMOVE d, a.z ADD e :one DELETE f :ss", params(t, `{"#c":"pk"}`, updValues))
 	if err != nil {
@@ -206,6 +213,7 @@ func TestUpdateTopLevel(t *testing.T) {
 	}
 }
 
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.UpdateExpressions.html
 // Apply shares nothing it changes with its input: a second update of the result, and
 // changes to nested maps and lists, leave the first item as it was.
 func TestUpdateCopiesWhatItChanges(t *testing.T) {
