@@ -223,34 +223,33 @@ func (s *Stream) disable(at time.Time) {
 
 // maintainLocked rolls an open shard over when it is older than ShardAge, drops
 // records older than the retention period and the closed shards they leave empty.
-// The caller holds s.mu.
+// Shards are in creation order and their records' times only grow, so the walk stops
+// at the first shard that keeps a record (or is open): amortized O(1) per call
+// however many shards the stream has. The caller holds s.mu.
 func (s *Stream) maintainLocked(now time.Time) {
 	if s.open != nil && now.Sub(s.open.created) >= s.db.opts.ShardAge {
 		s.roll(now)
 	}
 	cutoff := now.Add(-s.db.opts.StreamRetention)
-	drop := 0
-	for _, sh := range s.shards {
+	gone := 0
+	for i, sh := range s.shards {
 		sh.trim(cutoff)
-		if sh.gone(cutoff) {
-			drop++
-		}
-	}
-	if drop == 0 {
-		return
-	}
-	kept := s.shards[:0]
-	for _, sh := range s.shards {
-		if sh.gone(cutoff) {
-			delete(s.byID, sh.id)
+		if i == gone && sh.gone(cutoff) {
+			gone++
 			continue
 		}
-		kept = append(kept, sh)
+		if !sh.closed || len(sh.live()) > 0 {
+			break
+		}
 	}
-	for i := len(kept); i < len(s.shards); i++ {
+	if gone == 0 {
+		return
+	}
+	for i, sh := range s.shards[:gone] {
+		delete(s.byID, sh.id)
 		s.shards[i] = nil
 	}
-	s.shards = kept
+	s.shards = s.shards[gone:]
 }
 
 // trim drops the records created before cutoff.

@@ -822,3 +822,138 @@ func BenchmarkGetRecords(b *testing.B) {
 		})
 	}
 }
+
+func TestEmptyClosedShardReadsToItsEnd(t *testing.T) {
+	e := newStreamEnv(t, Options{ShardAge: 10 * time.Minute})
+	arn := e.createTable(t, "empty", "KEYS_ONLY")
+	first := aws.ToString(e.shards(t, arn, 0)[0].ShardId)
+	latest := e.iter(t, arn, first, types.ShardIteratorTypeLatest, "")
+	e.clock.Add(10 * time.Minute) // the shard rolls over with no record in it
+	shards := e.shards(t, arn, 0)
+	if len(shards) != 2 || shards[0].SequenceNumberRange.EndingSequenceNumber == nil {
+		t.Fatalf("after ShardAge: %d shards, first closed %v", len(shards), shards[0].SequenceNumberRange.EndingSequenceNumber != nil)
+	}
+	for name, it := range map[string]*string{
+		"LATEST taken while open": latest,
+		"TRIM_HORIZON":            e.iter(t, arn, first, types.ShardIteratorTypeTrimHorizon, ""),
+	} {
+		out, err := e.sc.GetRecords(context.Background(), &dynamodbstreams.GetRecordsInput{ShardIterator: it})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(out.Records) != 0 || out.NextShardIterator != nil {
+			t.Errorf("%s on an empty closed shard: %d records, next %v; want none and no next iterator", name, len(out.Records), out.NextShardIterator)
+		}
+	}
+}
+
+// TestStreamThroughDataPlane drives the stream with the data plane's own operations
+// over the SDK: what a failed condition or an identical put does not change makes no
+// record; a transaction's writes each make one.
+func TestStreamThroughDataPlane(t *testing.T) {
+	e := newStreamEnv(t, Options{})
+	ctx := context.Background()
+	arn := e.createTable(t, "dataplane", "NEW_AND_OLD_IMAGES")
+	av := func(pk string, v string) map[string]ddbtypes.AttributeValue {
+		return map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: pk}, "v": &ddbtypes.AttributeValueMemberN{Value: v}}
+	}
+	k := func(pk string) map[string]ddbtypes.AttributeValue {
+		return map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: pk}}
+	}
+	steps := []func() error{
+		func() error {
+			_, err := e.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("dataplane"), Item: av("a", "1")})
+			return err
+		},
+		func() error {
+			_, err := e.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("dataplane"), Item: av("a", "1")})
+			return err
+		}, // identical: no record
+		func() error {
+			_, err := e.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String("dataplane"), Key: k("a"), UpdateExpression: aws.String("SET v = v + :one"),
+				ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":one": &ddbtypes.AttributeValueMemberN{Value: "1"}}})
+			return err
+		},
+		func() error {
+			_, err := e.ddb.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []ddbtypes.TransactWriteItem{
+				{Put: &ddbtypes.Put{TableName: aws.String("dataplane"), Item: av("b", "1")}},
+				{Delete: &ddbtypes.Delete{TableName: aws.String("dataplane"), Key: k("a")}},
+			}})
+			return err
+		},
+		func() error {
+			_, err := e.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String("dataplane"), Key: k("zz")})
+			return err
+		}, // absent: no record
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	_, err := e.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("dataplane"), Item: av("b", "9"), ConditionExpression: aws.String("attribute_not_exists(pk)")})
+	wantAPIError[*ddbtypes.ConditionalCheckFailedException](t, err, "a put whose condition fails")
+
+	recs := e.readAll(t, arn)
+	var got []string
+	for _, r := range recs {
+		got = append(got, string(r.EventName)+" "+r.Dynamodb.Keys["pk"].(*types.AttributeValueMemberS).Value)
+	}
+	want := []string{"INSERT a", "MODIFY a", "INSERT b", "REMOVE a"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("records %v, want %v", got, want)
+	}
+	if numOf(t, recs[1].Dynamodb.OldImage["v"]) != "1" || numOf(t, recs[1].Dynamodb.NewImage["v"]) != "2" {
+		t.Errorf("MODIFY images: old %v new %v", recs[1].Dynamodb.OldImage, recs[1].Dynamodb.NewImage)
+	}
+}
+
+// TestStreamsSurviveRestart keeps a DataDir: after Close and New the stream's shards,
+// records, sequence numbers and event IDs are the same, and writing goes on after them.
+func TestStreamsSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	clock := newTestClock()
+	e := newStreamEnv(t, Options{DataDir: dir, Now: clock.Now, ShardRecords: 2})
+	e.clock = clock
+	arn := e.createTable(t, "kept", "NEW_IMAGE")
+	for i := range 5 {
+		_, err := e.ddb.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String("kept"), Item: map[string]ddbtypes.AttributeValue{
+			"pk": &ddbtypes.AttributeValueMemberS{Value: "a"}, "v": &ddbtypes.AttributeValueMemberN{Value: strconv.Itoa(i)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := e.readAll(t, arn)
+	beforeShards := e.shards(t, arn, 0)
+	if err := e.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	e2 := newStreamEnv(t, Options{DataDir: dir, Now: clock.Now, ShardRecords: 2})
+	e2.clock = clock
+	d, err := e2.ddb.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String("kept")})
+	if err != nil || aws.ToString(d.Table.LatestStreamArn) != arn {
+		t.Fatalf("after restart: %v, stream %s, want %s", err, aws.ToString(d.Table.LatestStreamArn), arn)
+	}
+	if got := e2.shards(t, arn, 0); len(got) != len(beforeShards) {
+		t.Fatalf("after restart: %d shards, want %d", len(got), len(beforeShards))
+	}
+	after := e2.readAll(t, arn)
+	if len(after) != len(before) {
+		t.Fatalf("after restart: %d records, want %d", len(after), len(before))
+	}
+	for i := range before {
+		if aws.ToString(after[i].EventID) != aws.ToString(before[i].EventID) || aws.ToString(after[i].Dynamodb.SequenceNumber) != aws.ToString(before[i].Dynamodb.SequenceNumber) {
+			t.Errorf("record %d differs after restart", i)
+		}
+	}
+	_, err = e2.ddb.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String("kept"), Item: map[string]ddbtypes.AttributeValue{
+		"pk": &ddbtypes.AttributeValueMemberS{Value: "a"}, "v": &ddbtypes.AttributeValueMemberN{Value: "99"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := e2.readAll(t, arn)
+	if len(all) != len(before)+1 || aws.ToString(all[len(all)-1].Dynamodb.SequenceNumber) <= aws.ToString(before[len(before)-1].Dynamodb.SequenceNumber) {
+		t.Fatalf("a write after restart: %d records, last %s", len(all), aws.ToString(all[len(all)-1].Dynamodb.SequenceNumber))
+	}
+}

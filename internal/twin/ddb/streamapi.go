@@ -379,7 +379,9 @@ func (st *Stream) read(it iterator, limit int, now time.Time) ([]*streamRecord, 
 	if len(recs) > 0 {
 		next.Pos = recs[len(recs)-1].seq + 1
 	}
-	if sh.closed && next.Pos > sh.end {
+	if sh.closed && j == len(live) {
+		// A closed shard gets no more records: read to its end, it has no next iterator
+		// (also when it closed empty, or its last records were trimmed).
 		return recs, nil, nil
 	}
 	return recs, &next, nil
