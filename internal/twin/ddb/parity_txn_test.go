@@ -212,6 +212,30 @@ func TestParityConsumedCapacity(t *testing.T) {
 			check(fmt.Sprintf("Query of 4,500 bytes ConsistentRead=%v", c.consistent), err, units(out.ConsumedCapacity), c.want)
 		}
 	})
+	t.Run("a filter does not change what a Query consumes", func(t *testing.T) {
+		qt := p.table(tableSpec{hash: "pk", hashType: "S", rng: "sk", rngType: "N"})
+		for i := 0; i < 3; i++ {
+			p.put(qt, item{"pk": s("q"), "sk": n(strconv.Itoa(i)), "d": s(strings.Repeat("x", 1500-3-4-1))})
+		}
+		out, err := p.c.Query(p.ctx, &dynamodb.QueryInput{TableName: aws.String(qt), KeyConditionExpression: aws.String("pk = :q"),
+			FilterExpression: aws.String("attribute_not_exists(d)"), ExpressionAttributeValues: item{":q": s("q")},
+			ConsistentRead: aws.Bool(true), ReturnConsumedCapacity: total})
+		check("Query of 4,500 bytes filtered to nothing", err, units(out.ConsumedCapacity), 2)
+		sout, err := p.c.Scan(p.ctx, &dynamodb.ScanInput{TableName: aws.String(qt), ConsistentRead: aws.Bool(true), ReturnConsumedCapacity: total})
+		check("Scan of 4,500 bytes", err, units(sout.ConsumedCapacity), 2)
+		iout, err := p.c.Query(p.ctx, &dynamodb.QueryInput{TableName: aws.String(qt), KeyConditionExpression: aws.String("pk = :q"),
+			ExpressionAttributeValues: item{":q": s("q")}, ConsistentRead: aws.Bool(true), ReturnConsumedCapacity: types.ReturnConsumedCapacityIndexes})
+		if wantOK(t, "Query INDEXES", err, docReadWrite) {
+			if cc := iout.ConsumedCapacity; cc == nil || cc.Table == nil || aws.ToFloat64(cc.Table.CapacityUnits) != 2 {
+				t.Errorf("ReturnConsumedCapacity INDEXES: got %+v, want Table.CapacityUnits 2 (doc %s)", cc, docReadWrite)
+			}
+		}
+		nout, err := p.c.Query(p.ctx, &dynamodb.QueryInput{TableName: aws.String(qt), KeyConditionExpression: aws.String("pk = :q"),
+			ExpressionAttributeValues: item{":q": s("q")}})
+		if wantOK(t, "Query without ReturnConsumedCapacity", err, docReadWrite) && nout.ConsumedCapacity != nil {
+			t.Errorf("ConsumedCapacity without ReturnConsumedCapacity: got %+v, want none (doc %s)", nout.ConsumedCapacity, docReadWrite)
+		}
+	})
 	t.Run("BatchGetItem rounds each item", func(t *testing.T) {
 		p.put(tbl, sized("bg1", 1536)) // 1.5 KB → 4 KB
 		p.put(tbl, sized("bg2", 6656)) // 6.5 KB → 8 KB: 12 KB in all, 3 units
