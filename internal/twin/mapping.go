@@ -56,9 +56,6 @@ func (tw *Twin) createMapping(ctx context.Context, res *cfn.Resource) (*resource
 		return r, nil
 	}
 	if q := tw.queueByARN(p.EventSourceArn); q != nil {
-		if p.MaximumRecordAgeInSeconds != nil {
-			return nil, errors.New("MaximumRecordAgeInSeconds is for streams, not SQS")
-		}
 		m, err := tw.sqsMapping(res.LogicalID, p, fn, q, filters, report)
 		if err != nil {
 			return nil, err
