@@ -90,6 +90,27 @@ func TestParityReturnValues(t *testing.T) {
 			}
 		})
 	}
+	t.Run("UpdateItem UPDATED_NEW of a nested path", func(t *testing.T) {
+		p.put(tbl, item{"pk": s("r"), "m": mapv(item{"a": mapv(item{"b": n("1"), "keep": s("k")}), "sib": s("o")})})
+		out, err := p.c.UpdateItem(p.ctx, &dynamodb.UpdateItemInput{TableName: aws.String(tbl), Key: item{"pk": s("r")},
+			UpdateExpression: aws.String("SET m.a.b = :two"), ExpressionAttributeValues: item{":two": n("2")}, ReturnValues: types.ReturnValueUpdatedNew})
+		// "UPDATED_NEW - Returns only the updated attributes": for a nested SET, the
+		// changed fragment only, not its siblings (granularity as captured against AWS
+		// by the dynamodb-conformance suite: github.com/nubo-db/dynoxide/issues/36).
+		if wantOK(t, "UPDATED_NEW nested", err, docAPIUpdate) {
+			wantItem(t, "UPDATED_NEW of m.a.b (only the updated path)", out.Attributes, item{"m": mapv(item{"a": mapv(item{"b": n("2")})})}, docAPIUpdate)
+		}
+		out, err = p.c.UpdateItem(p.ctx, &dynamodb.UpdateItemInput{TableName: aws.String(tbl), Key: item{"pk": s("r")},
+			UpdateExpression: aws.String("SET m.a.b = :three"), ExpressionAttributeValues: item{":three": n("3")}, ReturnValues: types.ReturnValueUpdatedOld})
+		if wantOK(t, "UPDATED_OLD nested", err, docAPIUpdate) {
+			wantItem(t, "UPDATED_OLD of m.a.b (only the updated path)", out.Attributes, item{"m": mapv(item{"a": mapv(item{"b": n("2")})})}, docAPIUpdate)
+		}
+		out, err = p.c.UpdateItem(p.ctx, &dynamodb.UpdateItemInput{TableName: aws.String(tbl), Key: item{"pk": s("r")},
+			UpdateExpression: aws.String("REMOVE m.sib"), ReturnValues: types.ReturnValueUpdatedNew})
+		if wantOK(t, "UPDATED_NEW of a REMOVE", err, docAPIUpdate) && out.Attributes != nil {
+			t.Errorf("UPDATED_NEW of a REMOVE-only update: got Attributes %s, want none (nothing has a new value) (doc %s)", render(out.Attributes), docAPIUpdate)
+		}
+	})
 	t.Run("PutItem", func(t *testing.T) {
 		p.put(tbl, base)
 		out, err := p.c.PutItem(p.ctx, &dynamodb.PutItemInput{TableName: aws.String(tbl), Item: item{"pk": s("r")}, ReturnValues: types.ReturnValueAllOld})
