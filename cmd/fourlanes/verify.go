@@ -34,7 +34,7 @@ func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) (int,
 	if err != nil {
 		var be *chain.BreakError
 		if errors.As(err, &be) {
-			fmt.Fprintf(stdout, "BROKEN tenant %s at seq %d: %s\n", be.Tenant, be.Seq, be.Reason)
+			fmt.Fprintf(stdout, "BROKEN tenant %s at %s: %s\n", be.Tenant, be.Where(), be.Reason)
 			if be.Expected != "" || be.Got != "" {
 				fmt.Fprintf(stdout, "  expected %s\n  got      %s\n", be.Expected, be.Got)
 			}

@@ -126,15 +126,27 @@ const (
 
 // BreakError names the first break in a tenant's chain.
 type BreakError struct {
-	Tenant   string
-	Seq      int64 // the seq at which the chain first fails
+	Tenant string
+	Seq    int64 // the seq at which the chain first fails; 0 when Line names a line whose seq cannot be read
+	// Line is the line of an export that breaks when its seq cannot be read
+	// (it is not JSON, not an object, a malformed head line, a line after
+	// the head line); 0 otherwise.
+	Line     int
 	Reason   Reason
 	Expected string // what the chain required there (a hash, a seq, a tenant)
 	Got      string // what was found
 }
 
+// Where is "seq N", or "line L" for a break at a line whose seq cannot be read.
+func (e *BreakError) Where() string {
+	if e.Line != 0 {
+		return fmt.Sprintf("line %d", e.Line)
+	}
+	return fmt.Sprintf("seq %d", e.Seq)
+}
+
 func (e *BreakError) Error() string {
-	msg := fmt.Sprintf("chain of tenant %q breaks at seq %d: %s", e.Tenant, e.Seq, e.Reason)
+	msg := fmt.Sprintf("chain of tenant %q breaks at %s: %s", e.Tenant, e.Where(), e.Reason)
 	if e.Expected != "" || e.Got != "" {
 		msg += fmt.Sprintf(" (expected %s, got %s)", e.Expected, e.Got)
 	}

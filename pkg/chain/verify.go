@@ -92,6 +92,32 @@ func (v *Verifier) Next(e *envelope.Envelope) error {
 	if err := v.checkSeq(e.Seq); err != nil {
 		return err
 	}
+	return v.rest(e)
+}
+
+// nextRead is Next for an event read from a line of an export
+// (envelope.Object.Event), whose seq could be read: SPEC.md §6 steps 2–6,
+// with a tenant_id that cannot be read and members that are not well formed
+// reported as a malformed event.
+func (v *Verifier) nextRead(ev *envelope.ReadEvent) error {
+	e := &ev.Envelope
+	if !ev.TenantRead {
+		return v.breakAt(e.Seq, ReasonMalformed, "a tenant_id, once, a string", "none that can be read")
+	}
+	if e.TenantID != v.tenant {
+		return v.breakAt(e.Seq, ReasonWrongTenant, strconv.Quote(v.tenant), strconv.Quote(e.TenantID))
+	}
+	if err := v.checkSeq(e.Seq); err != nil {
+		return err
+	}
+	if ev.Malformed != nil {
+		return v.breakAt(e.Seq, ReasonMalformed, "a valid stored event", ev.Malformed.Error())
+	}
+	return v.rest(e)
+}
+
+// rest is SPEC.md §6 steps 3–6 for a decoded event.
+func (v *Verifier) rest(e *envelope.Envelope) error {
 	if err := e.ValidateStored(); err != nil {
 		return v.breakAt(e.Seq, ReasonMalformed, "a valid stored event", err.Error())
 	}

@@ -304,6 +304,8 @@ func kindOf(v any) string {
 		return "a number"
 	case []any:
 		return "an array"
+	case map[string]any:
+		return "an object"
 	default:
 		return fmt.Sprintf("%T", v)
 	}
@@ -319,27 +321,20 @@ func decodeStrict(raw []byte, v any) error {
 }
 
 // FromJSON decodes one envelope from its JSON form (stream-filter's output,
-// an SQS message body, a line of an export): strictly (no unknown members,
-// no trailing data) and with the payload in envelope form. It does not
-// validate: callers that need a stored event call ValidateStored, and a
-// verifier reports a malformed event as a chain break instead.
+// an SQS message body, a line of an export) strictly (ReadObject, Event): no
+// unknown, missing or repeated members, no trailing data, valid Unicode, no
+// "" or null optional member, integers without fraction or exponent, and the
+// payload in envelope form. It does not check the values' grammar: callers
+// that need a stored event call ValidateStored, and a verifier reports a
+// malformed event as a chain break instead.
 func FromJSON(b []byte) (Envelope, error) {
-	var e Envelope
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&e); err != nil {
-		return e, fmt.Errorf("decode envelope: %w", err)
+	o, err := ReadObject(b)
+	if err != nil {
+		return Envelope{}, fmt.Errorf("decode envelope: %w", err)
 	}
-	if dec.More() {
-		return e, fmt.Errorf("decode envelope: trailing data after the envelope")
+	ev := o.Event()
+	if ev.Malformed != nil {
+		return ev.Envelope, fmt.Errorf("decode envelope: %w", ev.Malformed)
 	}
-	if e.Payload != nil {
-		p, err := NormalizePayload(e.Payload)
-		if err != nil {
-			return e, fmt.Errorf("decode envelope: %w", err)
-		}
-		e.Payload = p
-	}
-	return e, nil
+	return ev.Envelope, nil
 }
