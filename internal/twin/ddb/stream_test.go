@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -955,5 +956,28 @@ func TestStreamsSurviveRestart(t *testing.T) {
 	all := e2.readAll(t, arn)
 	if len(all) != len(before)+1 || aws.ToString(all[len(all)-1].Dynamodb.SequenceNumber) <= aws.ToString(before[len(before)-1].Dynamodb.SequenceNumber) {
 		t.Fatalf("a write after restart: %d records, last %s", len(all), aws.ToString(all[len(all)-1].Dynamodb.SequenceNumber))
+	}
+}
+
+func TestGetRecordsPageIsAtMostOneMegabyte(t *testing.T) {
+	e := newStreamEnv(t, Options{})
+	arn := e.createTable(t, "bigpage", "NEW_IMAGE")
+	big := attr.Str(strings.Repeat("x", 100_000))
+	for i := range 15 {
+		k := strconv.Itoa(i)
+		e.write(t, "bigpage", key(k), attr.Item{"pk": attr.Str(k), "blob": big})
+	}
+	shard := aws.ToString(e.shards(t, arn, 0)[0].ShardId)
+	out, err := e.sc.GetRecords(context.Background(), &dynamodbstreams.GetRecordsInput{ShardIterator: e.iter(t, arn, shard, types.ShardIteratorTypeTrimHorizon, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ten records of about 100 KB fit in 1 MB; an eleventh does not.
+	if len(out.Records) != 10 {
+		t.Fatalf("first page: %d records of 100 KB, want 10 (1 MB)", len(out.Records))
+	}
+	rest, _ := e.drain(t, out.NextShardIterator, 0)
+	if len(rest) != 5 {
+		t.Fatalf("the rest: %d records, want 5", len(rest))
 	}
 }

@@ -67,6 +67,9 @@ func opListStreams(ctx context.Context, db *DB, body []byte) (any, error) {
 		}
 		limit = *in.Limit
 	}
+	// Forgetting expired streams here too keeps a DB without the background loop
+	// (TTLSweep < 0) from listing them forever.
+	db.streams.maintain(db.now())
 	out := map[string]any{}
 	list := []streamSummaryJSON{}
 	for _, st := range db.streams.all() {
