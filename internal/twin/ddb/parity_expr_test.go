@@ -260,6 +260,18 @@ func TestParityExpressionErrors(t *testing.T) {
 			[]string{"Invalid UpdateExpression: The \"SET\" section can only be used once in an update expression"}, docUpdateExpr},
 		{"empty ExpressionAttributeValues", condPut("attribute_exists(n)", nil, item{}),
 			[]string{"ExpressionAttributeValues must not be empty"}, docAttrValues},
+		{"empty ExpressionAttributeNames", condPut("attribute_exists(n)", map[string]string{}, nil),
+			[]string{"ExpressionAttributeNames must not be empty"}, docAttrNames},
+		{"value placeholder without a colon", condPut("n = :ten", nil, item{":ten": n("10"), "ten": n("10")}),
+			[]string{"ExpressionAttributeValues contains invalid key: Syntax error; key: \"ten\""}, docAttrValues},
+		// "An expression attribute name must begin with a pound sign (#), and be followed
+		// by one or more alphanumeric characters"; values likewise after a colon.
+		{"name placeholder with a hyphen", condPut("#a-b = :ten", map[string]string{"#a-b": "n"}, used(":ten")),
+			[]string{"ExpressionAttributeNames contains invalid key: Syntax error; key: \"#a-b\""}, docAttrNames},
+		{"value placeholder with a hyphen", condPut("n = :t-en", nil, item{":t-en": n("10")}),
+			[]string{"ExpressionAttributeValues contains invalid key: Syntax error; key: \":t-en\""}, docAttrValues},
+		{"name placeholder without a hash", condPut("#n = :ten", map[string]string{"#n": "n", "n": "n"}, used(":ten")),
+			[]string{"ExpressionAttributeNames contains invalid key: Syntax error; key: \"n\""}, docAttrNames},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -433,6 +445,7 @@ func TestParityKeyConditions(t *testing.T) {
 		p.put(tbl, item{"pk": s("p"), "sk": s(sk), "v": s("v" + sk)})
 	}
 	p.put(tbl, item{"pk": s("other"), "sk": s("a")})
+	ntbl := p.table(tableSpec{hash: "pk", hashType: "S", rng: "sk", rngType: "N"})
 
 	cases := []struct {
 		expr   string
@@ -490,12 +503,16 @@ func TestParityKeyConditions(t *testing.T) {
 			nil, docKeyCondition},
 		{"filter on a key attribute", &dynamodb.QueryInput{KeyConditionExpression: aws.String("pk = :p"), FilterExpression: aws.String("sk = :v"), ExpressionAttributeValues: item{":p": s("p"), ":v": s("a")}},
 			[]string{"Filter Expression can only contain non-primary key attributes: Primary key attribute: sk"}, docQueryFilter},
+		{"begins_with on a number sort key", &dynamodb.QueryInput{TableName: aws.String(ntbl), KeyConditionExpression: aws.String("pk = :p AND begins_with(sk, :v)"), ExpressionAttributeValues: item{":p": s("p"), ":v": n("1")}},
+			[]string{"begins_with"}, docKeyCondition},
 		{"key value of the wrong type", &dynamodb.QueryInput{KeyConditionExpression: aws.String("pk = :p"), ExpressionAttributeValues: item{":p": n("1")}},
 			[]string{"Condition parameter type does not match schema type"}, docKeyCondition},
 	}
 	for _, c := range errs {
 		t.Run(c.name, func(t *testing.T) {
-			c.in.TableName = aws.String(tbl)
+			if c.in.TableName == nil {
+				c.in.TableName = aws.String(tbl)
+			}
 			_, err := p.c.Query(p.ctx, c.in)
 			wantErr(t, c.name, err, "ValidationException", c.doc, c.fragments...)
 		})
