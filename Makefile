@@ -32,9 +32,9 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 .PHONY: help deps build test bench lint synth diff deploy dev catalog clean distclean
 
 help:
-	@echo 'make deps     install DynamoDB Local, ElasticMQ, cfn-lint and the CDK CLI into .cache/'
+	@echo 'make deps     install ElasticMQ, cfn-lint, boto3 and the CDK CLI into .cache/ (DynamoDB is our own: nothing to install)'
 	@echo 'make build    cross-compile functions/* to build/<fn>/bootstrap (linux/arm64)'
-	@echo 'make test     lint, build, then go test ./... against one fresh DynamoDB Local + ElasticMQ'
+	@echo 'make test     lint, build, then go test ./... against one fresh DynamoDB (fourlanes dynamodb) + ElasticMQ'
 	@echo 'make bench    every benchmark side by side in one run -> bench/RESULTS.md'
 	@echo 'make lint     gofmt check and go vet'
 	@echo 'make synth | diff | deploy   build, then the CDK CLI (CDK_FLAGS=... passes flags)'
@@ -65,13 +65,13 @@ lint:
 	@$(GO) vet ./...
 
 test: lint build
-	@bash scripts/deps.sh dynamodb elasticmq cfn-lint cdk
-	@echo 'test: go test $(TEST_PKGS) (fuzz seed corpora included) with one DynamoDB Local and one ElasticMQ for the run'
+	@bash scripts/deps.sh elasticmq cfn-lint boto3 cdk
+	@echo 'test: go test $(TEST_PKGS) (fuzz seed corpora included) with one DynamoDB (fourlanes dynamodb) and one ElasticMQ for the run'
 	bash scripts/with-servers.sh $(GO) test $(TEST_PKGS) -count=1 -timeout 40m $(TESTFLAGS)
 
 bench:
-	@bash scripts/deps.sh dynamodb elasticmq
-	@echo 'bench: benchmarks with one DynamoDB Local and one ElasticMQ for the run'
+	@bash scripts/deps.sh elasticmq
+	@echo 'bench: benchmarks with one DynamoDB (fourlanes dynamodb) and one ElasticMQ for the run'
 	bash scripts/with-servers.sh $(BENCH_CMD)
 
 synth diff deploy: build
@@ -80,8 +80,8 @@ synth diff deploy: build
 	$(CDK) $@ $(CDK_FLAGS)
 
 dev: build
-	@bash scripts/deps.sh dynamodb elasticmq
-	@echo 'dev: the local twin starts its own DynamoDB Local and ElasticMQ'
+	@bash scripts/deps.sh elasticmq
+	@echo 'dev: the local twin starts its own DynamoDB (in-process, state kept in .cache/twin/dynamodb) and ElasticMQ'
 	$(GO) run ./cmd/fourlanes dev
 
 catalog:

