@@ -100,7 +100,7 @@ func TestRuntimeAPI(t *testing.T) {
 }
 
 // TestDynamoSections runs the emit, reconcile and delivery code at tiny
-// sizes against DynamoDB Local: it must run and its tables must be whole.
+// sizes against the local DynamoDB: it must run and its tables must be whole.
 func TestDynamoSections(t *testing.T) {
 	env := &benchEnv{db: localaws.DynamoDB(t)}
 	ctx := context.Background()

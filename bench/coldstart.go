@@ -201,7 +201,7 @@ func tail(s string, n int) string {
 }
 
 // coldResources creates what the functions' environments name, so each one
-// starts as it would in the stack: tables in DynamoDB Local, queues in
+// starts as it would in the stack: tables in the local DynamoDB, queues in
 // ElasticMQ (when there is one).
 func coldResources(ctx context.Context, env *benchEnv) (vars []string, cleanup func(), err error) {
 	var drops []func()
@@ -351,7 +351,7 @@ func benchColdStart(ctx context.Context, env *benchEnv, o options) (section, err
 		return append([]string{"AWS_LAMBDA_RUNTIME_API=" + api.addr, "AWS_LAMBDA_FUNCTION_NAME=" + t.name}, vars...)
 	}
 
-	// One unrecorded start each (page cache, DynamoDB Local's first call),
+	// One unrecorded start each (page cache, the servers' first calls),
 	// then rounds in a rotating order.
 	runs := map[*coldTarget][]coldRun{}
 	seq := 0
@@ -411,7 +411,7 @@ func benchColdStart(ctx context.Context, env *benchEnv, o options) (section, err
 		"and for this machine (linux/%s; run). Each run starts the binary as a new process with `AWS_LAMBDA_RUNTIME_API` "+
 		"pointing at a minimal Lambda Runtime API inside the bench (`/runtime/invocation/next`, `/{id}/response`, "+
 		"`/{id}/error`, `/runtime/init/error`), with one invocation queued, and the environment the stack gives the function "+
-		"(table names and queue URLs of this run's DynamoDB Local and ElasticMQ, `AWS_ENDPOINT_URL_*`, tracing off). "+
+		"(table names and queue URLs of this run's DynamoDB and ElasticMQ, `AWS_ENDPOINT_URL_*`, tracing off). "+
 		"*start → first /next* is process start until the runtime asks for work (its init is done); *start → response* "+
 		"until the response is posted. First invocations: stream-filter gets a real Pipes enrichment batch (one event row), "+
 		"reconcile `GET /?tenant=tenant-cold` (reads the state and events tables), dlq-repair "+

@@ -220,7 +220,7 @@ func benchDelivery(ctx context.Context, env *benchEnv, o options) (section, erro
 			fmt.Sprintf("%d GetItem, %d BatchGetItem, %d Query", c.gets, c.batchGets, c.queries), f2(reads), strings.Join(oc, ", "))
 	}
 
-	sec.para("`pkg/delivery` over the state table in DynamoDB Local, through a wrapper that counts what its DynamoDB "+
+	sec.para("`pkg/delivery` over the state table in the local DynamoDB, through a wrapper that counts what its DynamoDB "+
 		"client sends. %d `order.placed` events of one tenant, delivered to the example application's DURABLE "+
 		"subscriptions (%d per event: notifications.order-email), bound as durable-consumer binds them but with an "+
 		"in-memory sent log, so only delivery's own DynamoDB traffic is counted; every handler succeeds. "+

@@ -58,8 +58,7 @@ func writeUnits(n int) float64 { return 2 * float64((n+1023)/1024) }
 
 // countingDB wraps the client the code under test uses and counts what it
 // sends, so a bench can report calls, writes and a model WCU from the real
-// item sizes (DynamoDB Local's ConsumedCapacity does not follow AWS's
-// per-item transactional model).
+// item sizes, independent of what the server reports as ConsumedCapacity.
 type countingDB struct {
 	*dynamodb.Client
 
@@ -78,7 +77,7 @@ type counters struct {
 	deletes         int64   // successful DeleteItem calls
 	batchWrites     int64   // items written by successful BatchWriteItem calls
 	modelWCU        float64 // AWS model for the successful transactional Puts
-	localWCU        float64 // what DynamoDB Local reported (when asked)
+	localWCU        float64 // what the local DynamoDB reported (when asked)
 	gets, queries   int64   // GetItem / Query calls
 	getItems        int64   // items GetItem found
 	queryItems      int64   // items Query returned

@@ -229,14 +229,14 @@ func pairedTrial(ctx context.Context, env *benchEnv, modes [2]emitMode, stream [
 }
 
 func benchEmit(ctx context.Context, env *benchEnv, o options) (section, error) {
-	sec := section{title: "1. Emit on one tenant: group commit vs naive (DynamoDB Local)"}
+	sec := section{title: "1. Emit on one tenant: group commit vs naive (local DynamoDB)"}
 	if err := env.requireDB(); err != nil {
 		return sec, err
 	}
 	note, rowBytes := sizedEvent()
 	payload := orderPayload(1, note)
 
-	// Warm DynamoDB Local's JIT before anything is recorded.
+	// Warm the server and the client (connections, first allocations) before anything is recorded.
 	if o.emitReps > 1 {
 		for _, m := range emitModes {
 			if _, err := emitTrial(ctx, env, m, 8, 2*time.Second, o.emitMax, payload); err != nil {
@@ -287,7 +287,7 @@ func benchEmit(ctx context.Context, env *benchEnv, o options) (section, error) {
 		}
 	}
 
-	// What the table's stream costs on DynamoDB Local (the trials above run
+	// What the table's stream costs on the local DynamoDB (the trials above run
 	// without it; see below): naive, one emitter, paired.
 	naive := emitModes[1]
 	streamCost, err := pairedTrial(ctx, env, [2]emitMode{naive, naive}, [2]bool{true, false}, o, payload)
@@ -304,8 +304,8 @@ func benchEmit(ctx context.Context, env *benchEnv, o options) (section, error) {
 		"moments of this shared machine; a mode's rate is its Emits ÷ the sum of their latencies. A warm-up trial per mode "+
 		"ran first and is not counted.", o.emitTrial, o.emitMax, rowBytes, o.emitReps)
 	sec.para("**The tables have no stream here.** The schema is the deployed one (`eventstore.TableSchema`) minus "+
-		"`StreamSpecification`: DynamoDB Local's stream emulation slows every write to a stream-enabled table and gets "+
-		"slower as stream records pile up, even across deleted tables, which AWS's streams do not do to the table. "+
+		"`StreamSpecification`, so the trials measure the emit path alone: what a local server spends on stream records "+
+		"says nothing about AWS, whose streams are read apart from the table's writes. "+
 		"Measured in this run (naive, one emitter, paired as above): %.0f Emits/s with the stream, %.0f without "+
 		"(%.2f×). Both modes pay the same per transaction, so the stream would mostly scale the absolute numbers.",
 		streamCost[0].eventsPerSec(), streamCost[1].eventsPerSec(), streamCost[0].eventsPerSec()/streamCost[1].eventsPerSec())
@@ -315,8 +315,7 @@ func benchEmit(ctx context.Context, env *benchEnv, o options) (section, error) {
 		"tenant share one transaction (one head write, many event rows), so Emit commits/s = events/transaction × " +
 		"transactions/s. The issue's \"commits/s\" is read as Emit commits/s (= events/s), the rate callers see; " +
 		"transactions/s is shown beside it.")
-	sec.para("**WCU.** *Local* is what DynamoDB Local reported through `ReturnConsumedCapacity` (it charges per " +
-		"transaction, not per item, so it is not AWS's bill). *Model* is AWS's rule applied to the real item sizes of every " +
+	sec.para("**WCU.** *Local* is what the local DynamoDB reported through `ReturnConsumedCapacity`. *Model* is AWS's rule applied to the real item sizes of every " +
 		"committed transaction: 2 WCU per started KB per item, head row included. The model minimum for a 1-KB event is 2 WCU.")
 
 	t := &table{head: []string{"emitters", "mode", "Emit commits/s (= events/s)", "transactions/s", "events / transaction",

@@ -2,7 +2,8 @@
 // results as markdown (bench/RESULTS.md):
 //
 //   - Emit on one tenant at 1, 8 and 32 concurrent emitters, group commit
-//     against the naive design, interleaved, against DynamoDB Local;
+//     against the naive design, interleaved, against the project's own
+//     DynamoDB (internal/twin/ddb);
 //   - chain verification throughput beside raw SHA-256 over the same
 //     canonical bytes, and the library canonicalizer it replaced;
 //   - reconcile after a checkpoint: the reads it costs;
@@ -11,8 +12,10 @@
 //     a hello-world aws-lambda-go binary built the same way.
 //
 // `make bench` runs it under scripts/with-servers.sh, which exports
-// FOURLANES_DYNAMODB_ENDPOINT and FOURLANES_SQS_ENDPOINT; without them it
-// starts its own DynamoDB Local. Every loop is bounded in count and in time.
+// FOURLANES_DYNAMODB_ENDPOINT and FOURLANES_SQS_ENDPOINT (a `fourlanes
+// dynamodb` process); without the first it serves the same DynamoDB in its
+// own process, which then shares the bench's cores and garbage collector.
+// Every loop is bounded in count and in time.
 // The machine is shared and noisy, so compared things run interleaved in the
 // same run and the tables give ratios beside absolute numbers.
 //
@@ -142,10 +145,10 @@ func run(ctx context.Context, o options, quick bool) error {
 	env := &benchEnv{root: root, ddbEndpoint: os.Getenv("FOURLANES_DYNAMODB_ENDPOINT"), sqsEndpoint: os.Getenv("FOURLANES_SQS_ENDPOINT")}
 	needDB := o.only["emit"] || o.only["reconcile"] || o.only["delivery"] || o.only["coldstart"]
 	if needDB && env.ddbEndpoint == "" {
-		log.Print("FOURLANES_DYNAMODB_ENDPOINT is unset: starting a DynamoDB Local of our own")
+		log.Print("FOURLANES_DYNAMODB_ENDPOINT is unset: serving a DynamoDB in this process")
 		srv, err := localaws.StartDynamoDB(ctx)
 		if err != nil {
-			return fmt.Errorf("start DynamoDB Local (or run under scripts/with-servers.sh): %w", err)
+			return fmt.Errorf("start the in-process DynamoDB (or run under scripts/with-servers.sh): %w", err)
 		}
 		defer srv.Stop()
 		env.ddbEndpoint = srv.Endpoint
@@ -214,7 +217,7 @@ type benchEnv struct {
 
 func (e *benchEnv) requireDB() error {
 	if e.db == nil {
-		return errors.New("no DynamoDB Local endpoint")
+		return errors.New("no DynamoDB endpoint")
 	}
 	return nil
 }

@@ -137,7 +137,7 @@ func benchReconcile(ctx context.Context, env *benchEnv, o options) (section, err
 	}
 
 	sec.para("One tenant's log of %d 1-KB events (the emit bench's payload), written by the event store; then "+
-		"`reconcile.Reconciler.Tenant` (the package behind `functions/reconcile`) is called as below, against DynamoDB Local. "+
+		"`reconcile.Reconciler.Tenant` (the package behind `functions/reconcile`) is called as below, against the local DynamoDB. "+
 		"*Reads (reported)* is the `reads` field of the response: items read from the events table. The counted column "+
 		"comes from a wrapper around the events table's DynamoDB client: GetItem + Query requests, and the items they "+
 		"returned. State reads are the checkpoint and dead-letter rows (state table).", o.reconcileN)
