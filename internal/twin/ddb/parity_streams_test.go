@@ -469,7 +469,10 @@ func TestParityTTL(t *testing.T) {
 	notNum := item{"pk": s("string-exp"), "exp": s(strconv.FormatInt(now-3600, 10))}
 	none := item{"pk": s("no-exp")}
 	byUser := item{"pk": s("by-user")}
-	for _, it := range []item{expired, later, notNum, none, byUser} {
+	// "If the epoch time value stored in the attribute is less than the current time,
+	// the item is marked as expired": equal is not expired yet.
+	atNow := item{"pk": s("at-now"), "exp": n(strconv.FormatInt(now, 10))}
+	for _, it := range []item{expired, later, notNum, none, byUser, atNow} {
 		p.put(tbl, it)
 	}
 	// "Items that have expired, but haven't yet been deleted by TTL, still appear in
@@ -480,16 +483,17 @@ func TestParityTTL(t *testing.T) {
 	wantOK(t, "user delete", err, docAPIDelete)
 	swept := p.db.SweepTTL()
 	if swept != 1 {
-		t.Errorf("SweepTTL: got %d deleted, want 1 (doc %s)", swept, docTTL)
+		t.Errorf("SweepTTL: got %d deleted, want 1 (doc %s)", swept, docAPIUpdateTTL)
 	}
 	wantItem(t, "expired item after the sweep", p.get(tbl, item{"pk": s("expired")}), nil, docTTL)
 	wantItem(t, "future item after the sweep", p.get(tbl, item{"pk": s("later")}), later, docTTL)
 	wantItem(t, "string TTL attribute", p.get(tbl, item{"pk": s("string-exp")}), notNum, docTTL)
 	wantItem(t, "no TTL attribute", p.get(tbl, item{"pk": s("no-exp")}), none, docTTL)
+	wantItem(t, "TTL equal to now (not yet expired: \"less than the current time\")", p.get(tbl, item{"pk": s("at-now")}), atNow, docAPIUpdateTTL)
 
 	p.clock.Advance(2 * time.Hour)
-	if swept := p.db.SweepTTL(); swept != 1 {
-		t.Errorf("SweepTTL two hours later: got %d deleted, want 1 (doc %s)", swept, docTTL)
+	if swept := p.db.SweepTTL(); swept != 2 {
+		t.Errorf("SweepTTL two hours later: got %d deleted, want 2 (doc %s)", swept, docTTL)
 	}
 	wantItem(t, "future item two hours later", p.get(tbl, item{"pk": s("later")}), nil, docTTL)
 
@@ -500,8 +504,8 @@ func TestParityTTL(t *testing.T) {
 			removes = append(removes, r)
 		}
 	}
-	if len(removes) != 3 {
-		t.Fatalf("REMOVE records: got %d, want 3 (user delete, two TTL deletes) (doc %s)", len(removes), docTTLStreams)
+	if len(removes) != 4 {
+		t.Fatalf("REMOVE records: got %d, want 4 (user delete, three TTL deletes) (doc %s)", len(removes), docTTLStreams)
 	}
 	for _, r := range removes {
 		k := render(sitem(r.Dynamodb.Keys))

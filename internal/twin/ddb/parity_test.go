@@ -63,6 +63,7 @@ const (
 	docAPIDescStream = "https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_streams_DescribeStream.html"
 	docAPIRecord     = "https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_streams_Record.html"
 	docTTLStreams    = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/time-to-live-ttl-streams.html"
+	docAPIUpdateTTL  = "https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_UpdateTimeToLive.html"
 	docTTL           = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/TTL.html"
 	docErrors        = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Programming.Errors.html"
 	docAPICondFailed = "https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_PutItem.html#DDB-PutItem-request-ReturnValuesOnConditionCheckFailure"
