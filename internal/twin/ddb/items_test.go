@@ -91,8 +91,8 @@ func (e *dpEnv) create(t testing.TB, name string, s tableSpec) {
 			p.NonKeyAttributes = []string{"inc"}
 		}
 		in.GlobalSecondaryIndexes = []types.GlobalSecondaryIndex{{
-			IndexName: aws.String("gsi"),
-			KeySchema: []types.KeySchemaElement{{AttributeName: aws.String("g1"), KeyType: types.KeyTypeHash}, {AttributeName: aws.String("g2"), KeyType: types.KeyTypeRange}},
+			IndexName:  aws.String("gsi"),
+			KeySchema:  []types.KeySchemaElement{{AttributeName: aws.String("g1"), KeyType: types.KeyTypeHash}, {AttributeName: aws.String("g2"), KeyType: types.KeyTypeRange}},
 			Projection: p,
 		}}
 	}

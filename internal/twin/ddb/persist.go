@@ -95,7 +95,7 @@ func (p *persister) changed() {
 			p.mu.Lock()
 			p.timer = nil
 			p.mu.Unlock()
-			if err := p.flush(); err != nil {
+			if err := p.flush(true); err != nil {
 				p.db.log.Error("ddb: writing the state", "dir", p.dir, "err", err)
 			}
 		})
@@ -113,16 +113,25 @@ func (p *persister) close() error {
 		p.timer = nil
 	}
 	p.mu.Unlock()
-	return p.flush()
+	return p.flush(false)
 }
 
-// flush writes the state now.
-func (p *persister) flush() error {
+// flush writes the state now. A timer's flush that finds the DB closed does nothing:
+// Close has written (or is writing) the last state, and nothing may follow it.
+func (p *persister) flush(timer bool) error {
 	if p.broken != nil {
 		return fmt.Errorf("ddb: not writing %s: it could not be loaded: %w", stateFile, p.broken)
 	}
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
+	if timer {
+		p.mu.Lock()
+		closed := p.closed
+		p.mu.Unlock()
+		if closed {
+			return nil
+		}
+	}
 	st := persistedState{Version: stateVersion, Saved: p.db.now().UTC()}
 	for _, t := range p.db.Tables() {
 		st.Tables = append(st.Tables, snapshotTable(t))
