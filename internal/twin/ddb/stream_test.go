@@ -635,8 +635,11 @@ func TestFailedCreateTableLeavesNoStream(t *testing.T) {
 // the stream across rollovers; per item, versions must arrive in commit order, each
 // once. Run with -race.
 func TestConcurrentWritersAndReader(t *testing.T) {
-	e := newStreamEnv(t, Options{ShardRecords: 50, Now: time.Now})
+	// The background sweeper and stream maintenance run all along (TTL is on; the
+	// items have no TTL attribute, so it deletes nothing).
+	e := newStreamEnv(t, Options{ShardRecords: 50, Now: time.Now, TTLSweep: time.Millisecond})
 	arn := e.createTable(t, "race", "NEW_IMAGE")
+	e.enableTTL(t, "race", "exp", true)
 	const writers, perWriter = 4, 150
 	var wg sync.WaitGroup
 	for w := range writers {
