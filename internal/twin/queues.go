@@ -45,9 +45,10 @@ type queue struct {
 // deduplication id sent to a FIFO queue through the twin became, to report
 // what SQS drops; and the long ids wireDedup could not carry in place.
 type dedupLedger struct {
-	mu   sync.Mutex
-	seen map[string]dedupSeen // by the id ElasticMQ got
-	long map[string]string    // hashed wire id → the sender's id
+	mu    sync.Mutex
+	seen  map[string]dedupSeen // by the id ElasticMQ got
+	long  map[string]string    // hashed wire id → the sender's id
+	swept time.Time            // when seen was last cleared of expired ids
 }
 
 type dedupSeen struct {
@@ -151,12 +152,15 @@ func (q *queue) observe(wire, messageID string, now time.Time) *dedupSeen {
 	}
 	q.dedup.mu.Lock()
 	defer q.dedup.mu.Unlock()
-	for k, v := range q.dedup.seen {
-		if now.Sub(v.at) > dedupWindow {
-			delete(q.dedup.seen, k)
+	if now.Sub(q.dedup.swept) > time.Second { // not on every send: a busy queue holds thousands
+		q.dedup.swept = now
+		for k, v := range q.dedup.seen {
+			if now.Sub(v.at) > dedupWindow {
+				delete(q.dedup.seen, k)
+			}
 		}
 	}
-	if s, ok := q.dedup.seen[wire]; ok && s.messageID == messageID {
+	if s, ok := q.dedup.seen[wire]; ok && s.messageID == messageID && now.Sub(s.at) <= dedupWindow {
 		return &s
 	}
 	if q.dedup.seen == nil {
