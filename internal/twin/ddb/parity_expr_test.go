@@ -1,6 +1,8 @@
 package ddb_test
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -40,6 +42,7 @@ var exprValues = item{
 	":z": s("z"), ":x": s("x"), ":deep": s("deep"), ":nope": s("nope"), ":dotted": s("dotted"),
 	":b12": bin(1, 2), ":b4": bin(4), ":active": s("active"), ":N": s("N"), ":SS": s("SS"), ":NULL": s("NULL"),
 	":L": s("L"), ":M": s("M"), ":BOOL": s("BOOL"), ":S": s("S"), ":B": s("B"), ":NS": s("NS"), ":BS": s("BS"),
+	":ssrev": ss("c", "b", "a"), ":lrev": list(mapv(item{"m": s("x")}), n("2"), s("a")), ":mab": mapv(item{"b": mapv(item{"c": s("deep")})}),
 	":true": boolv(true), ":negfive": n("-5"), ":zero": n("0"), ":empty": s(""), ":minusten": n("-10"),
 }
 
@@ -134,6 +137,11 @@ func TestParityConditionOperators(t *testing.T) {
 		{"#st = :active", map[string]string{"#st": "status"}, []string{":active"}, true, docReserved},
 		{"#m.#a.b.c = :deep", map[string]string{"#m": "m", "#a": "a"}, []string{":deep"}, true, docAttrNames},
 		{"t = :true", nil, []string{":true"}, true, docOperators},
+		{"ss = :ssrev", nil, []string{":ssrev"}, true, docOperators}, // a set is unordered
+		{"l = :lrev", nil, []string{":lrev"}, false, docOperators},   // a list is ordered
+		{"m.a = :mab", nil, []string{":mab"}, true, docOperators},
+		{"size(nope) = :zero", nil, []string{":zero"}, false, docOperators},
+		{"nope = :zero", nil, []string{":zero"}, false, docOperators},
 	}
 	for _, c := range cases {
 		t.Run(c.expr, func(t *testing.T) {
@@ -232,6 +240,9 @@ func TestParityExpressionErrors(t *testing.T) {
 			[]string{"Value provided in ExpressionAttributeNames unused in expressions: keys: {#unused}"}, docAttrNames},
 		{"syntax error", condPut("n = = :ten", nil, used(":ten")),
 			[]string{"Invalid ConditionExpression: Syntax error; token:"}, docOperators},
+		// "The maximum number of operands for the IN comparator is 100."
+		{"IN with 101 operands", condPut("n IN ("+inList(101)+")", nil, inValues(101)),
+			[]string{"The IN operator is provided with too many operands; number of operands: 101"}, docConstraints},
 		{"update: two paths overlap", update("SET m.a = :x REMOVE m.a.b", nil, used(":x")),
 			[]string{"Invalid UpdateExpression: Two document paths overlap with each other; must remove or rewrite one of these paths"}, docUpdateExpr},
 		{"update: same path twice", update("SET n = :one, n = :two", nil, used(":one", ":two")),
@@ -526,6 +537,23 @@ func joinComma(v []string) string {
 			out += ","
 		}
 		out += s
+	}
+	return out
+}
+
+// inList returns ":v0, :v1, …" with k placeholders; inValues their values.
+func inList(k int) string {
+	parts := make([]string, k)
+	for i := range parts {
+		parts[i] = ":v" + strconv.Itoa(i)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func inValues(k int) item {
+	out := item{}
+	for i := 0; i < k; i++ {
+		out[":v"+strconv.Itoa(i)] = n(strconv.Itoa(i))
 	}
 	return out
 }

@@ -314,25 +314,47 @@ func TestParityRequestLimits(t *testing.T) {
 		wantErr(t, "BatchWriteItem of 26", err, "ValidationException", "https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_BatchWriteItem.html",
 			"Member must have length less than or equal to 25")
 	})
+	t.Run("duplicate keys in one batch", func(t *testing.T) {
+		dup := []types.WriteRequest{
+			{PutRequest: &types.PutRequest{Item: item{"pk": s("dup"), "v": n("1")}}},
+			{PutRequest: &types.PutRequest{Item: item{"pk": s("dup"), "v": n("2")}}},
+		}
+		_, err := p.c.BatchWriteItem(p.ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{tbl: dup}})
+		wantErr(t, "BatchWriteItem with one key twice", err, "ValidationException", "https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_BatchWriteItem.html",
+			"Provided list of item keys contains duplicates")
+		keys := make([]item, 101)
+		for i := range keys {
+			keys[i] = item{"pk": s(fmt.Sprintf("g%03d", i))}
+		}
+		_, err = p.c.BatchGetItem(p.ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{tbl: {Keys: keys}}})
+		wantErr(t, "BatchGetItem of 101 keys", err, "ValidationException", docBatchGet, "Too many items requested for the BatchGetItem call")
+		_, err = p.c.BatchGetItem(p.ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{tbl: {Keys: []item{{"pk": s("x")}, {"pk": s("x")}}}}})
+		wantErr(t, "BatchGetItem with one key twice", err, "ValidationException", docBatchGet, "Provided list of item keys contains duplicates")
+		gets := make([]types.TransactGetItem, 101)
+		for i := range gets {
+			gets[i] = types.TransactGetItem{Get: &types.Get{TableName: aws.String(tbl), Key: item{"pk": s(fmt.Sprintf("g%03d", i))}}}
+		}
+		_, err = p.c.TransactGetItems(p.ctx, &dynamodb.TransactGetItemsInput{TransactItems: gets})
+		wantErr(t, "TransactGetItems of 101", err, "ValidationException", docAPITxGet, "Member must have length less than or equal to 100")
+	})
 	t.Run("expression of 4 KB", func(t *testing.T) {
-		expr := func(size int) string {
-			var b strings.Builder
-			b.WriteString("attribute_not_exists(pk)")
-			for b.Len() < size {
-				b.WriteString(" OR attribute_not_exists(pk)")
-			}
-			return b.String()[:size]
+		// "The maximum length of any expression string is 4 KB. For example, the size of
+		// the ConditionExpression a=b is 3 bytes." Spaces pad the expression to size.
+		pad := func(size int) string {
+			e := "attribute_not_exists(pk)"
+			return e + strings.Repeat(" ", size-len(e))
 		}
-		// Trim to a whole clause at or under the size.
-		under := expr(4096)
-		under = under[:strings.LastIndex(under, " OR ")]
-		_, err := p.c.PutItem(p.ctx, &dynamodb.PutItemInput{TableName: aws.String(tbl), Item: item{"pk": s("x1")}, ConditionExpression: aws.String(under)})
-		wantOK(t, fmt.Sprintf("condition of %d bytes", len(under)), err, docConstraints)
-		over := under
-		for len(over) <= 4096 {
-			over += " OR attribute_not_exists(pk)"
-		}
-		_, err = p.c.PutItem(p.ctx, &dynamodb.PutItemInput{TableName: aws.String(tbl), Item: item{"pk": s("x2")}, ConditionExpression: aws.String(over)})
-		wantErr(t, fmt.Sprintf("condition of %d bytes", len(over)), err, "ValidationException", docConstraints, "Expression size has exceeded the maximum allowed size")
+		_, err := p.c.PutItem(p.ctx, &dynamodb.PutItemInput{TableName: aws.String(tbl), Item: item{"pk": s("x1")}, ConditionExpression: aws.String(pad(4096))})
+		wantOK(t, "condition of 4,096 bytes", err, docConstraints)
+		_, err = p.c.PutItem(p.ctx, &dynamodb.PutItemInput{TableName: aws.String(tbl), Item: item{"pk": s("x2")}, ConditionExpression: aws.String(pad(4097))})
+		wantErr(t, "condition of 4,097 bytes", err, "ValidationException", docConstraints, "Expression size has exceeded the maximum allowed size")
+	})
+	t.Run("300 operators", func(t *testing.T) {
+		// "The maximum number of operators or functions allowed in any expression is
+		// 300": 400 comparisons joined by 399 ORs is well over, in under 4 KB.
+		expr := strings.Repeat("v = :a OR ", 399) + "v = :a"
+		_, err := p.c.PutItem(p.ctx, &dynamodb.PutItemInput{TableName: aws.String(tbl), Item: item{"pk": s("x3")},
+			ConditionExpression: aws.String(expr), ExpressionAttributeValues: item{":a": n("1")}})
+		wantErr(t, fmt.Sprintf("condition of 799 operators in %d bytes", len(expr)), err, "ValidationException", docConstraints)
 	})
 }
