@@ -55,12 +55,16 @@ func TestVerifyExportNegativeCorpus(t *testing.T) {
 	for _, c := range negativeCorpus(t) {
 		want[slug(c.Name)] = c
 	}
+	all := corpusVerdicts(t)
 	files, err := filepath.Glob(filepath.Join("testdata", "negative", "*.jsonl"))
-	if err != nil || len(files) != len(want) {
-		t.Fatalf("%d files in testdata/negative, want %d (%v; run go test ./pkg/chain -update)", len(files), len(want), err)
+	if err != nil || len(files) != len(all) {
+		t.Fatalf("%d files in testdata/negative, want %d (%v; run go test ./pkg/chain -update)", len(files), len(all), err)
 	}
 	for _, f := range files {
 		name := strings.TrimSuffix(filepath.Base(f), ".jsonl")
+		if _, ok := all[name]; ok && want[name].Name == "" {
+			continue // a malformed line: TestMalformedLines and TestDerivePyAgrees
+		}
 		c, ok := want[name]
 		if !ok {
 			t.Errorf("%s: no such case in the corpus", f)
