@@ -2,6 +2,10 @@ package chain_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,7 +80,10 @@ func malformedCorpus() []lineCase {
 		{"line not an object", 0, 4, m, func(l []string) []string { l[3] = `[` + l[3] + `]`; return l }},
 		{"line nested 65 levels", 0, 4, m, on4(`400`, deep(63))},
 		{"head line with another member", 0, 11, m, func(l []string) []string { l[10] = strings.Replace(l[10], `{"head"`, `{"x":1,"head"`, 1); return l }},
-		{"head line with last_seq 10.0", 0, 11, m, func(l []string) []string { l[10] = strings.Replace(l[10], `"last_seq":10`, `"last_seq":10.0`, 1); return l }},
+		{"head line with last_seq 10.0", 0, 11, m, func(l []string) []string {
+			l[10] = strings.Replace(l[10], `"last_seq":10`, `"last_seq":10.0`, 1)
+			return l
+		}},
 		{"line after the head line", 0, 12, m, func(l []string) []string { return append(l, l[9]) }},
 	}
 }
@@ -207,4 +214,100 @@ func TestDerivePyAgrees(t *testing.T) {
 		}
 	}
 	t.Logf("derive.py and Go agree on %d exports", len(want))
+}
+
+// TestDerivePyAgreesUnderTampering tampers with random bytes of an export
+// (bytes and tokens that reach the malformed-line classes included) and
+// checks derive.py gives Go's verdict and seq (or line) for each, with the
+// tenant given and without.
+func TestDerivePyAgreesUnderTampering(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("python3 is missing; CI must run the second verifier")
+		}
+		t.Skip("python3 is missing")
+	}
+	evs, head := validChain(t, "acme", 8)
+	evs[2].ActorID = "user \"7\""
+	evs[4].Payload["note"] = "Zoë \u2028 \"quoted\" 😀 \x01"
+	evs[5].Payload["ratio"] = json.Number("0.30000000000000004")
+	evs[6].Payload["tiny"] = json.Number("1e-7")
+	evs[6].Payload["nested"] = map[string]any{"\uFB01": []any{true, nil, "x"}, "😀": map[string]any{}}
+	prev := chain.Genesis("acme")
+	for i := range evs {
+		evs[i].PrevHash = prev
+		reseal(t, &evs[i])
+		prev = evs[i].Hash
+	}
+	head.LastHash = prev
+	var buf bytes.Buffer
+	if err := chain.WriteExport(&buf, chain.Export{Events: evs, Head: head}); err != nil {
+		t.Fatal(err)
+	}
+	clean := buf.Bytes()
+	tokens := []string{`\ud800`, `\udc00`, `\ud83d\ude00`, "\xef\xbb\xbf", "\xed\xa0\x80", `"seq":5,`, `"payload":{},`,
+		`"actor_id":"",`, `"actor_id":null,`, `null`, `""`, `1.0`, `9007199254740993`, `1e-131`, `"":1,`, `"zzz":1,`, "\n", "\r", " "}
+	const alphabet = "0123456789abcdef\"{}[]:,.-eE \\\x00\xc3\xff"
+	r := rand.New(rand.NewPCG(51, 52))
+	n := 400
+	if testing.Short() {
+		n = 150
+	}
+	dir := t.TempDir()
+	files := make([]string, n)
+	for k := range files {
+		data := bytes.Clone(clean)
+		for range 1 + r.IntN(2) {
+			i := r.IntN(len(data))
+			switch r.IntN(4) {
+			case 0:
+				data[i] = alphabet[r.IntN(len(alphabet))]
+			case 1:
+				data = append(data[:i], data[i+1:]...)
+			case 2:
+				data = append(data[:i], append([]byte{alphabet[r.IntN(len(alphabet))]}, data[i:]...)...)
+			default:
+				data = append(data[:i], append([]byte(tokens[r.IntN(len(tokens))]), data[i:]...)...)
+			}
+		}
+		files[k] = filepath.Join(dir, fmt.Sprintf("t%04d.jsonl", k))
+		if err := os.WriteFile(files[k], data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kinds := map[string]int{}
+	for _, tenant := range []string{"acme", ""} {
+		out, err := exec.Command(py, append([]string{filepath.Join("testdata", "derive.py"), "verify", tenant}, files...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("derive.py verify: %v\n%s", err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if len(lines) != len(files) {
+			t.Fatalf("derive.py printed %d lines for %d files", len(lines), len(files))
+		}
+		for k, line := range lines {
+			_, pyV, _ := strings.Cut(line, ": ")
+			data, err := os.ReadFile(files[k])
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, gerr := chain.VerifyExport(bytes.NewReader(data), tenant)
+			goV := "intact"
+			var be *chain.BreakError
+			switch {
+			case errors.As(gerr, &be):
+				goV = string(be.Reason) + " " + be.Where()
+			case errors.Is(gerr, chain.ErrEmptyExport):
+				goV = "error empty export"
+			case gerr != nil:
+				goV = "error " + gerr.Error()
+			}
+			if goV != pyV {
+				t.Errorf("tenant %q: Go %q, derive.py %q for\n%q", tenant, goV, pyV, data)
+			}
+			kinds[strings.Fields(goV)[0]]++
+		}
+	}
+	t.Logf("verdicts: %v", kinds)
 }
