@@ -301,15 +301,7 @@ func opUpdateItem(ctx context.Context, db *DB, body []byte) (any, error) {
 			src = item
 		}
 		if u != nil && src != nil {
-			attrs = attr.Item{}
-			for _, name := range u.TopLevel() {
-				if v := src[name]; v != nil {
-					attrs[name] = v
-				}
-			}
-			if len(attrs) == 0 {
-				attrs = nil
-			}
+			attrs = updatedAttrs(u, src)
 		}
 	}
 	return writeOutput(attrs, &w.capacity, in.ReturnConsumedCapacity), nil
@@ -396,4 +388,30 @@ func opGetItem(ctx context.Context, db *DB, body []byte) (any, error) {
 		out["ConsumedCapacity"] = r
 	}
 	return out, nil
+}
+
+// updatedPaths is what UPDATED_OLD and UPDATED_NEW need from an update: a projection of
+// exactly the paths it sets or removes, so that SET m.a.b returns {m:{a:{b}}} and not
+// all of m, as AWS does. Until the expression package offers it, the whole top-level
+// attributes the update touches are returned.
+type updatedPaths interface {
+	UpdatedPaths() *expr.Projection
+}
+
+func updatedAttrs(u *expr.Update, src attr.Item) attr.Item {
+	var out attr.Item
+	if up, ok := any(u).(updatedPaths); ok {
+		out = up.UpdatedPaths().Apply(src)
+	} else {
+		out = attr.Item{}
+		for _, name := range u.TopLevel() {
+			if v := src[name]; v != nil {
+				out[name] = v
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }

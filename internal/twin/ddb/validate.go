@@ -105,6 +105,11 @@ func (x *exprParams) params() (*expr.Params, error) {
 	if x.ExpressionAttributeValues != nil && len(x.ExpressionAttributeValues) == 0 {
 		return nil, validationf("ExpressionAttributeValues must not be empty")
 	}
+	for _, v := range x.ExpressionAttributeValues {
+		if err := checkDepth(v); err != nil {
+			return nil, err
+		}
+	}
 	return expr.NewParams(x.ExpressionAttributeNames, x.ExpressionAttributeValues), nil
 }
 
@@ -194,8 +199,8 @@ func (t *Table) validateItem(item attr.Item, update bool) error {
 		}
 	}
 	for _, v := range item {
-		if depth(v) > maxNestingDepth {
-			return validationf("Nesting Levels have exceeded supported limits")
+		if err := checkDepth(v); err != nil {
+			return err
 		}
 	}
 	if item.Size() > maxItemSize {
@@ -203,6 +208,16 @@ func (t *Table) validateItem(item attr.Item, update bool) error {
 			return validationf("Item size to update has exceeded the maximum allowed size")
 		}
 		return validationf("Item size has exceeded the maximum allowed size")
+	}
+	return nil
+}
+
+// checkDepth refuses a value nested deeper than AWS allows: "nested attributes up to 32
+// levels deep", the top-level attribute being level 1 (so 31 maps or lists around a
+// scalar is the most).
+func checkDepth(v *attr.Value) error {
+	if 1+depth(v) > maxNestingDepth {
+		return validationf("Nesting Levels have exceeded supported limits")
 	}
 	return nil
 }
