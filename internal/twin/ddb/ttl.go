@@ -9,7 +9,7 @@ import (
 )
 
 // Time to live: a sweeper deletes the items whose TTL attribute is a Number of epoch
-// seconds at or before now, through the same write path as DeleteItem, so the REMOVE
+// seconds before now ("less than the current time", UpdateTimeToLive's reference), through the same write path as DeleteItem, so the REMOVE
 // reaches the stream marked as made by the service.
 // https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/TTL.html
 // https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/time-to-live-ttl-streams.html
@@ -117,7 +117,8 @@ func (db *DB) sweepTable(t *Table) int {
 }
 
 // ttlExpired reports whether v, a TTL attribute's value, expires its item at now: a
-// Number of epoch seconds at or before now, and not more than five years before it.
+// Number of epoch seconds less than now (equal is not expired yet), and not more than
+// five years before it.
 func ttlExpired(v *attr.Value, now time.Time) bool {
 	if v == nil || v.Kind != attr.KindN {
 		return false
@@ -128,5 +129,5 @@ func ttlExpired(v *attr.Value, now time.Time) bool {
 	}
 	nowSec := float64(now.UnixNano()) / 1e9
 	oldest := float64(now.AddDate(-ttlMaxAgeYears, 0, 0).UnixNano()) / 1e9
-	return sec <= nowSec && sec >= oldest
+	return sec < nowSec && sec >= oldest
 }

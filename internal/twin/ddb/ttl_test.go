@@ -53,7 +53,7 @@ func TestTTLSweepDeletesExpiredItems(t *testing.T) {
 	now := e.clock.Now()
 	items := []attr.Item{
 		ttlItem("past", epoch(now.Add(-10*time.Second))),
-		ttlItem("now", epoch(now)),
+		ttlItem("now", epoch(now)), // equal to now: not expired yet ("less than the current time")
 		ttlItem("fraction", attr.Num(strconv.FormatInt(now.Unix()-1, 10)+".5")),
 		ttlItem("future", epoch(now.Add(100*time.Second))),
 		ttlItem("string", attr.Str(strconv.FormatInt(now.Unix()-10, 10))), // not a Number: never expires
@@ -63,10 +63,10 @@ func TestTTLSweepDeletesExpiredItems(t *testing.T) {
 	for _, it := range items {
 		e.write(t, "ttl", key(it["pk"].S), it)
 	}
-	if n := e.db.SweepTTL(); n != 3 {
-		t.Fatalf("SweepTTL deleted %d, want 3 (past, now, fraction)", n)
+	if n := e.db.SweepTTL(); n != 2 {
+		t.Fatalf("SweepTTL deleted %d, want 2 (past, fraction)", n)
 	}
-	for pk, want := range map[string]bool{"past": false, "now": false, "fraction": false, "future": true, "string": true, "ancient": true, "noattr": true} {
+	for pk, want := range map[string]bool{"past": false, "now": true, "fraction": false, "future": true, "string": true, "ancient": true, "noattr": true} {
 		if got := e.has(t, "ttl", pk); got != want {
 			t.Errorf("item %s present %v, want %v", pk, got, want)
 		}
@@ -76,8 +76,8 @@ func TestTTLSweepDeletesExpiredItems(t *testing.T) {
 	}
 
 	recs := e.readAll(t, arn)
-	if len(recs) != len(items)+3 {
-		t.Fatalf("stream has %d records, want %d INSERTs and 3 REMOVEs", len(recs), len(items))
+	if len(recs) != len(items)+2 {
+		t.Fatalf("stream has %d records, want %d INSERTs and 2 REMOVEs", len(recs), len(items))
 	}
 	for i, r := range recs {
 		if i < len(items) {
@@ -97,14 +97,15 @@ func TestTTLSweepDeletesExpiredItems(t *testing.T) {
 		}
 	}
 
-	// Time passes: the future item expires at its second.
-	e.clock.Add(99 * time.Second)
-	if n := e.db.SweepTTL(); n != 0 {
-		t.Errorf("a second before its TTL: deleted %d", n)
+	// Time passes: "now" expires just after its second; the future item at 100 s is
+	// still there at 100 s and gone a moment later.
+	e.clock.Add(100 * time.Second)
+	if n := e.db.SweepTTL(); n != 1 || e.has(t, "ttl", "now") || !e.has(t, "ttl", "future") {
+		t.Errorf("100 s later: deleted %d, want only the item that was at now", n)
 	}
-	e.clock.Add(time.Second)
+	e.clock.Add(time.Millisecond)
 	if n := e.db.SweepTTL(); n != 1 || e.has(t, "ttl", "future") {
-		t.Errorf("at its TTL: deleted %d, want the future item", n)
+		t.Errorf("just after its TTL: deleted %d, want the future item", n)
 	}
 }
 
@@ -184,7 +185,9 @@ func TestTTLExpired(t *testing.T) {
 	}{
 		{nil, false},
 		{attr.Str("1"), false},
-		{attr.Num(strconv.FormatInt(sec, 10)), true},
+		{attr.Num(strconv.FormatInt(sec, 10)), true},         // now is half a second past it
+		{attr.Num(strconv.FormatInt(sec, 10) + ".5"), false}, // equal to now
+		{attr.Num(strconv.FormatInt(sec, 10) + ".4"), true},
 		{attr.Num(strconv.FormatInt(sec+1, 10)), false},
 		{attr.Num(strconv.FormatInt(now.AddDate(-5, 0, 0).Unix()+1, 10)), true},
 		{attr.Num(strconv.FormatInt(now.AddDate(-5, 0, 0).Unix()-1, 10)), false},
