@@ -286,6 +286,20 @@ func TestParityRequestLimits(t *testing.T) {
 		_, err := p.c.TransactWriteItems(p.ctx, &dynamodb.TransactWriteItemsInput{TransactItems: puts(101, 0)})
 		wantErr(t, "TransactWriteItems of 101 actions", err, "ValidationException", docAPITxWrite, "Member must have length less than or equal to 100")
 	})
+	t.Run("no actions", func(t *testing.T) {
+		_, err := p.c.TransactWriteItems(p.ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{}})
+		wantErr(t, "TransactWriteItems of 0 actions", err, "ValidationException", docAPITxWrite)
+	})
+	t.Run("ClientRequestToken of 36 and 37 characters", func(t *testing.T) {
+		// "Length Constraints: Minimum length of 1. Maximum length of 36."
+		one := func(token, key string) error {
+			_, err := p.c.TransactWriteItems(p.ctx, &dynamodb.TransactWriteItemsInput{ClientRequestToken: aws.String(token),
+				TransactItems: []types.TransactWriteItem{{Put: &types.Put{TableName: aws.String(tbl), Item: item{"pk": s(key)}}}}})
+			return err
+		}
+		wantOK(t, "token of 36 characters", one(strings.Repeat("t", 36), "tok36"), docAPITxWrite)
+		wantErr(t, "token of 37 characters", one(strings.Repeat("t", 37), "tok37"), "ValidationException", docAPITxWrite)
+	})
 	t.Run("two actions on one item", func(t *testing.T) {
 		items := puts(2, 0)
 		items[1] = types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(tbl),

@@ -571,6 +571,14 @@ func TestParityStreamTransactionsAndDescribe(t *testing.T) {
 		}
 	}
 
+	it2, err := p.s.GetShardIterator(p.ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(arn), ShardId: shard,
+		ShardIteratorType: stypes.ShardIteratorTypeTrimHorizon})
+	if wantOK(t, "TRIM_HORIZON", err, docAPIGetShardIt) {
+		// "Limit: Valid Range: Minimum value of 1. Maximum value of 1000."
+		_, err = p.s.GetRecords(p.ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it2.ShardIterator, Limit: aws.Int32(1001)})
+		wantErr(t, "GetRecords Limit 1001", err, "ValidationException", docAPIGetRecords)
+	}
+
 	d, err := p.s.DescribeStream(p.ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
 	if wantOK(t, "DescribeStream", err, docAPIDescStream) {
 		sd := d.StreamDescription
