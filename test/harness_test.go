@@ -1,6 +1,6 @@
 // Package e2e runs the whole stack end to end on the local twin: the
-// synthesized CloudFormation template brought up by internal/twin on
-// DynamoDB Local and ElasticMQ, the real function binaries, the example
+// synthesized CloudFormation template brought up by internal/twin on the
+// project's own DynamoDB and ElasticMQ, the real function binaries, the example
 // application as the producer, and the operator CLI. Each test brings up
 // its own stack (own tables, queues, processes) from the one template,
 // sometimes mutated the way a careless edit would.

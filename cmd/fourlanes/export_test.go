@@ -15,7 +15,7 @@ import (
 func TestMain(m *testing.M) { localaws.Main(m) }
 
 // TestExportThenVerify appends events with `fourlanes emit` to a table in
-// DynamoDB Local, exports the tenant with `fourlanes export` and verifies
+// the local DynamoDB, exports the tenant with `fourlanes export` and verifies
 // the file with `fourlanes verify`.
 func TestExportThenVerify(t *testing.T) {
 	db := localaws.DynamoDB(t)

@@ -108,9 +108,11 @@ func build(ent catalog.Entity, r Record, name func(tenant, id string, version in
 		c.NameUnknown = true
 	}
 	if c.Deleted && (r.UserType == "Service" && r.UserPrincipal == "dynamodb.amazonaws.com" || c.NameUnknown) {
-		// TTL: AWS marks it with the service identity; DynamoDB Local names
-		// it UNKNOWN_TO_SDK_VERSION with no identity (the only deletes it
-		// does not call REMOVE).
+		// TTL: AWS marks it REMOVE with the service identity (userIdentity
+		// Service, dynamodb.amazonaws.com). A delete under an event name
+		// that is none of INSERT, MODIFY, REMOVE counts as TTL too: local
+		// emulators have sent TTL deletes that way, and the feed logs a
+		// warning for every such record (feed.go).
 		c.Cause = keys.ChangeCauseTTL
 	}
 	tenant, ok := img[ent.TenantAttr].(*types.AttributeValueMemberS)

@@ -28,8 +28,9 @@
 //	                causation and actor are absent (the stream does not say).
 //
 // Deletion is decided by the images, not the event name: no NewImage is a
-// delete. DynamoDB Local names TTL deletes UNKNOWN_TO_SDK_VERSION (AWS says
-// REMOVE with userIdentity Service/dynamodb.amazonaws.com); both are deletes.
+// delete. AWS sends a TTL delete as REMOVE with userIdentity
+// Service/dynamodb.amazonaws.com; a delete under an event name the package
+// does not know is a delete too (and counted as TTL, with a warning).
 //
 // # The change-feed table
 //

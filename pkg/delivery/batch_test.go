@@ -34,7 +34,7 @@ type countingDB struct {
 	writes   int     // item writes, transactional ones included
 	txItems  int     // of those, inside TransactWriteItems (billed at 2 WCU/KB)
 	reads    int     // items asked for by GetItem/BatchGetItem/Query
-	consumed float64 // capacity units DynamoDB Local reports
+	consumed float64 // capacity units the server reports
 }
 
 var (
@@ -522,7 +522,7 @@ func TestClaimStrategyCost(t *testing.T) {
 		rows = append(rows, row{s.name, "redelivery, all completed", s.f(redo)})
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "claiming %d (event, subscription) pairs of a 10-message batch on DynamoDB Local:\n", len(ks))
+	fmt.Fprintf(&b, "claiming %d (event, subscription) pairs of a 10-message batch on the local DynamoDB:\n", len(ks))
 	fmt.Fprintf(&b, "%-40s %-26s %8s %11s %9s %9s %8s %9s\n", "strategy", "scenario", "requests", "item writes", "model WCU", "model RCU", "claimed", "elapsed")
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].scenario < rows[j].scenario })
 	for _, x := range rows {

@@ -17,7 +17,7 @@ import (
 
 func TestMain(m *testing.M) { localaws.Main(m) }
 
-// stateTable creates a state table (pk/sk strings, TTL on expires_at) in DynamoDB Local.
+// stateTable creates a state table (pk/sk strings, TTL on expires_at) in the local DynamoDB.
 func stateTable(t *testing.T) (*dynamodb.Client, string) {
 	t.Helper()
 	db := localaws.DynamoDB(t)
@@ -25,7 +25,7 @@ func stateTable(t *testing.T) (*dynamodb.Client, string) {
 	return db, aws.ToString(desc.TableName)
 }
 
-// stores runs f against the in-memory fake and against DynamoDB Local.
+// stores runs f against the in-memory fake and against the local DynamoDB.
 func stores(t *testing.T, f func(t *testing.T, newStore func(t *testing.T) delivery.Store)) {
 	t.Run("memory", func(t *testing.T) {
 		f(t, func(*testing.T) delivery.Store { return delivery.NewMemoryStore() })

@@ -19,7 +19,7 @@ import (
 )
 
 // TestExportVerifies exports a tenant written by concurrent emitters from
-// DynamoDB Local (more events than one page), verifies the export in place,
+// the local DynamoDB (more events than one page), verifies the export in place,
 // then tampers with one stored row and shows the export names it.
 func TestExportVerifies(t *testing.T) {
 	f := newFixture(t, nil)

@@ -126,7 +126,7 @@ func newRig(t *testing.T) *rig {
 	return r
 }
 
-// store returns an event store on a fresh events table in DynamoDB Local,
+// store returns an event store on a fresh events table in the local DynamoDB,
 // dispatching through r.d.
 func (r *rig) store(t *testing.T) *eventstore.Store {
 	t.Helper()
@@ -150,8 +150,8 @@ func (r *rig) store(t *testing.T) *eventstore.Store {
 	return st
 }
 
-// TestInlineErrorAndLocalPanicThroughEmit runs the real Emit against
-// DynamoDB Local: the INLINE error reaches the caller after the commit; the
+// TestInlineErrorAndLocalPanicThroughEmit runs the real Emit against the
+// local DynamoDB: the INLINE error reaches the caller after the commit; the
 // LOCAL panic does not, and is logged and counted.
 func TestInlineErrorAndLocalPanicThroughEmit(t *testing.T) {
 	r := newRig(t)

@@ -64,7 +64,7 @@ func (c *clock) jump(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// env is one events table and one state table in DynamoDB Local, with a
+// env is one events table and one state table in the local DynamoDB, with a
 // reconcile handler on them.
 type env struct {
 	db          *dynamodb.Client

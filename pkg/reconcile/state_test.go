@@ -13,7 +13,7 @@ import (
 )
 
 // TestStateConformance is the contract every State keeps, run against the
-// in-memory fake and DynamoDB Local.
+// in-memory fake and the local DynamoDB.
 func TestStateConformance(t *testing.T) {
 	for name, newState := range map[string]func(t *testing.T) reconcile.State{
 		"memory": func(*testing.T) reconcile.State { return reconcile.NewMemoryState() },

@@ -429,7 +429,7 @@ func onFailure(t *testing.T, arn, shard string, first, last streamtypes.Record, 
 
 // TestChangeFeedOnFailureResolvedFromTheStream: the change feed gave up on a
 // batch; its on-failure record names the range only. dlq-repair reads the
-// range from the real DynamoDB Local stream, re-runs the change feed on it
+// range from the local DynamoDB's real stream, re-runs the change feed on it
 // (applied by version) and deletes the message.
 func TestChangeFeedOnFailureResolvedFromTheStream(t *testing.T) {
 	t.Parallel()

@@ -185,7 +185,7 @@ func TestFixtureRoundTrip(t *testing.T) {
 	}
 }
 
-// ---- the rig: DynamoDB Local state table, the example's DURABLE module ----
+// ---- the rig: a state table in the local DynamoDB, the example's DURABLE module ----
 
 type mailbox struct {
 	mu   sync.Mutex

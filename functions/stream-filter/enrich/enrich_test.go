@@ -255,8 +255,8 @@ func TestBatchFailures(t *testing.T) {
 			img[keys.AttrKind] = events.NewStringAttribute("snapshot")
 			return batch(t, record("INSERT", 0, img, nil))
 		}, enrich.ErrUndecodable, "acme", 1},
-		{"TTL delete as DynamoDB Local reports it", func() []any {
-			return batch(t, record("UNKNOWN_TO_SDK_VERSION", 0, nil, image(t, a[0])))
+		{"event name none of INSERT, MODIFY, REMOVE", func() []any {
+			return batch(t, record("EXPIRE", 0, nil, image(t, a[0])))
 		}, enrich.ErrUndecodable, "acme", 1},
 		{"not a record", func() []any { return []any{42} }, enrich.ErrUndecodable, "", -1},
 	} {

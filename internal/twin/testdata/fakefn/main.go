@@ -108,7 +108,7 @@ func main() {
 		fmt.Println("config:", err)
 		os.Exit(1)
 	}
-	db = dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	db = dynamodb.NewFromConfig(cfg)
 	switch os.Getenv("FAKE_ROLE") {
 	case "enrich":
 		lambda.Start(enrich)
