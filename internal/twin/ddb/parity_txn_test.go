@@ -507,6 +507,9 @@ func TestParityIsolation(t *testing.T) {
 	if a+b != 2000 {
 		t.Errorf("after the transfers: got A+B = %d, want 2000 (doc %s)", a+b, docTxAPIs)
 	}
+	if reads == 0 {
+		t.Errorf("isolation: got no successful TransactGetItems during the transfers, want some (the check would be vacuous) (doc %s)", docTxAPIs)
+	}
 	t.Logf("isolation: %d consistent transactional reads during %d transfers", reads, writers*transfers)
 }
 
