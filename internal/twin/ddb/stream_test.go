@@ -424,6 +424,15 @@ func TestIteratorTypes(t *testing.T) {
 	if err == nil || !regexp.MustCompile(`ValidationException.*less than or equal to 1000`).MatchString(err.Error()) {
 		t.Errorf("Limit 1001: got %v", err)
 	}
+	for _, lim := range []int32{0, -1} {
+		_, err = e.sc.DescribeStream(context.Background(), &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn), Limit: aws.Int32(lim)})
+		if err == nil || !regexp.MustCompile(`ValidationException`).MatchString(err.Error()) {
+			t.Errorf("DescribeStream Limit %d: got %v, want ValidationException", lim, err)
+		}
+	}
+	if d, err := e.sc.DescribeStream(context.Background(), &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn), Limit: aws.Int32(1000)}); err != nil || len(d.StreamDescription.Shards) != 1 {
+		t.Errorf("DescribeStream Limit 1000 (served as 100): %v", err)
+	}
 	_, err = e.sc.GetRecords(context.Background(), &dynamodbstreams.GetRecordsInput{ShardIterator: aws.String("not-an-iterator")})
 	if err == nil || !regexp.MustCompile(`ValidationException`).MatchString(err.Error()) {
 		t.Errorf("a forged iterator: got %v", err)

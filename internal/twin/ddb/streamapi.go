@@ -41,6 +41,19 @@ func limitError(v, max int) error {
 	return validationf("1 validation error detected: Value '%d' at 'limit' failed to satisfy constraint: Member must have value less than or equal to %d", v, max)
 }
 
+// listLimit is ListStreams' and DescribeStream's Limit: their reference gives a valid
+// range of "Minimum value of 1" only, and "The upper limit is 100", so more is served
+// as 100 rather than refused (GetRecords' range has a maximum, and refuses).
+func listLimit(v *int) (int, error) {
+	switch {
+	case v == nil:
+		return maxListLimit, nil
+	case *v < 1:
+		return 0, limitError(*v, maxListLimit)
+	}
+	return min(*v, maxListLimit), nil
+}
+
 func streamNotFound(arn string) error {
 	return notFoundf("Requested resource not found: Stream: %s not found", arn)
 }
@@ -60,12 +73,9 @@ func opListStreams(ctx context.Context, db *DB, body []byte) (any, error) {
 	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
-	limit := maxListLimit
-	if in.Limit != nil {
-		if *in.Limit < 1 || *in.Limit > maxListLimit {
-			return nil, limitError(*in.Limit, maxListLimit)
-		}
-		limit = *in.Limit
+	limit, err := listLimit(in.Limit)
+	if err != nil {
+		return nil, err
 	}
 	// Forgetting expired streams here too keeps a DB without the background loop
 	// (TTLSweep < 0) from listing them forever.
@@ -115,12 +125,9 @@ func opDescribeStream(ctx context.Context, db *DB, body []byte) (any, error) {
 	if in.StreamArn == "" {
 		return nil, validationf("1 validation error detected: Value null at 'streamArn' failed to satisfy constraint: Member must not be null")
 	}
-	limit := maxListLimit
-	if in.Limit != nil {
-		if *in.Limit < 1 || *in.Limit > maxListLimit {
-			return nil, limitError(*in.Limit, maxListLimit)
-		}
-		limit = *in.Limit
+	limit, err := listLimit(in.Limit)
+	if err != nil {
+		return nil, err
 	}
 	st := db.streams.lookup(in.StreamArn)
 	if st == nil {
@@ -131,11 +138,16 @@ func opDescribeStream(ctx context.Context, db *DB, body []byte) (any, error) {
 	st.maintainLocked(db.now())
 	start := 0
 	if in.ExclusiveStartShardId != "" {
-		// Shard IDs sort by creation within a stream, so a start shard that has since
-		// been trimmed away still places the page.
+		// A start shard that has since been trimmed away still places the page:
+		// shard IDs sort by creation time within a stream.
+		_, listed := st.byID[in.ExclusiveStartShardId]
 		start = len(st.shards)
 		for i, sh := range st.shards {
-			if sh.id > in.ExclusiveStartShardId {
+			if listed && sh.id == in.ExclusiveStartShardId {
+				start = i + 1
+				break
+			}
+			if !listed && sh.id > in.ExclusiveStartShardId {
 				start = i
 				break
 			}
