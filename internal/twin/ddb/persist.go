@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
+	"github.com/google/btree"
 )
 
 // Persistence (Options.DataDir): the whole state (tables with their schema, TTL
@@ -58,8 +59,8 @@ func (p *persister) init(db *DB) {
 type persistedState struct {
 	Version int
 	Saved   time.Time
-	Tables  []persistedTable
-	Streams json.RawMessage `json:",omitempty"`
+	Tables  []persistedTable `json:",omitempty"`
+	Streams json.RawMessage  `json:",omitempty"`
 }
 
 type persistedIndex struct {
@@ -81,7 +82,15 @@ type persistedTable struct {
 	StreamView    string   `json:",omitempty"` // the enabled stream's view type
 	StreamARN     string   `json:",omitempty"` // the enabled stream
 	StreamARNs    []string `json:",omitempty"` // every stream the table has had
-	Items         []attr.Item
+	// Items are written one by one from a clone of the table's tree (writeState), so a
+	// snapshot never holds a second copy of a table; read back all at once.
+	Items []attr.Item `json:",omitempty"`
+}
+
+// tableSnap is one table's settings and a copy-on-write clone of its items.
+type tableSnap struct {
+	head  persistedTable
+	items *btree.BTreeG[*entry]
 }
 
 func (p *persister) changed() {
@@ -132,16 +141,17 @@ func (p *persister) flush(timer bool) error {
 			return nil
 		}
 	}
-	st := persistedState{Version: stateVersion, Saved: p.db.now().UTC()}
+	var tables []tableSnap
 	for _, t := range p.db.Tables() {
-		st.Tables = append(st.Tables, snapshotTable(t))
+		tables = append(tables, snapshotTable(t))
 	}
+	var streams json.RawMessage
 	if s, ok := any(&p.db.streams).(streamSnapshotter); ok {
 		b, err := json.Marshal(s.snapshot())
 		if err != nil {
 			return fmt.Errorf("ddb: encoding the streams: %w", err)
 		}
-		st.Streams = b
+		streams = b
 	}
 	if err := os.MkdirAll(p.dir, 0o755); err != nil {
 		return fmt.Errorf("ddb: data dir: %w", err)
@@ -152,7 +162,7 @@ func (p *persister) flush(timer bool) error {
 	}
 	defer os.Remove(f.Name()) // a no-op after the rename
 	w := bufio.NewWriterSize(f, 1<<20)
-	if err := json.NewEncoder(w).Encode(&st); err != nil {
+	if err := writeState(w, p.db.now().UTC(), tables, streams); err != nil {
 		f.Close()
 		return fmt.Errorf("ddb: encoding the state: %w", err)
 	}
@@ -177,8 +187,9 @@ func (p *persister) flush(timer bool) error {
 	return nil
 }
 
-func snapshotTable(t *Table) persistedTable {
+func snapshotTable(t *Table) tableSnap {
 	t.mu.RLock()
+	defer t.mu.RUnlock()
 	pt := persistedTable{
 		Name: t.Name, ARN: t.ARN, ID: t.ID, Created: t.Created,
 		Hash: t.Hash, Range: t.Range, AttrDefs: t.AttrDefs,
@@ -196,14 +207,46 @@ func snapshotTable(t *Table) persistedTable {
 	for _, st := range t.streams {
 		pt.StreamARNs = append(pt.StreamARNs, st.ARN)
 	}
-	items := t.items.Clone()
-	t.mu.RUnlock()
-	pt.Items = make([]attr.Item, 0, items.Len())
-	items.Ascend(func(e *entry) bool {
-		pt.Items = append(pt.Items, e.item)
-		return true
-	})
-	return pt
+	return tableSnap{head: pt, items: t.items.Clone()}
+}
+
+// writeState writes persistedState's JSON, streaming each table's items from its clone.
+func writeState(w *bufio.Writer, saved time.Time, tables []tableSnap, streams json.RawMessage) error {
+	head, err := json.Marshal(persistedState{Version: stateVersion, Saved: saved})
+	if err != nil {
+		return err
+	}
+	w.Write(head[:len(head)-1]) // the object without its closing brace
+	w.WriteString(`,"Tables":[`)
+	for i, ts := range tables {
+		if i > 0 {
+			w.WriteByte(',')
+		}
+		th, err := json.Marshal(ts.head)
+		if err != nil {
+			return err
+		}
+		w.Write(th[:len(th)-1])
+		w.WriteString(`,"Items":[`)
+		first := true
+		ts.items.Ascend(func(e *entry) bool {
+			if !first {
+				w.WriteByte(',')
+			}
+			first = false
+			b, _ := e.item.MarshalJSON()
+			w.Write(b)
+			return true
+		})
+		w.WriteString("]}")
+	}
+	w.WriteByte(']')
+	if len(streams) > 0 {
+		w.WriteString(`,"Streams":`)
+		w.Write(streams)
+	}
+	_, err = w.WriteString("}\n")
+	return err
 }
 
 func persistIndex(ix *Index) persistedIndex {
