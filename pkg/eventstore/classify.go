@@ -1,13 +1,17 @@
 package eventstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // DynamoDB's transaction limits.
@@ -23,6 +27,7 @@ const (
 	roleHead role = iota
 	roleEvent
 	roleExtra
+	roleIdem // the idempotency-key row of the request
 )
 
 // owner says which request and which of its actions an item index holds.
@@ -33,7 +38,12 @@ type owner struct {
 }
 
 // contentionError marks an attempt lost to another writer of the same head.
-type contentionError struct{ err error }
+// headMoved: the head's own condition failed, so the head is no longer where
+// the attempt was sealed (and, never moving back, never will be again).
+type contentionError struct {
+	err       error
+	headMoved bool
+}
 
 func (e *contentionError) Error() string { return "head contention: " + e.err.Error() }
 func (e *contentionError) Unwrap() error { return e.err }
@@ -43,10 +53,36 @@ func isContention(err error) bool {
 	return errors.As(err, &c)
 }
 
+func headMoved(err error) bool {
+	var c *contentionError
+	return errors.As(err, &c) && c.headMoved
+}
+
+// ambiguousError marks an attempt whose outcome DynamoDB did not tell: it may
+// have committed. Only the identical request (same token) may follow it.
+type ambiguousError struct{ err error }
+
+func (e *ambiguousError) Error() string { return "outcome unknown: " + e.err.Error() }
+func (e *ambiguousError) Unwrap() error { return e.err }
+
+func isAmbiguous(err error) bool {
+	var a *ambiguousError
+	return errors.As(err, &a)
+}
+
+// idemUsedError: the request's idempotency key already has a row; the emit
+// it names is the answer (see Store.EmitWith).
+type idemUsedError struct{}
+
+func (e *idemUsedError) Error() string {
+	return "idempotency key already used"
+}
+
 // batchCallerError: these requests' own writes cancelled the transaction
-// (DynamoDB may report several at once).
+// (DynamoDB may report several at once): a *CallerWriteError or an
+// *idemUsedError per request index.
 type batchCallerError struct {
-	failed map[int]*CallerWriteError // by request index
+	failed map[int]error // by request index
 }
 
 func (e *batchCallerError) Error() string {
@@ -71,11 +107,16 @@ func classify(err error, owners []owner) error {
 		reasons := tce.CancellationReasons
 		for i, r := range reasons {
 			code := aws.ToString(r.Code)
-			if code == "TransactionConflict" || (i < len(owners) && owners[i].role == roleHead && code == "ConditionalCheckFailed") {
-				return &contentionError{err}
+			if i < len(owners) && owners[i].role == roleHead && code == "ConditionalCheckFailed" {
+				return &contentionError{err: err, headMoved: true}
 			}
 		}
-		callers := &batchCallerError{failed: map[int]*CallerWriteError{}}
+		for _, r := range reasons {
+			if aws.ToString(r.Code) == "TransactionConflict" {
+				return &contentionError{err: err}
+			}
+		}
+		callers := &batchCallerError{failed: map[int]error{}}
 		for i, r := range reasons {
 			code := aws.ToString(r.Code)
 			if code == "" || code == "None" || i >= len(owners) {
@@ -87,6 +128,14 @@ func classify(err error, owners []owner) error {
 				if _, seen := callers.failed[o.req]; !seen {
 					callers.failed[o.req] = &CallerWriteError{Index: o.index, Code: code, Message: aws.ToString(r.Message)}
 				}
+			case roleIdem:
+				if code == "ConditionalCheckFailed" {
+					if _, seen := callers.failed[o.req]; !seen {
+						callers.failed[o.req] = &idemUsedError{}
+					}
+					continue
+				}
+				return fmt.Errorf("idempotency row %s: %s: %w", code, aws.ToString(r.Message), err)
 			case roleEvent:
 				if code == "ConditionalCheckFailed" {
 					return ErrLogAhead
@@ -100,9 +149,11 @@ func classify(err error, owners []owner) error {
 		return fmt.Errorf("transaction cancelled: %w", err)
 	}
 	var tc *types.TransactionConflictException
-	var tip *types.TransactionInProgressException
-	if errors.As(err, &tc) || errors.As(err, &tip) {
-		return &contentionError{err}
+	if errors.As(err, &tc) {
+		return &contentionError{err: err}
+	}
+	if ambiguous(err) {
+		return &ambiguousError{fmt.Errorf("transact write: %w", err)}
 	}
 	var api smithy.APIError
 	if errors.As(err, &api) && api.ErrorCode() == "ValidationException" {
@@ -111,11 +162,48 @@ func classify(err error, owners []owner) error {
 	return fmt.Errorf("transact write: %w", err)
 }
 
+// ambiguous reports whether err leaves open whether the transaction
+// committed. TransactionInProgress: a request with this token is still
+// running (the SDK's own retry of a request whose answer was lost). A 5xx or
+// a timeout: DynamoDB may have committed before failing to answer. No answer
+// at all (a dropped connection, EOF, a deadline while in flight): the request
+// may have arrived. Every 4xx other than TransactionInProgress is a definite
+// refusal: nothing was written.
+func ambiguous(err error) bool {
+	var tip *types.TransactionInProgressException
+	if errors.As(err, &tip) {
+		return true
+	}
+	var status interface{ HTTPStatusCode() int }
+	if errors.As(err, &status) && status.HTTPStatusCode() >= 500 {
+		return true
+	}
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode() {
+		case "InternalServerError", "ServiceUnavailable", "RequestTimeout", "RequestTimeoutException":
+			return true
+		}
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var send *smithyhttp.RequestSendError
+	var canceled *aws.RequestCanceledError
+	var netErr net.Error
+	if errors.As(err, &send) || errors.As(err, &canceled) || errors.As(err, &netErr) {
+		return true
+	}
+	return strings.Contains(err.Error(), "connection reset") || strings.Contains(err.Error(), "use of closed network connection")
+}
+
 // checkAlone refuses an Emit that cannot fit a transaction even alone, and
 // records its size for batching.
 func (s *Store) checkAlone(r *request) error {
-	if n := 2 + len(r.extra); n > maxActions {
-		return fmt.Errorf("%d extra writes + head + event = %d actions; a transaction holds at most %d: %w",
+	if n := 1 + r.actions(); n > maxActions {
+		return fmt.Errorf("%d extra writes + head + event (+ idempotency row) = %d actions; a transaction holds at most %d: %w",
 			len(r.extra), n, maxActions, ErrTooLarge)
 	}
 	item, err := sizeOfEvent(r)
@@ -123,6 +211,9 @@ func (s *Store) checkAlone(r *request) error {
 		return err
 	}
 	size := item
+	if r.idemKey != "" {
+		size += idemRowBytes + len(r.idemKey)
+	}
 	for i, x := range r.extra {
 		n, err := actionSize(x)
 		if err != nil {

@@ -70,3 +70,31 @@ func (e *PostCommitError) Error() string {
 }
 
 func (e *PostCommitError) Unwrap() error { return e.Err }
+
+// ErrOutcomeUnknown matches every *OutcomeUnknownError.
+var ErrOutcomeUnknown = errors.New("emit outcome unknown")
+
+// OutcomeUnknownError reports that Emit sent its transaction but could not
+// learn, within Config.OutcomeWithin, whether it committed: every answer was
+// ambiguous (TransactionInProgress, a timeout, a 5xx, a connection dropped
+// after sending). The event is then either in the log at Seq, or nowhere;
+// never at two seqs. Settle(ctx, Tenant, EventID, Seq) tells which.
+type OutcomeUnknownError struct {
+	Tenant   string
+	EventID  string
+	Seq      int64 // the seq the event was sealed at, the only one it can hold
+	Attempts int   // TransactWriteItems calls for this transaction and the batch's earlier ones
+	Elapsed  time.Duration
+	Last     error
+}
+
+func (e *OutcomeUnknownError) Error() string {
+	return fmt.Sprintf("emit for tenant %q: event %s may or may not have committed at seq %d (no definite answer after %d attempts in %s; settle it with Store.Settle): %v",
+		e.Tenant, e.EventID, e.Seq, e.Attempts, e.Elapsed.Round(time.Millisecond), e.Last)
+}
+
+// Is matches ErrOutcomeUnknown.
+func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcomeUnknown }
+
+// Unwrap returns the last attempt's error.
+func (e *OutcomeUnknownError) Unwrap() error { return e.Last }

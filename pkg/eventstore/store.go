@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,8 +70,21 @@ type Config struct {
 	MaxElapsed  time.Duration
 	BaseDelay   time.Duration
 	MaxDelay    time.Duration
-	Now         func() time.Time // for tests; default time.Now
+	// CallTimeout bounds one TransactWriteItems call, the SDK's own retries
+	// included (default 5 s). A call cut off by it is an ambiguous outcome.
+	CallTimeout time.Duration
+	// OutcomeWithin is how long after the first ambiguous answer (see
+	// OutcomeUnknownError) Emit keeps resending the identical request before
+	// it gives up undecided (default 30 s). It is kept under DynamoDB's
+	// 10-minute ClientRequestToken window, past which a resend would no
+	// longer be idempotent.
+	OutcomeWithin time.Duration
+	Now           func() time.Time // for tests; default time.Now
 }
+
+// tokenWindow is how long DynamoDB keeps a ClientRequestToken idempotent
+// after its first request completes; OutcomeWithin stays well inside it.
+const tokenWindow = 10 * time.Minute
 
 // Store appends events. It is safe for concurrent use.
 type Store struct {
@@ -103,6 +117,13 @@ func New(db DynamoDB, cfg Config) (*Store, error) {
 	if cfg.MaxDelay <= 0 {
 		cfg.MaxDelay = 50 * time.Millisecond
 	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 5 * time.Second
+	}
+	if cfg.OutcomeWithin <= 0 {
+		cfg.OutcomeWithin = 30 * time.Second
+	}
+	cfg.OutcomeWithin = min(cfg.OutcomeWithin, tokenWindow/2)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -114,13 +135,14 @@ type Stats struct {
 	Events         int64   // events committed
 	Commits        int64   // transactions committed
 	Attempts       int64   // TransactWriteItems calls
-	FailedAttempts int64   // calls cancelled by head contention
+	FailedAttempts int64   // calls cancelled by head contention, or ambiguous
+	Ambiguous      int64   // calls whose outcome DynamoDB did not tell (resent identical)
 	WCU            float64 // write capacity units consumed (ReturnConsumedCapacity)
 }
 
 type statCounters struct {
-	events, commits, attempts, failed atomic.Int64
-	milliWCU                          atomic.Int64
+	events, commits, attempts, failed, ambiguous atomic.Int64
+	milliWCU                                     atomic.Int64
 }
 
 // Stats returns the store's counters so far.
@@ -130,17 +152,44 @@ func (s *Store) Stats() Stats {
 		Commits:        s.stats.commits.Load(),
 		Attempts:       s.stats.attempts.Load(),
 		FailedAttempts: s.stats.failed.Load(),
+		Ambiguous:      s.stats.ambiguous.Load(),
 		WCU:            float64(s.stats.milliWCU.Load()) / 1000,
 	}
 }
 
 // request is one Emit waiting to be committed.
 type request struct {
-	ctx   context.Context
-	env   envelope.Envelope
-	extra []types.TransactWriteItem
-	size  int // estimated bytes of the event row and the extra writes
-	done  chan error
+	ctx     context.Context
+	env     envelope.Envelope
+	extra   []types.TransactWriteItem
+	idemKey string
+	size    int // estimated bytes of the event row, the idempotency row and the extra writes
+	done    chan error
+}
+
+// actions is how many transaction actions the request takes.
+func (r *request) actions() int {
+	n := 1 + len(r.extra)
+	if r.idemKey != "" {
+		n++
+	}
+	return n
+}
+
+// EmitInput is one event to emit with EmitWith.
+type EmitInput struct {
+	Type    string
+	Payload any
+	// Extra are the caller's writes, committed in the same transaction.
+	Extra []types.TransactWriteItem
+	// IdempotencyKey, when set, makes the emit happen at most once per tenant
+	// and key, across processes and for as long as the log exists: a second
+	// EmitWith with the same key writes nothing and returns the event the
+	// first one committed (whatever its type, payload or extra writes were;
+	// the INLINE and LOCAL lanes do not run again). For emits that carry no
+	// conditional write of their own to make a retry safe. It costs one more
+	// item in the transaction (see idempotency.go for the measured WCU).
+	IdempotencyKey string
 }
 
 // Emit appends one event of eventType for the tenant bound to ctx, in one
@@ -149,9 +198,16 @@ type request struct {
 //
 // Errors: tenancy.ErrNoTenant; a *envelope.FieldError or the catalog's
 // refusal; ErrTooLarge; a *CallerWriteError naming the caller's write;
-// a *ContentionError; a *PostCommitError (the event did commit). In every
-// case but the last, nothing was written.
+// a *ContentionError; an *OutcomeUnknownError (committed at its Seq or not at
+// all: Settle tells which); a *PostCommitError (the event did commit). In
+// every case but the last two, nothing was written.
 func (s *Store) Emit(ctx context.Context, eventType string, payload any, extra ...types.TransactWriteItem) (envelope.Envelope, error) {
+	return s.EmitWith(ctx, EmitInput{Type: eventType, Payload: payload, Extra: extra})
+}
+
+// EmitWith is Emit with the options of EmitInput.
+func (s *Store) EmitWith(ctx context.Context, in EmitInput) (envelope.Envelope, error) {
+	eventType := in.Type
 	tenant, err := tenancy.Tenant(ctx)
 	if err != nil {
 		return envelope.Envelope{}, fmt.Errorf("emit %s: %w", eventType, err)
@@ -160,7 +216,10 @@ func (s *Store) Emit(ctx context.Context, eventType string, payload any, extra .
 		return envelope.Envelope{}, fmt.Errorf("emit: %w", &envelope.FieldError{Field: "type",
 			Reason: fmt.Sprintf("%q is not <module>.<name> (e.g. order.placed)", eventType)})
 	}
-	version, norm, err := s.cfg.Catalog.Prepare(eventType, payload)
+	if err := checkIdemKey(in.IdempotencyKey); err != nil {
+		return envelope.Envelope{}, fmt.Errorf("emit %s: %w", eventType, err)
+	}
+	version, norm, err := s.cfg.Catalog.Prepare(eventType, in.Payload)
 	if err != nil {
 		return envelope.Envelope{}, fmt.Errorf("emit %s: %w", eventType, err)
 	}
@@ -181,8 +240,9 @@ func (s *Store) Emit(ctx context.Context, eventType string, payload any, extra .
 			ActorID:       tenancy.Actor(ctx),
 			Payload:       norm,
 		},
-		extra: extra,
-		done:  make(chan error, 1),
+		extra:   in.Extra,
+		idemKey: in.IdempotencyKey,
+		done:    make(chan error, 1),
 	}
 	if err := req.env.Validate(); err != nil {
 		return envelope.Envelope{}, fmt.Errorf("emit %s: %w", eventType, err)
@@ -196,10 +256,23 @@ func (s *Store) Emit(ctx context.Context, eventType string, payload any, extra .
 	} else {
 		s.enqueue(tenant, req)
 	}
-	if err := <-req.done; err != nil {
-		return envelope.Envelope{}, fmt.Errorf("emit %s: %w", eventType, err)
-	}
 	env := req.env
+	if err := <-req.done; err != nil {
+		var used *idemUsedError
+		if !errors.As(err, &used) {
+			return envelope.Envelope{}, fmt.Errorf("emit %s: %w", eventType, err)
+		}
+		first, err := s.idemEvent(ctx, tenant, req.idemKey)
+		if err != nil {
+			return envelope.Envelope{}, fmt.Errorf("emit %s: %w", eventType, err)
+		}
+		if first.ID != req.env.ID {
+			// An earlier emit with this key: its result, nothing new.
+			return first, nil
+		}
+		// This very emit, committed by an earlier copy of its request.
+		env = first
+	}
 	if s.cfg.Dispatcher != nil {
 		if err := s.cfg.Dispatcher.AfterCommit(ctx, env); err != nil {
 			return env, &PostCommitError{Seq: env.Seq, Err: err}
@@ -251,7 +324,7 @@ func (s *Store) enqueue(tenant string, req *request) {
 func takeBatch(q *tenantQueue) []*request {
 	actions, bytes, n := 1, headRowBytes, 0
 	for _, r := range q.pending {
-		a := 1 + len(r.extra)
+		a := r.actions()
 		if n > 0 && (actions+a > maxActions || bytes+r.size > maxTxBytes) {
 			break
 		}
@@ -275,38 +348,39 @@ type headView struct {
 // request's done channel exactly once.
 func (s *Store) commit(tenant string, batch []*request, hv *headView) {
 	start := time.Now()
-	attempt := 0
-	var last error
+	attempts := 0
 	for len(batch) > 0 {
-		// A caller that gave up before its turn is not committed.
+		// A caller that gave up before its turn is not committed. Callers
+		// are only ever dropped here, between rounds: within a round the
+		// request is fixed, as its resends must be identical.
 		batch = dropCancelled(batch)
 		if len(batch) == 0 {
 			return
 		}
-		attempt++
-		// The write runs detached from the callers' cancellation, so every
-		// caller learns a definite outcome: a write cut off mid-flight could
-		// have committed. Callers that gave up are dropped between attempts.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), s.cfg.MaxElapsed)
-		err := s.attempt(ctx, tenant, batch, hv)
-		cancel()
+		err := s.round(tenant, batch, hv, &attempts)
+		var undecided *undecidedError
 		switch {
 		case err == nil:
 			for _, r := range batch {
 				r.done <- nil
 			}
 			return
+		case errors.As(err, &undecided):
+			for _, r := range batch {
+				r.done <- &OutcomeUnknownError{Tenant: tenant, EventID: r.env.ID, Seq: r.env.Seq,
+					Attempts: attempts, Elapsed: time.Since(start), Last: undecided.last}
+			}
+			return
 		case isContention(err):
-			last = err
 			s.stats.failed.Add(1)
-			if attempt >= s.cfg.MaxAttempts || time.Since(start) >= s.cfg.MaxElapsed {
-				ce := &ContentionError{Tenant: tenant, Attempts: attempt, Elapsed: time.Since(start), Last: last}
+			if attempts >= s.cfg.MaxAttempts || time.Since(start) >= s.cfg.MaxElapsed {
+				ce := &ContentionError{Tenant: tenant, Attempts: attempts, Elapsed: time.Since(start), Last: err}
 				for _, r := range batch {
 					r.done <- ce
 				}
 				return
 			}
-			s.backoff(attempt)
+			s.backoff(attempts)
 		default:
 			var cw *batchCallerError
 			if errors.As(err, &cw) {
@@ -342,6 +416,11 @@ func (s *Store) commit(tenant string, batch []*request, hv *headView) {
 	}
 }
 
+// undecidedError ends a round whose resends never got a definite answer.
+type undecidedError struct{ last error }
+
+func (e *undecidedError) Error() string { return "undecided: " + e.last.Error() }
+
 func dropCancelled(batch []*request) []*request {
 	out := batch[:0]
 	for _, r := range batch {
@@ -362,23 +441,129 @@ func (s *Store) backoff(attempt int) {
 	time.Sleep(rand.N(d) + time.Microsecond)
 }
 
-// attempt tries to commit batch once, from the head hv knows (read first if
-// it knows none). It keeps hv current: the new head after a commit, the same
-// head after a caller's refusal, and nothing after contention or a failure.
-func (s *Store) attempt(ctx context.Context, tenant string, batch []*request, hv *headView) (err error) {
-	if !hv.known {
-		h, err := s.Head(ctx, tenant)
-		if err != nil {
-			return err
-		}
-		hv.known, hv.head = true, h
-	}
+// round seals batch once, from the head hv knows (read first if it knows
+// none), and sends that one request until DynamoDB answers definitely:
+//
+//   - committed: nil, and hv holds the new head;
+//   - a definite "not committed" (a cancellation, another 4xx): that error,
+//     and the caller may re-seal at a new seq;
+//   - ambiguous answers only, for Config.OutcomeWithin: an *undecidedError.
+//
+// After an ambiguous answer (the request may have committed) only the
+// identical request, with the same ClientRequestToken, is sent again:
+// DynamoDB runs one request per token once, and answers a resend of a
+// committed one with success. The SDK's retryer does the same within one
+// call (it retries TransactionInProgress, 5xx and dropped connections with
+// the token it was given), so what reaches DynamoDB for one seal is always
+// one token and one body. A resend refused because the head moved is checked
+// against the log: if the row at the batch's first seq holds our event, an
+// earlier copy committed; if not, no copy ever can (the head condition pins
+// the seq before it, and the head never moves back).
+func (s *Store) round(tenant string, batch []*request, hv *headView, attempts *int) (err error) {
+	base := context.WithoutCancel(batch[0].ctx)
 	defer func() {
 		var cw *batchCallerError
 		if err != nil && !errors.As(err, &cw) {
 			hv.known = false
 		}
 	}()
+	in, owners, err := s.seal(base, tenant, batch, hv, *attempts+1)
+	if err != nil {
+		return err
+	}
+	last := batch[len(batch)-1].env
+	var firstAmbiguous time.Time
+	for n := 1; ; n++ {
+		*attempts++
+		ctx, cancel := context.WithTimeout(base, s.cfg.CallTimeout)
+		out, callErr := s.db.TransactWriteItems(ctx, in)
+		cancel()
+		s.stats.attempts.Add(1)
+		if callErr == nil {
+			hv.head = &chain.Head{TenantID: tenant, LastSeq: last.Seq, LastHash: last.Hash}
+			s.committed(len(batch), out)
+			return nil
+		}
+		err = classify(callErr, owners)
+		if !firstAmbiguous.IsZero() {
+			// A copy of this request may have committed.
+			var cw *batchCallerError
+			switch {
+			case errors.As(err, &cw):
+				// The token makes every copy answer alike: a copy that
+				// committed would make this one succeed, not fail.
+				return err
+			case headMoved(err):
+				ours, rerr := s.holds(base, tenant, batch[0].env)
+				if rerr == nil && ours {
+					// Committed by an earlier copy; the head is past it.
+					s.committed(len(batch), nil)
+					hv.known = false
+					return nil
+				}
+				if rerr == nil {
+					return err
+				}
+				err = &ambiguousError{rerr}
+			default:
+				// Not the head: the seal is still good, resend it.
+				err = &ambiguousError{err}
+			}
+		}
+		if !isAmbiguous(err) {
+			return err
+		}
+		if firstAmbiguous.IsZero() {
+			firstAmbiguous = time.Now()
+		}
+		s.stats.ambiguous.Add(1)
+		s.stats.failed.Add(1)
+		if time.Since(firstAmbiguous) >= s.cfg.OutcomeWithin {
+			return &undecidedError{last: err}
+		}
+		s.backoff(n)
+	}
+}
+
+// committed counts a committed transaction of n events.
+func (s *Store) committed(n int, out *dynamodb.TransactWriteItemsOutput) {
+	s.stats.commits.Add(1)
+	s.stats.events.Add(int64(n))
+	if out == nil {
+		return
+	}
+	for _, c := range out.ConsumedCapacity {
+		if c.CapacityUnits != nil {
+			s.stats.milliWCU.Add(int64(*c.CapacityUnits * 1000))
+		}
+	}
+}
+
+// holds reports whether the row at e.Seq is the event e (consistent read).
+func (s *Store) holds(ctx context.Context, tenant string, e envelope.Envelope) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	row, err := s.eventAt(ctx, tenant, e.Seq)
+	if err != nil {
+		return false, err
+	}
+	return row != nil && row.ID == e.ID, nil
+}
+
+// seal reads the head if hv knows none, seals batch on it and builds the
+// round's request. round is the number of the round's first attempt: with the
+// event ids and seqs it makes the token, so a re-seal, even at the same seqs,
+// never reuses a token.
+func (s *Store) seal(ctx context.Context, tenant string, batch []*request, hv *headView, round int) (*dynamodb.TransactWriteItemsInput, []owner, error) {
+	if !hv.known {
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+		h, err := s.Head(rctx, tenant)
+		cancel()
+		if err != nil {
+			return nil, nil, err
+		}
+		hv.known, hv.head = true, h
+	}
 	head := hv.head
 	prevSeq, prevHash := int64(0), chain.Genesis(tenant)
 	if head != nil {
@@ -392,12 +577,12 @@ func (s *Store) attempt(ctx context.Context, tenant string, batch []*request, hv
 		seq++
 		r.env.Seq, r.env.PrevHash = seq, hash
 		if err := chain.Seal(&r.env); err != nil {
-			return err
+			return nil, nil, err
 		}
 		hash = r.env.Hash
 		it, err := r.env.ToItem()
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		items = append(items, types.TransactWriteItem{Put: &types.Put{
 			TableName:           aws.String(s.cfg.Table),
@@ -408,6 +593,10 @@ func (s *Store) attempt(ctx context.Context, tenant string, batch []*request, hv
 			},
 		}})
 		owners = append(owners, owner{req: i, role: roleEvent})
+		if r.idemKey != "" {
+			items = append(items, types.TransactWriteItem{Put: s.idemPut(tenant, r.idemKey, r.env)})
+			owners = append(owners, owner{req: i, role: roleIdem})
+		}
 		for j, x := range r.extra {
 			items = append(items, x)
 			owners = append(owners, owner{req: i, role: roleExtra, index: j})
@@ -415,25 +604,11 @@ func (s *Store) attempt(ctx context.Context, tenant string, batch []*request, hv
 	}
 	lastEnv := batch[len(batch)-1].env
 	items[0] = types.TransactWriteItem{Put: s.headPut(tenant, prevSeq, head != nil, lastEnv)}
-
-	out, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+	return &dynamodb.TransactWriteItemsInput{
 		TransactItems:          items,
 		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
-		ClientRequestToken:     aws.String(requestToken(lastEnv.ID, lastEnv.Seq, len(items))),
-	})
-	s.stats.attempts.Add(1)
-	if err != nil {
-		return classify(err, owners)
-	}
-	hv.head = &chain.Head{TenantID: tenant, LastSeq: lastEnv.Seq, LastHash: lastEnv.Hash}
-	s.stats.commits.Add(1)
-	s.stats.events.Add(int64(len(batch)))
-	for _, c := range out.ConsumedCapacity {
-		if c.CapacityUnits != nil {
-			s.stats.milliWCU.Add(int64(*c.CapacityUnits * 1000))
-		}
-	}
-	return nil
+		ClientRequestToken:     aws.String(requestToken(batch, round)),
+	}, owners, nil
 }
 
 // headPut moves the head from prevSeq to the batch's last event. The head row
@@ -471,11 +646,21 @@ func (s *Store) headPut(tenant string, prevSeq int64, exists bool, last envelope
 // eventID: derived from it, never equal to it.
 func HeadDedupID(eventID string) string { return "head-" + eventID }
 
-// requestToken makes the transaction idempotent across the SDK's own retries
-// (DynamoDB honours a token for 10 minutes): the same attempt gets the same
-// token, a different attempt (another seq or batch) another one.
-func requestToken(lastID string, lastSeq int64, n int) string {
-	return uuid.NewSHA1(tokenSpace, []byte(lastID+"/"+strconv.FormatInt(lastSeq, 10)+"/"+strconv.Itoa(n))).String()
+// requestToken names one seal of a batch (ClientRequestToken, at most 36
+// characters: a UUID). It is derived from every event id and seq in the
+// request and the round, so the resends of one request share it and no two
+// different requests ever do (DynamoDB would refuse the second with
+// IdempotentParameterMismatch).
+func requestToken(batch []*request, round int) string {
+	var b strings.Builder
+	for _, r := range batch {
+		b.WriteString(r.env.ID)
+		b.WriteByte('@')
+		b.WriteString(strconv.FormatInt(r.env.Seq, 10))
+		b.WriteByte('/')
+	}
+	b.WriteString(strconv.Itoa(round))
+	return uuid.NewSHA1(tokenSpace, []byte(b.String())).String()
 }
 
 var tokenSpace = uuid.MustParse("6f1c2a4e-5b0d-4f5e-9a57-2d7f3c1b8e90")
