@@ -44,9 +44,9 @@ type Stream struct {
 	tableName string
 	keySchema []keySchemaJSON
 	created   time.Time
-	owner     *Table // the table that made it (nil after a restore: matched by name)
 
 	mu         sync.Mutex
+	owner      *Table   // the table that made it; nil once disabled (so a deleted table's items can go) or after a restore (matched by name)
 	shards     []*shard // creation order; closed shards whose records are gone are dropped
 	byID       map[string]*shard
 	open       *shard // nil once disabled
@@ -219,6 +219,7 @@ func (s *Stream) disable(at time.Time) {
 	}
 	s.closeOpen(at)
 	s.disabled, s.disabledAt = true, at
+	s.owner = nil
 }
 
 // maintainLocked rolls an open shard over when it is older than ShardAge, drops
@@ -373,7 +374,7 @@ func (s *streamState) all() []*Stream {
 // taken) never becomes visible and is forgotten by maintain.
 func (st *Stream) visible() bool {
 	st.mu.Lock()
-	disabled := st.disabled
+	disabled, owner := st.disabled, st.owner
 	st.mu.Unlock()
 	if disabled {
 		return true
@@ -381,7 +382,7 @@ func (st *Stream) visible() bool {
 	st.db.mu.RLock()
 	t := st.db.tables[st.tableName]
 	st.db.mu.RUnlock()
-	return t != nil && (st.owner == nil || st.owner == t)
+	return t != nil && (owner == nil || owner == t)
 }
 
 // maintain trims every stream's records and rolls aged shards at now, and forgets

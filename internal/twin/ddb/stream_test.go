@@ -587,6 +587,16 @@ func TestDisabledStreamStaysReadable(t *testing.T) {
 	if _, err := e.ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String("gone")}); err != nil {
 		t.Fatal(err)
 	}
+	if st := e.db.streams.lookup(arn2); st == nil {
+		t.Fatal("the deleted table's stream is not served")
+	} else {
+		st.mu.Lock()
+		owner := st.owner
+		st.mu.Unlock()
+		if owner != nil {
+			t.Error("a disabled stream still holds its deleted table (and all its items)")
+		}
+	}
 	for _, arn := range []string{arn1, arn2} {
 		d, err := e.sc.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
 		if err != nil {

@@ -93,13 +93,33 @@ func (db *DB) sweepTable(t *Table) int {
 	if len(keys) == 0 {
 		return 0
 	}
+	// Deletions take the table's write lock a batch at a time, so that a mass expiry
+	// does not hold writers off for the whole sweep.
+	n := 0
+	for len(keys) > 0 {
+		batch := keys[:min(len(keys), ttlBatch)]
+		keys = keys[len(batch):]
+		deleted, ok := sweepBatch(t, batch, now)
+		n += deleted
+		if !ok {
+			break
+		}
+	}
+	return n
+}
+
+// ttlBatch is how many expired items one hold of a table's write lock deletes.
+const ttlBatch = 256
+
+// sweepBatch deletes the items of keys that are still expired; ok is false when the
+// table went away or its TTL was turned off meanwhile.
+func sweepBatch(t *Table, keys []attr.Item, now time.Time) (n int, ok bool) {
 	unlock := lockTables([]*Table{t})
 	defer unlock()
-	// The table may have changed between the scan and the lock: check again.
+	// The table may have changed since the scan: check again.
 	if t.deleted || t.ttlAttr == "" {
-		return 0
+		return 0, false
 	}
-	n := 0
 	for _, k := range keys {
 		item := t.getLocked(k)
 		if item == nil || !ttlExpired(item[t.ttlAttr], now) {
@@ -113,7 +133,7 @@ func (db *DB) sweepTable(t *Table) int {
 		t.writeLocked(k, nil, ttlIdentity, now)
 		n++
 	}
-	return n
+	return n, true
 }
 
 // ttlExpired reports whether v, a TTL attribute's value, expires its item at now: a

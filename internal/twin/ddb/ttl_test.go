@@ -152,6 +152,29 @@ func TestTTLSkipsItemsInFlight(t *testing.T) {
 	}
 }
 
+func TestTTLSweepsInBatches(t *testing.T) {
+	e := newStreamEnv(t, Options{})
+	arn := e.createTable(t, "ttlmany", "KEYS_ONLY")
+	e.enableTTL(t, "ttlmany", "exp", true)
+	const n = 2*ttlBatch + 37
+	for i := range n {
+		k := strconv.Itoa(i)
+		e.write(t, "ttlmany", key(k), ttlItem(k, epoch(e.clock.Now().Add(-time.Hour))))
+	}
+	if got := e.db.SweepTTL(); got != n {
+		t.Fatalf("SweepTTL deleted %d, want %d", got, n)
+	}
+	removes := 0
+	for _, r := range e.readAll(t, arn) {
+		if r.EventName == types.OperationTypeRemove && r.UserIdentity != nil {
+			removes++
+		}
+	}
+	if removes != n {
+		t.Fatalf("%d TTL REMOVE records, want %d", removes, n)
+	}
+}
+
 func TestTTLBackgroundSweeper(t *testing.T) {
 	e := newStreamEnv(t, Options{TTLSweep: 5 * time.Millisecond})
 	arn := e.createTable(t, "ttlbg", "KEYS_ONLY")
