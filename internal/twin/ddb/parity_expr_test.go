@@ -320,6 +320,10 @@ func TestParityUpdateExpressions(t *testing.T) {
 		{"SET number plus", "SET n = n + :one", nil, used(":one"), with(item{"n": n("11")}), docUpdateExpr},
 		{"SET number minus", "SET n = n - :one", nil, used(":one"), with(item{"n": n("9")}), docUpdateExpr},
 		{"SET value plus value", "SET x = :one + :two", nil, used(":one", ":two"), with(item{"x": n("3")}), docUpdateExpr},
+		// Numbers are decimal with 38 digits of precision, not binary floating point.
+		{"decimal arithmetic", "SET x = :a + :b", nil, item{":a": n("0.1"), ":b": n("0.2")}, with(item{"x": n("0.3")}), docDataTypes},
+		{"decimal arithmetic at 38 digits", "SET x = :a - :b", nil, item{":a": n("1"), ":b": n("0.0000000000000000000000000000000000001")},
+			with(item{"x": n("0.9999999999999999999999999999999999999")}), docDataTypes},
 		{"SET new attribute", "SET x = :x", nil, used(":x"), with(item{"x": s("x")}), docUpdateExpr},
 		{"SET copies another attribute", "SET x = s", nil, nil, with(item{"x": s("hello world")}), docUpdateExpr},
 		{"SET nested map path", "SET m.a.b.c = :x", nil, used(":x"),
@@ -472,13 +476,18 @@ func TestParityKeyConditions(t *testing.T) {
 		{"pk = :p AND sk BETWEEN :v AND :w", item{":v": s("ab"), ":w": s("b")}, []string{"ab", "abc", "b"}},
 		{"pk = :p AND begins_with(sk, :v)", item{":v": s("ab")}, []string{"ab", "abc"}},
 		{"(pk = :p) AND (sk > :v)", item{":v": s("b")}, []string{"c"}},
+		{"#p = :p AND #s > :v", item{":v": s("b")}, []string{"c"}},
 	}
 	for _, c := range cases {
 		t.Run(c.expr, func(t *testing.T) {
 			c.values[":p"] = s("p")
-			out, err := p.c.Query(p.ctx, &dynamodb.QueryInput{
+			in := &dynamodb.QueryInput{
 				TableName: aws.String(tbl), KeyConditionExpression: aws.String(c.expr), ExpressionAttributeValues: c.values,
-			})
+			}
+			if strings.Contains(c.expr, "#") {
+				in.ExpressionAttributeNames = map[string]string{"#p": "pk", "#s": "sk"}
+			}
+			out, err := p.c.Query(p.ctx, in)
 			if !wantOK(t, c.expr, err, docKeyCondition) {
 				return
 			}

@@ -14,6 +14,7 @@ import (
 )
 
 const (
+	docLSI        = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/LSI.html"
 	docGSI        = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.html"
 	docSparse     = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-indexes-general-sparse-indexes.html"
 	docParallelSc = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Scan.html#Scan.ParallelScan"
@@ -147,4 +148,50 @@ func TestParityScanSegments(t *testing.T) {
 				out.Count, len(out.Items), render(out.LastEvaluatedKey), docAPIQuery)
 		}
 	})
+}
+
+// TestParityLocalSecondaryIndex: a local secondary index orders one partition by another
+// sort key and, unlike a global one, serves strongly consistent reads.
+func TestParityLocalSecondaryIndex(t *testing.T) {
+	p := newParity(t, ddb.Options{})
+	name := fmt.Sprintf("parity-%d-lsi", tableSeq.Add(1))
+	_, err := p.c.CreateTable(p.ctx, &dynamodb.CreateTableInput{
+		TableName:   aws.String(name),
+		BillingMode: types.BillingModePayPerRequest,
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange}},
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("at"), AttributeType: types.ScalarAttributeTypeN},
+		},
+		LocalSecondaryIndexes: []types.LocalSecondaryIndex{{IndexName: aws.String("by-at"), KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}, {AttributeName: aws.String("at"), KeyType: types.KeyTypeRange}},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll}}},
+	})
+	if err != nil {
+		code, msg := apiErr(err)
+		t.Fatalf("CreateTable with an LSI: %s: %s", code, msg)
+	}
+	t.Cleanup(func() { _, _ = p.c.DeleteTable(p.ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)}) })
+	for _, it := range []struct{ sk, at string }{{"a", "3"}, {"b", "-1"}, {"c", "2"}, {"d", ""}} {
+		row := item{"pk": s("p"), "sk": s(it.sk)}
+		if it.at != "" {
+			row["at"] = n(it.at)
+		}
+		p.put(name, row)
+	}
+	out, err := p.c.Query(p.ctx, &dynamodb.QueryInput{TableName: aws.String(name), IndexName: aws.String("by-at"), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression: aws.String("pk = :p AND #at >= :z"), ExpressionAttributeNames: map[string]string{"#at": "at"},
+		ExpressionAttributeValues: item{":p": s("p"), ":z": n("-5")}})
+	if !wantOK(t, "strongly consistent Query of an LSI", err, docLSI) {
+		return
+	}
+	var got []string
+	for _, it := range out.Items {
+		got = append(got, strings.TrimPrefix(render(it["sk"]), "S"))
+	}
+	if g, w := strings.Join(got, " "), `"b" "c" "a"`; g != w {
+		t.Errorf("LSI order: got %s, want %s (by at, sparse) (doc %s)", g, w, docLSI)
+	}
 }
