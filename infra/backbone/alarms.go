@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
-	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
@@ -113,16 +112,15 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 	fiveMin := awscdk.Duration_Minutes(jsii.Number(5))
 
 	var all []awscloudwatch.IAlarm // in creation order, for the dashboard
+	// Publishing requires TLS (cdk-nag AwsSolutions-SNS3). No KMS key:
+	// CloudWatch alarms cannot publish to a topic encrypted with the AWS
+	// managed key (aws/sns), and alarm messages carry no tenant data.
 	topic := awssns.NewTopic(c, jsii.String("Topic"), &awssns.TopicProps{
 		DisplayName: jsii.String("fourlanes alarms"),
 		EnforceSSL:  jsii.Bool(true),
 	})
 	pin(topic, LogicalAlarmTopic)
 	a.Topic = topic
-	cdknag.NagSuppressions_AddResourceSuppressions(topic, &[]*cdknag.NagPackSuppression{{
-		Id:     jsii.String("AwsSolutions-SNS2"),
-		Reason: jsii.String("CloudWatch alarms cannot publish to a topic encrypted with the AWS managed key (aws/sns), and a customer managed key for alarm names and descriptions (no tenant data) adds a key policy that can lock the alarms out. Publishing requires TLS (EnforceSSL)."),
-	}}, jsii.Bool(false))
 	if props.AlarmEmail != "" {
 		topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(props.AlarmEmail), nil))
 	}
