@@ -123,12 +123,16 @@ func newStream(db *DB, t *Table, viewType string, at time.Time) *Stream {
 		ViewType: viewType, db: db, tableName: t.Name, keySchema: ks, created: at, owner: t,
 		byID: map[string]*shard{}, next: uint64(at.UnixMicro()),
 	}
+	// Registered, the stream is visible to ListStreams and the background loop:
+	// its lock covers it until its first shard is open.
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	db.streams.add(s, t.ARN, at)
 	s.openShard(at, "")
 	return s
 }
 
-// openShard opens a child of parent (or a root shard). The caller holds s.mu or owns s.
+// openShard opens a child of parent (or a root shard). The caller holds s.mu.
 func (s *Stream) openShard(at time.Time, parent string) {
 	h := sha256.Sum256([]byte(s.ARN))
 	sh := &shard{

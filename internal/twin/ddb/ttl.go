@@ -19,7 +19,7 @@ import (
 // a Number, or holds a time more than five years in the past, are never deleted, as
 // AWS documents.
 
-// ttlMaxAge is how far in the past a TTL value may be and still expire the item.
+// ttlMaxAgeYears is how far in the past a TTL value may be and still expire its item.
 const ttlMaxAgeYears = 5
 
 // background is the DB's background work: the TTL sweeper and stream maintenance
