@@ -351,6 +351,40 @@ func TestParityRequestLimits(t *testing.T) {
 		_, err = p.c.TransactGetItems(p.ctx, &dynamodb.TransactGetItemsInput{TransactItems: gets})
 		wantErr(t, "TransactGetItems of 101", err, "ValidationException", docAPITxGet, "Member must have length less than or equal to 100")
 	})
+	t.Run("BatchGetItem answers at most 16 MB", func(t *testing.T) {
+		// "A single operation can retrieve up to 16 MB of data ... BatchGetItem returns a
+		// partial result if the response size limit is exceeded": 45 items of 400 KB are
+		// about 18 MB; at most 40 fit in 16 MB (16,777,216 bytes).
+		const k = 45
+		var keys []item
+		for i := 0; i < k; i++ {
+			key := fmt.Sprintf("big%02d", i)
+			p.put(tbl, sized(key, maxItem))
+			keys = append(keys, item{"pk": s(key)})
+		}
+		seen := map[string]bool{}
+		req := map[string]types.KeysAndAttributes{tbl: {Keys: keys}}
+		for round := 0; len(req) > 0 && round < 10; round++ {
+			out, err := p.c.BatchGetItem(p.ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if !wantOK(t, "BatchGetItem", err, docBatchGet) {
+				return
+			}
+			got := out.Responses[tbl]
+			if len(got) > 40 {
+				t.Errorf("BatchGetItem round %d: got %d items of 400 KB, want at most 40 (16 MB) (doc %s)", round, len(got), docBatchGet)
+			}
+			if round == 0 && len(out.UnprocessedKeys) == 0 {
+				t.Errorf("BatchGetItem of 18 MB: got no UnprocessedKeys, want the rest (doc %s)", docBatchGet)
+			}
+			for _, it := range got {
+				seen[render(it["pk"])] = true
+			}
+			req = out.UnprocessedKeys
+		}
+		if len(seen) != k {
+			t.Errorf("BatchGetItem with its UnprocessedKeys: got %d items in all, want %d (doc %s)", len(seen), k, docBatchGet)
+		}
+	})
 	t.Run("expression of 4 KB", func(t *testing.T) {
 		// "The maximum length of any expression string is 4 KB. For example, the size of
 		// the ConditionExpression a=b is 3 bytes." Spaces pad the expression to size.
