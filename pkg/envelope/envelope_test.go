@@ -14,6 +14,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
 func validEnvelope(t testing.TB) envelope.Envelope {
@@ -45,6 +46,17 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"type with space", func(e *envelope.Envelope) { e.Type = "order.pla ced" }, "type"},
 		{"empty tenant", func(e *envelope.Envelope) { e.TenantID = "" }, "tenant_id"},
 		{"tenant too long", func(e *envelope.Envelope) { e.TenantID = strings.Repeat("t", 129) }, "tenant_id"},
+		{"tenant with a space", func(e *envelope.Envelope) { e.TenantID = "acme corp" }, "tenant_id"},
+		{"tenant not ASCII", func(e *envelope.Envelope) { e.TenantID = "té" }, "tenant_id"},
+		{"tenant with an emoji", func(e *envelope.Envelope) { e.TenantID = "shop😀" }, "tenant_id"},
+		{"tenant with a control character", func(e *envelope.Envelope) { e.TenantID = "ac\tme" }, "tenant_id"},
+		{"id not a UUID", func(e *envelope.Envelope) { e.ID = "e1" }, "id"},
+		{"id in upper case", func(e *envelope.Envelope) { e.ID = strings.ToUpper(e.ID) }, "id"},
+		{"occurred_at with a trailing zero", func(e *envelope.Envelope) { e.OccurredAt = "2026-11-29T19:45:00.10Z" }, "occurred_at"},
+		{"schema version beyond 2^31-1", func(e *envelope.Envelope) { e.SchemaVersion = 1 << 31 }, "schema_version"},
+		{"payload empty key", func(e *envelope.Envelope) { e.Payload = map[string]any{"a": map[string]any{"": true}} }, "payload.a"},
+		{"payload 33 levels deep", func(e *envelope.Envelope) { e.Payload = nest(32) }, "payload" + strings.Repeat(".a", 32)},
+		{"payload number below DynamoDB's range", func(e *envelope.Envelope) { e.Payload = map[string]any{"x": json.Number("1e-131")} }, "payload.x"},
 		{"occurred_at not RFC 3339", func(e *envelope.Envelope) { e.OccurredAt = "yesterday" }, "occurred_at"},
 		{"occurred_at not UTC", func(e *envelope.Envelope) { e.OccurredAt = "2026-11-29T20:45:00+01:00" }, "occurred_at"},
 		{"schema version 0", func(e *envelope.Envelope) { e.SchemaVersion = 0 }, "schema_version"},
@@ -73,6 +85,100 @@ func TestValidateNamesTheField(t *testing.T) {
 	e := validEnvelope(t)
 	if err := e.Validate(); err != nil {
 		t.Fatalf("valid envelope: %v", err)
+	}
+	e.Payload = nest(31) // 32 levels with the payload: DynamoDB's limit
+	if err := e.Validate(); err != nil {
+		t.Fatalf("payload at 32 levels: %v", err)
+	}
+	// The tenant error names the tenant and the rule.
+	e = validEnvelope(t)
+	e.TenantID = "acme corp"
+	if err := e.Validate(); err == nil || !strings.Contains(err.Error(), `"acme corp"`) || !strings.Contains(err.Error(), tenancy.TenantRule) {
+		t.Errorf("got %v, want the tenant quoted and the rule", err)
+	}
+}
+
+// nest is a payload whose key "a" nests n objects: n+1 levels with the payload.
+func nest(n int) map[string]any {
+	v := any(true)
+	for range n {
+		v = map[string]any{"a": v}
+	}
+	return map[string]any{"a": v}
+}
+
+// TestNormalizePayloadRefusesWhatDynamoDBRefuses: a payload DynamoDB would
+// refuse is refused before anything is sent, naming the field.
+func TestNormalizePayloadRefusesWhatDynamoDBRefuses(t *testing.T) {
+	deep := strings.Repeat(`{"a":`, 32) + "1" + strings.Repeat("}", 32)
+	for _, tc := range []struct{ in, field, reason string }{
+		{`{"n":1e-131}`, "payload.n", "DynamoDB's range"},
+		{`{"n":-9.9e-131}`, "payload.n", "DynamoDB's range"},
+		{`{"n":1e-400}`, "payload.n", "DynamoDB's range"},
+		{`{"n":1e126}`, "payload.n", "DynamoDB's range"},
+		{`{"n":1.000000000000000000000000000000000000001}`, "payload.n", "40 significant digits; DynamoDB keeps at most 38"},
+		{`{"a":{"b":[{"":1}]}}`, "payload.a.b[0]", "empty key"},
+		{`{"":1}`, "payload", "empty key"},
+		{`{"x":` + deep + `}`, "payload.x" + strings.Repeat(".a", 31), "32 levels"},
+		{`{"x":` + strings.Repeat("[", 32) + strings.Repeat("]", 32) + `}`, "payload.x" + strings.Repeat("[0]", 31), "32 levels"},
+	} {
+		_, err := envelope.NormalizePayload(json.RawMessage(tc.in))
+		var fe *envelope.FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field || !strings.Contains(fe.Reason, tc.reason) {
+			t.Errorf("NormalizePayload(%.40s): got %v, want a FieldError on %s saying %q", tc.in, err, tc.field, tc.reason)
+		}
+	}
+	for _, ok := range []string{`{"n":1e-130}`, `{"n":0}`, `{"n":-0.0}`, `{"n":1.0000000000000000000000000000000000000}`,
+		`{"x":` + strings.Repeat(`{"a":`, 31) + "1" + strings.Repeat("}", 31) + `}`} {
+		if _, err := envelope.NormalizePayload(json.RawMessage(ok)); err != nil {
+			t.Errorf("NormalizePayload(%.40s): %v", ok, err)
+		}
+	}
+}
+
+// TestFromJSONIsStrict: what encoding/json would repair or accept and the
+// spec forbids is an error, never a silently different envelope.
+func TestFromJSONIsStrict(t *testing.T) {
+	e := sealed(t, validEnvelope(t))
+	line, err := e.CanonicalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(line)
+	got, err := envelope.FromJSON(line)
+	if err != nil || got.Hash != e.Hash {
+		t.Fatalf("valid line: %v", err)
+	}
+	// Whitespace and another member order are fine.
+	if _, err := envelope.FromJSON([]byte(" \t{ \"seq\" : 1 ," + strings.TrimPrefix(strings.Replace(s, `"seq":1,`, "", 1), "{") + " ")); err != nil {
+		t.Errorf("reordered line with whitespace: %v", err)
+	}
+	payload := `"payload":{"items":["a",2],"order_id":"o-1","total":12.5}`
+	if !strings.Contains(s, payload) {
+		t.Fatalf("line %s has no %s", s, payload)
+	}
+	for name, bad := range map[string]string{
+		"repeated payload":         strings.Replace(s, payload, payload+`,"payload":{}`, 1),
+		"repeated payload key":     strings.Replace(s, `"order_id":"o-1"`, `"order_id":"o-1","order_id":"o-2"`, 1),
+		"invalid UTF-8":            strings.Replace(s, `"o-1"`, "\"o-\xff\"", 1),
+		"lone surrogate":           strings.Replace(s, `"o-1"`, `"o-\udfff"`, 1),
+		"empty optional":           strings.Replace(s, `"hash"`, `"actor_id":"","hash"`, 1),
+		"null optional":            strings.Replace(s, `"hash"`, `"actor_id":null,"hash"`, 1),
+		"seq beyond 2^53":          strings.Replace(s, `"seq":1`, `"seq":9007199254740993`, 1),
+		"schema_version 1.0":       strings.Replace(s, `"schema_version":1`, `"schema_version":1.0`, 1),
+		"unknown member":           strings.Replace(s, `"hash"`, `"zzz":1,"hash"`, 1),
+		"missing member":           strings.Replace(s, `"schema_version":1,`, ``, 1),
+		"byte order mark":          "\ufeff" + s,
+		"trailing data":            s + "{}",
+		"payload too deep":         strings.Replace(s, `"total":12.5`, `"total":`+strings.Repeat("[", 32)+strings.Repeat("]", 32), 1),
+		"payload number too small": strings.Replace(s, `12.5`, `1e-200`, 1),
+	} {
+		if bad == s {
+			t.Fatalf("%s: the edit did not apply", name)
+		}
+		if got, err := envelope.FromJSON([]byte(bad)); err == nil {
+			t.Errorf("%s: FromJSON accepted %q as %+v", name, bad, got)
+		}
 	}
 }
 

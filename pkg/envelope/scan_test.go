@@ -229,7 +229,7 @@ func checkScan(t *testing.T, line []byte) bool {
 // piece moved. The alphabet is JSON's punctuation and the bytes escapes and
 // number spellings turn on.
 func mutate(r *rand.Rand, line []byte) []byte {
-	const alphabet = "{}[]:,\"\\ 0123456789.-+eEuabfnrtxlsZT\x00\x1f\x7f\xc3\xa9\xff"
+	const alphabet = "{}[]:,\"\\ 0123456789.-+eEuabfnrtxlsZT\x00\x1f\x7f\xc3\xa9\xff\xed\xa0\xef\xbb\xbfd8"
 	b := bytes.Clone(line)
 	for range 1 + r.IntN(3) {
 		if len(b) == 0 {
@@ -344,12 +344,53 @@ func TestScanCanonicalRefuses(t *testing.T) {
 		"bad type":                    strings.Replace(s, `order.placed`, `Order.placed`, 1),
 		"time not UTC":                strings.Replace(s, `19:45:00Z`, `19:45:00+00:00`, 1),
 		"time with trailing zero":     strings.Replace(s, `19:45:00Z`, `19:45:00.10Z`, 1),
+		"byte order mark":             "\ufeff" + s,
+		"repeated top-level member":   strings.Replace(s, `"seq":3`, `"seq":3,"seq":3`, 1),
+		"repeated payload member":     strings.Replace(s, `"payload":{"a":1.5,"b":["x",true,null],"c":{}}`, `"payload":{"a":1.5,"b":["x",true,null],"c":{}},"payload":{}`, 1),
+		"lone surrogate escaped":      strings.Replace(s, `"x"`, `"\ud800"`, 1),
+		"surrogate pair escaped":      strings.Replace(s, `"x"`, `"\ud83d\ude00"`, 1),
+		"surrogate in UTF-8":          strings.Replace(s, `"x"`, "\"\xed\xa0\x80\"", 1),
+		"null optional id":            strings.Replace(s, `"actor_id":"user-7"`, `"actor_id":null`, 1),
+		"seq beyond 2^53":             strings.Replace(s, `"seq":3`, `"seq":9007199254740993`, 1),
+		"seq written 3.0":             strings.Replace(s, `"seq":3`, `"seq":3.0`, 1),
+		"schema_version beyond 2^31":  strings.Replace(s, `"schema_version":1`, `"schema_version":2147483648`, 1),
+		"schema_version written 1.0":  strings.Replace(s, `"schema_version":1`, `"schema_version":1.0`, 1),
+		"empty payload key":           strings.Replace(s, `{"a":1.5`, `{"":1.5`, 1),
+		"payload 33 levels deep":      strings.Replace(s, `"c":{}`, `"c":`+strings.Repeat("[", 32)+strings.Repeat("]", 32), 1),
+		"payload number underflows":   strings.Replace(s, `1.5`, `1e-131`, 1),
+		"tenant with a space":         strings.Replace(s, `"tenant_id":"acme"`, `"tenant_id":"acme corp"`, 1),
+		"tenant not ASCII":            strings.Replace(s, `"tenant_id":"acme"`, `"tenant_id":"acmé"`, 1),
+		"tenant of 129 characters":    strings.Replace(s, `"tenant_id":"acme"`, `"tenant_id":"`+strings.Repeat("a", 129)+`"`, 1),
+		"id in upper case":            strings.Replace(s, `0190c5a8-7d4e-7c3b-9d1a`, `0190C5A8-7D4E-7C3B-9D1A`, 1),
+		"id not a UUID":               strings.Replace(s, `"id":"0190c5a8-7d4e-7c3b-9d1a-000000000001"`, `"id":"e1"`, 1),
 	} {
 		if bad == s {
 			t.Fatalf("%s: the replacement did not apply", name)
 		}
 		if checkScan(t, []byte(bad)) {
 			t.Errorf("%s: ScanCanonical accepted %s", name, bad)
+		}
+	}
+}
+
+// TestScanCanonicalDepth: the payload at MaxPayloadDepth levels is hashed in
+// place; one level more is left to the decoding path, which refuses it.
+func TestScanCanonicalDepth(t *testing.T) {
+	for _, levels := range []int{MaxPayloadDepth, MaxPayloadDepth + 1} {
+		inner := any("leaf")
+		for range levels - 1 {
+			inner = []any{inner}
+		}
+		e := Envelope{ID: "0190c5a8-7d4e-7c3b-9d1a-000000000001", Type: "order.placed", TenantID: "acme",
+			OccurredAt: "2026-11-29T19:45:00Z", SchemaVersion: 1, Payload: map[string]any{"a": inner},
+			Seq: 3, PrevHash: strings.Repeat("ab", 32), Hash: strings.Repeat("cd", 32)}
+		line, err := e.CanonicalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, vErr := FromJSON(line)
+		if got, want := checkScan(t, line), levels <= MaxPayloadDepth; got != want || (vErr == nil) != want {
+			t.Errorf("%d levels: scanned %v, decoded with %v; want accepted %v", levels, got, vErr, want)
 		}
 	}
 }
@@ -369,6 +410,10 @@ func FuzzScanCanonical(f *testing.F) {
 		}
 		f.Add(line)
 		n++
+	}
+	// Seeds for the classes the strict reader refuses.
+	for _, seed := range []string{"\ufeff{}", `{"actor_id":null}`, `{"payload":{"a":1,"a":2}}`, `{"id":"\ud800"}`, "{\"id\":\"\xed\xa0\x80\"}", `{"seq":9007199254740993}`} {
+		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) { checkScan(t, line) })
 }
