@@ -5,7 +5,17 @@ package ddb_test
 // case names the page it follows; a failure reads "got X, want Y" with that page.
 //
 // Run: go test ./internal/twin/ddb/ -run Parity -count=1 (add -race for the
-// concurrency cases).
+// concurrency cases). Files: parity_expr_test.go (condition, filter, key-condition,
+// projection and update expressions and their errors), parity_keys_test.go (key order,
+// number form, paging, 1 MB pages), parity_limits_test.go (item size, keys, nesting,
+// numbers, sets, request limits), parity_txn_test.go (conditional failures,
+// ReturnValues, consumed capacity, transactions, ClientRequestToken, isolation,
+// conflicts), parity_index_test.go (secondary indexes, parallel scan),
+// parity_streams_test.go (streams and TTL), boto3_test.go (the same through boto3).
+//
+// Where AWS's documentation gives a limit but not an error's exact wording, a case
+// checks the error code and the words AWS is known to send (as captured by public
+// conformance suites run against AWS), noted beside the case.
 
 import (
 	"context"
@@ -359,10 +369,6 @@ func reasonCodes(tce *types.TransactionCanceledException) []string {
 	}
 	return out
 }
-
-// sweeper is the TTL hook the streams engineer adds to *ddb.DB; asserted at run time
-// so this suite compiles before it lands.
-type sweeper interface{ SweepTTL() }
 
 func TestParityHarness(t *testing.T) {
 	// The control plane answers already: the harness itself must work.
