@@ -17,7 +17,7 @@ const (
 	docLSI        = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/LSI.html"
 	docGSI        = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.html"
 	docSparse     = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-indexes-general-sparse-indexes.html"
-	docParallelSc = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Scan.html#Scan.ParallelScan"
+	docParallelSc = "https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_Scan.html#DDB-Scan-request-Segment"
 )
 
 // TestParitySecondaryIndex: a global secondary index is sparse (items without its key
