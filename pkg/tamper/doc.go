@@ -10,7 +10,9 @@
 // tampering.
 //
 // It promises:
-//   - every MODIFY or REMOVE of an event row (seq ≥ 1) is a Finding;
+//   - every MODIFY or REMOVE of an event row (seq ≥ 1), or of any other row
+//     of the log (a negative seq, such as an idempotency-key row), is a
+//     Finding;
 //   - every REMOVE of a head row (seq 0) is a Finding, and so is every MODIFY
 //     of a head row that is not exactly an honest advance (see Inspect);
 //   - a record it cannot read is a Finding too: silence is never the answer

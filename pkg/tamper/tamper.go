@@ -28,6 +28,11 @@ const (
 	HeadModified Change = "head_modified"
 	// HeadRemoved: the head row was deleted.
 	HeadRemoved Change = "head_removed"
+	// RowModified and RowRemoved: another row of the log (a negative seq,
+	// such as an emit's idempotency-key row) changed. Every row of the log
+	// is insert-only.
+	RowModified Change = "row_modified"
+	RowRemoved  Change = "row_removed"
 	// Unreadable: a MODIFY or REMOVE record whose key or images cannot be
 	// read; it is reported, never skipped.
 	Unreadable Change = "unreadable"
@@ -102,7 +107,12 @@ func InspectRecord(rec events.DynamoDBEventRecord) (Finding, bool) {
 	}
 	old, nu := rec.Change.OldImage, rec.Change.NewImage
 	isHead := seq == strconv.Itoa(keys.HeadSeq)
+	isOther := strings.HasPrefix(seq, "-") // neither an event (seq ≥ 1) nor the head
 	switch {
+	case rec.EventName == "REMOVE" && isOther:
+		f.Change, f.What = RowRemoved, fmt.Sprintf("row of kind %q deleted", str(old, keys.AttrKind))
+	case isOther:
+		f.Change, f.What = RowModified, fmt.Sprintf("row of kind %q overwritten; changed: %s", str(old, keys.AttrKind), diff(old, nu))
 	case rec.EventName == "REMOVE" && isHead:
 		f.Change, f.What = HeadRemoved, "head row deleted (was "+headSummary(old)+")"
 	case rec.EventName == "REMOVE":
@@ -129,7 +139,25 @@ func key(k map[string]events.DynamoDBAttributeValue) (tenant, seq string, err er
 	if !ok || s.DataType() != events.DataTypeNumber {
 		return t.String(), "", fmt.Errorf("key has no number %s", keys.AttrSeq)
 	}
+	if !isInteger(s.Number()) {
+		return t.String(), s.Number(), fmt.Errorf("key %s %q is not an integer", keys.AttrSeq, s.Number())
+	}
 	return t.String(), s.Number(), nil
+}
+
+// isInteger: an optional minus sign and digits (DynamoDB keeps numbers
+// without a plus sign or leading zeros).
+func isInteger(n string) bool {
+	n = strings.TrimPrefix(n, "-")
+	if n == "" {
+		return false
+	}
+	for _, c := range n {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // honestAdvance returns "" when a head MODIFY is exactly what an append

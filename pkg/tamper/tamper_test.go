@@ -76,12 +76,34 @@ func TestInspectNamesTTLPrincipal(t *testing.T) {
 	}
 }
 
+// TestInspectOtherRows: an idempotency-key row (negative seq, written once
+// in the emit's transaction) is insert-only like every row of the log.
+func TestInspectOtherRows(t *testing.T) {
+	const old = `"OldImage":{"tenant_id":{"S":"acme"},"seq":{"N":"-1234567890123456789012345678901234567"},"kind":{"S":"idempotency"},"idempotency_key":{"S":"k1"},"event_id":{"S":"e1"},"event_seq":{"N":"3"}}`
+	keys := `"Keys":{"tenant_id":{"S":"acme"},"seq":{"N":"-1234567890123456789012345678901234567"}}`
+	tests := []struct {
+		raw    string
+		change tamper.Change
+		what   string
+	}{
+		{`{"eventID":"7","eventName":"REMOVE","dynamodb":{` + keys + `,` + old + `}}`, tamper.RowRemoved, `kind "idempotency" deleted`},
+		{`{"eventID":"8","eventName":"MODIFY","dynamodb":{` + keys + `,` + old + `,"NewImage":{"tenant_id":{"S":"acme"},"seq":{"N":"-1234567890123456789012345678901234567"},"kind":{"S":"idempotency"},"idempotency_key":{"S":"k1"},"event_id":{"S":"e9"},"event_seq":{"N":"9"}}}}`, tamper.RowModified, "changed: event_id,event_seq"},
+	}
+	for _, tt := range tests {
+		f, ok := tamper.Inspect(json.RawMessage(tt.raw))
+		if !ok || f.Change != tt.change || f.Seq != "-1234567890123456789012345678901234567" || !strings.Contains(f.What, tt.what) {
+			t.Errorf("got %v %+v, want %s containing %q", ok, f, tt.change, tt.what)
+		}
+	}
+}
+
 // TestInspectUnreadable: what cannot be read is reported, never skipped.
 func TestInspectUnreadable(t *testing.T) {
 	tests := []struct{ name, raw string }{
 		{"no key", `{"eventID":"1","eventName":"MODIFY","dynamodb":{"Keys":{},"SequenceNumber":"5"}}`},
 		{"seq as string", `{"eventID":"2","eventName":"REMOVE","dynamodb":{"Keys":{"tenant_id":{"S":"t"},"seq":{"S":"3"}}}}`},
 		{"undecodable attribute", `{"eventID":"3","eventName":"MODIFY","dynamodb":{"Keys":{"tenant_id":{"Q":"t"}}}}`},
+		{"seq not a number", `{"eventID":"6","eventName":"REMOVE","dynamodb":{"Keys":{"tenant_id":{"S":"t"},"seq":{"N":"x"}}}}`},
 		{"unknown event name", `{"eventID":"4","eventName":"TRUNCATE","dynamodb":{"Keys":{"tenant_id":{"S":"t"},"seq":{"N":"3"}}}}`},
 		{"head without old image", `{"eventID":"5","eventName":"MODIFY","dynamodb":{"Keys":{"tenant_id":{"S":"t"},"seq":{"N":"0"}},"NewImage":{"kind":{"S":"head"}}}}`},
 	}
