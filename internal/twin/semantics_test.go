@@ -367,3 +367,35 @@ func TestOnFailureMetadataSpansTheBatch(t *testing.T) {
 		t.Errorf("the stream from startSequenceNumber: got %v, want the batch %v", got, seqs)
 	}
 }
+
+// TestPipeDedupIsPerGroup: the Pipe's own sends are scoped too. Two events
+// that share an id in two tenants (the Pipe's message groups) are both
+// delivered; within one tenant the second is dropped.
+func TestPipeDedupIsPerGroup(t *testing.T) {
+	f := upFixture(t, nil)
+	var mu sync.Mutex
+	var got []string
+	f.mu.Lock()
+	f.kill = func(id string, l lambdart.Line) {
+		if id == "Consumer" && strings.HasPrefix(l.Text, "consumer: got shared ") {
+			mu.Lock()
+			got = append(got, l.Text)
+			mu.Unlock()
+		}
+	}
+	f.mu.Unlock()
+	f.event(t, "t1", 1, "shared", nil)
+	f.event(t, "t2", 2, "shared", nil)
+	f.event(t, "t2", 3, "shared", nil) // dropped: t2 sent it already
+	f.event(t, "t2", 4, "last", nil)
+	f.waitCounts(t, map[string]int{"sqs#shared": 2, "sqs#last": 1})
+	twintest.Eventually(t, 10*time.Second, "the duplicate journaled", func() (bool, string) {
+		n := f.tw.Journal().Count(func(e twin.Entry) bool { return e.Kind == twin.KindDuplicate })
+		return n == 1, fmt.Sprintf("%d duplicates", n)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 {
+		t.Errorf("the consumer got the shared id %d times, want 2 (one per tenant): %q", len(got), got)
+	}
+}
