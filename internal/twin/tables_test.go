@@ -13,6 +13,7 @@ import (
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/internal/twin"
 	"github.com/fourlanes/fourlanes/internal/twin/cfn"
+	"github.com/fourlanes/fourlanes/internal/twin/ddb"
 	"github.com/fourlanes/fourlanes/internal/twin/twintest"
 )
 
@@ -35,12 +36,21 @@ func tableTemplate(t *testing.T, sortKey string) *cfn.Template {
 }
 
 // A DynamoDB that keeps its state (`fourlanes dev -data`) still holds the stack's tables
-// when the twin comes up again: the twin keeps a table that matches the template, with
-// its items and stream, and refuses one that does not.
+// when the twin comes up again after a restart of both: the twin keeps a table that
+// matches the template, with its items and stream, and refuses one that does not.
 func TestTwinKeepsAMatchingTable(t *testing.T) {
-	ddbEP, sqsEP := twintest.Endpoints(t)
+	_, sqsEP := twintest.Endpoints(t)
+	dataDir := t.TempDir()
+	serve := func() *localaws.Server {
+		srv, err := localaws.ServeDynamoDB(t.Context(), "127.0.0.1:0", ddb.Options{DataDir: dataDir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(srv.Stop)
+		return srv
+	}
 	stack := fmt.Sprintf("keep%08x", rand.Uint32())
-	up := func(tmpl *cfn.Template) (*twin.Twin, error) {
+	up := func(ddbEP string, tmpl *cfn.Template) (*twin.Twin, error) {
 		return twin.Up(t.Context(), twin.Config{
 			Template: tmpl, StackName: stack,
 			DynamoDBEndpoint: ddbEP, SQSEndpoint: sqsEP,
@@ -48,9 +58,10 @@ func TestTwinKeepsAMatchingTable(t *testing.T) {
 			Log:  twintest.Logger(t),
 		})
 	}
-	db := localaws.NewDynamoDB(ddbEP)
 
-	first, err := up(tableTemplate(t, "seq"))
+	srv := serve()
+	db := localaws.NewDynamoDB(srv.Endpoint)
+	first, err := up(srv.Endpoint, tableTemplate(t, "seq"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,15 +69,17 @@ func TestTwinKeepsAMatchingTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = db.DeleteTable(t.Context(), &dynamodb.DeleteTableInput{TableName: aws.String(name)}) })
 	streamARN, _ := first.StreamARN("Log")
 	key := map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: "t1"}, "seq": &ddbtypes.AttributeValueMemberN{Value: "1"}}
 	if _, err := db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(name), Item: key}); err != nil {
 		t.Fatalf("put: %v", err)
 	}
 	first.Close()
+	srv.Stop() // what Ctrl-C on `make dev` does: the state is written to dataDir
 
-	second, err := up(tableTemplate(t, "seq"))
+	srv = serve()
+	db = localaws.NewDynamoDB(srv.Endpoint)
+	second, err := up(srv.Endpoint, tableTemplate(t, "seq"))
 	if err != nil {
 		t.Fatalf("second Up on the same DynamoDB: %v", err)
 	}
@@ -86,7 +99,7 @@ func TestTwinKeepsAMatchingTable(t *testing.T) {
 		t.Errorf("TTL after the second Up: got %+v, err %v; want ENABLED", ttl, err)
 	}
 
-	_, err = up(tableTemplate(t, "version"))
+	_, err = up(srv.Endpoint, tableTemplate(t, "version"))
 	if err == nil || !strings.Contains(err.Error(), "key schema") {
 		t.Errorf("Up with another sort key on the kept table: got %v, want an error naming the key schema", err)
 	}
