@@ -433,10 +433,14 @@ func dropCancelled(batch []*request) []*request {
 	return out
 }
 
-func (s *Store) backoff(attempt int) {
+func (s *Store) backoff(attempt int) { s.sleep(attempt, s.cfg.MaxDelay) }
+
+// sleep waits a full-jitter backoff: up to BaseDelay doubled per attempt,
+// capped at limit.
+func (s *Store) sleep(attempt int, limit time.Duration) {
 	d := s.cfg.BaseDelay << min(attempt-1, 16)
-	if d > s.cfg.MaxDelay || d <= 0 {
-		d = s.cfg.MaxDelay
+	if d > limit || d <= 0 {
+		d = limit
 	}
 	time.Sleep(rand.N(d) + time.Microsecond)
 }
@@ -505,7 +509,7 @@ func (s *Store) round(tenant string, batch []*request, hv *headView, attempts *i
 					return err
 				}
 				err = &ambiguousError{rerr}
-			default:
+			case !isAmbiguous(err):
 				// Not the head: the seal is still good, resend it.
 				err = &ambiguousError{err}
 			}
@@ -519,9 +523,11 @@ func (s *Store) round(tenant string, batch []*request, hv *headView, attempts *i
 		s.stats.ambiguous.Add(1)
 		s.stats.failed.Add(1)
 		if time.Since(firstAmbiguous) >= s.cfg.OutcomeWithin {
-			return &undecidedError{last: err}
+			return &undecidedError{last: errors.Unwrap(err)}
 		}
-		s.backoff(n)
+		// Resends back off further than contention does: a DynamoDB that
+		// cannot answer is not helped by being asked hundreds of times.
+		s.sleep(n, max(s.cfg.MaxDelay, s.cfg.OutcomeWithin/10))
 	}
 }
 
