@@ -584,3 +584,47 @@ func TestParityTransactionConflict(t *testing.T) {
 	}
 	wantItem(t, "hot item after the race", p.get(tbl, item{"pk": s("hot")}), item{"pk": s("hot"), "n": n(strconv.Itoa(okCount))}, docTxAPIs)
 }
+
+// TestParityTransactionInProgress: a repeat of a TransactWriteItems (same
+// ClientRequestToken) while the first is still running fails with
+// TransactionInProgressException ("The transaction with the given request token is
+// already in progress"); once the first completes, repeats succeed without effect.
+func TestParityTransactionInProgress(t *testing.T) {
+	p := newParity(t, ddb.Options{Conflicts: true, ConflictWindow: 300 * time.Millisecond})
+	tbl := p.table(tableSpec{})
+	in := &dynamodb.TransactWriteItemsInput{ClientRequestToken: aws.String("slow-token"), TransactItems: []types.TransactWriteItem{
+		{Update: &types.Update{TableName: aws.String(tbl), Key: item{"pk": s("k")}, UpdateExpression: aws.String("ADD n :one"),
+			ExpressionAttributeValues: item{":one": n("1")}}},
+	}}
+	first := make(chan error, 1)
+	go func() {
+		_, err := p.c.TransactWriteItems(p.ctx, in)
+		first <- err
+	}()
+	inProgress, others := 0, map[string]int{}
+	var firstErr error
+	deadline := time.Now().Add(10 * time.Second)
+	for done := false; !done && time.Now().Before(deadline); {
+		select {
+		case firstErr = <-first:
+			done = true
+			continue
+		default:
+		}
+		_, err := p.c.TransactWriteItems(p.ctx, in)
+		switch code, _ := apiErr(err); code {
+		case "TransactionInProgressException":
+			inProgress++
+		default:
+			others[code]++
+		}
+	}
+	wantOK(t, "the first transaction", firstErr, docAPITxWrite)
+	t.Logf("repeats while the first ran: %d TransactionInProgressException, others %v", inProgress, others)
+	if inProgress == 0 {
+		t.Errorf("repeats while the first transaction ran: got no TransactionInProgressException (%v), want some (doc %s)", others, docAPITxWrite)
+	}
+	_, err := p.c.TransactWriteItems(p.ctx, in)
+	wantOK(t, "repeat after the first completed", err, docAPITxWrite)
+	wantItem(t, "item after the first and its repeats", p.get(tbl, item{"pk": s("k")}), item{"pk": s("k"), "n": n("1")}, docAPITxWrite)
+}
