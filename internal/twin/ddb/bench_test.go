@@ -96,6 +96,11 @@ func BenchmarkQuery100(b *testing.B) {
 	})
 	b.Run("http", func(b *testing.B) {
 		e := setup(b)
+		// After the long setup, the client's first request on its pooled connection has
+		// now and then failed with "use of closed network connection" (not understood
+		// yet; the SDK's default retryer retries it). A warm-up call takes that hit.
+		_, _ = e.c.Query(context.Background(), &dynamodb.QueryInput{TableName: aws.String("bench"), KeyConditionExpression: aws.String("pk = :p"),
+			ExpressionAttributeValues: map[string]av{":p": s("p3")}, Limit: aws.Int32(1)})
 		b.ReportAllocs()
 		for b.Loop() {
 			out, err := e.c.Query(context.Background(), &dynamodb.QueryInput{TableName: aws.String("bench"), KeyConditionExpression: aws.String("pk = :p AND sk >= :s"),
