@@ -167,7 +167,7 @@ func TestVerifyExportStreams(t *testing.T) {
 		{"intact", export, "", "intact"},
 		{"other tenant expected", export, "globex", `break globex seq 1 wrong tenant (expected "globex", got "acme")`},
 		{"data after the head", export + export, "", "break acme line 5 malformed event (expected an event line with a readable seq, or the head line last, got a line after the head line)"},
-		{"not JSON", "{\n", "", "break  line 1 malformed event (expected an event line with a readable seq, or the head line last, got not a JSON object: byte 1: expected a member name)"},
+		{"not JSON", "{\n", "", "break  line 1 malformed event (expected an event line with a readable seq, or the head line last, got not a JSON object: byte 1: unexpected EOF, expected a member name)"},
 		{"empty", "\n\n", "", "error " + chain.ErrEmptyExport.Error()},
 		{"head only", `{"head":{"tenant_id":"acme","last_seq":2,"last_hash":"` + head.LastHash + `"}}` + "\n", "",
 			"break acme seq 1 head mismatch (expected last_seq 0, got last_seq 2)"},

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"unicode/utf8"
 )
@@ -108,7 +109,7 @@ func (r *reader) space() {
 func (r *reader) value(depth int) (any, error) {
 	r.space()
 	if r.i >= len(r.b) {
-		return nil, r.syntax("unexpected end of the line")
+		return nil, r.syntax("unexpected EOF")
 	}
 	switch c := r.b[r.i]; {
 	case c == '{':
@@ -152,7 +153,10 @@ func (r *reader) object(depth int, repeated map[string]bool) (map[string]any, er
 	}
 	for {
 		r.space()
-		if r.i >= len(r.b) || r.b[r.i] != '"' {
+		if r.i >= len(r.b) {
+			return nil, r.syntax("unexpected EOF, expected a member name")
+		}
+		if r.b[r.i] != '"' {
 			return nil, r.syntax("expected a member name")
 		}
 		at := r.i
@@ -161,7 +165,10 @@ func (r *reader) object(depth int, repeated map[string]bool) (map[string]any, er
 			return nil, err
 		}
 		r.space()
-		if r.i >= len(r.b) || r.b[r.i] != ':' {
+		if r.i >= len(r.b) {
+			return nil, r.syntax("unexpected EOF, expected ':'")
+		}
+		if r.b[r.i] != ':' {
 			return nil, r.syntax("expected ':'")
 		}
 		r.i++
@@ -180,7 +187,7 @@ func (r *reader) object(depth int, repeated map[string]bool) (map[string]any, er
 		out[name] = v
 		r.space()
 		if r.i >= len(r.b) {
-			return nil, r.syntax("unexpected end of the line in an object")
+			return nil, r.syntax("unexpected EOF in an object")
 		}
 		switch r.b[r.i] {
 		case ',':
@@ -213,7 +220,7 @@ func (r *reader) array(depth int) ([]any, error) {
 		out = append(out, v)
 		r.space()
 		if r.i >= len(r.b) {
-			return nil, r.syntax("unexpected end of the line in an array")
+			return nil, r.syntax("unexpected EOF in an array")
 		}
 		switch r.b[r.i] {
 		case ',':
@@ -265,7 +272,7 @@ func (r *reader) str() (string, error) {
 			r.i++
 		default:
 			if r.i+1 >= len(r.b) {
-				return "", r.syntax("unexpected end of the line in a string")
+				return "", r.syntax("unexpected EOF in a string")
 			}
 			switch e := r.b[r.i+1]; e {
 			case '"', '\\', '/':
@@ -307,7 +314,7 @@ func (r *reader) str() (string, error) {
 			r.i += 2
 		}
 	}
-	return "", r.syntax("unexpected end of the line in a string")
+	return "", r.syntax("unexpected EOF in a string")
 }
 
 func (r *reader) hex4(i int) (rune, bool) {
@@ -407,6 +414,13 @@ func (o *Object) Event() ReadEvent {
 	if o.Violation != nil {
 		ev.Malformed = fmt.Errorf("%w: not I-JSON: %v", ErrInvalid, o.Violation)
 	}
+	names := o.Names()
+	sort.Strings(names)
+	for _, name := range names {
+		if !stringMembers[name] && !optionalMembers[name] && name != "seq" && name != "schema_version" && name != "payload" {
+			bad(name, "unknown field: not a member of an envelope")
+		}
+	}
 	for _, name := range []string{"id", "type", "tenant_id", "occurred_at", "schema_version", "payload", "seq", "prev_hash", "hash"} {
 		if !o.Has(name) {
 			bad(name, "is missing")
@@ -466,8 +480,6 @@ func (o *Object) Event() ReadEvent {
 				continue
 			}
 			e.Payload = p.(map[string]any)
-		default:
-			bad(name, "is not a member of an envelope")
 		}
 	}
 	return ev
