@@ -614,3 +614,45 @@ func TestParityStreamTransactionsAndDescribe(t *testing.T) {
 		}
 	}
 }
+
+// TestParityStreamEventNames: the event name follows the item, not the operation: an
+// UpdateItem that creates the item is an INSERT, a BatchWriteItem put over an item is a
+// MODIFY, a transaction's Delete is a REMOVE ("INSERT - a new item was added to the
+// table. MODIFY - one or more of an existing item's attributes were modified. REMOVE -
+// the item was deleted from the table").
+func TestParityStreamEventNames(t *testing.T) {
+	p := newParity(t, ddb.Options{})
+	tbl := p.table(tableSpec{streamView: types.StreamViewTypeNewAndOldImages})
+	_, err := p.c.UpdateItem(p.ctx, &dynamodb.UpdateItemInput{TableName: aws.String(tbl), Key: item{"pk": s("a")},
+		UpdateExpression: aws.String("SET v = :one"), ExpressionAttributeValues: item{":one": n("1")}})
+	wantOK(t, "UpdateItem creating the item", err, docAPIUpdate)
+	_, err = p.c.BatchWriteItem(p.ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{tbl: {
+		{PutRequest: &types.PutRequest{Item: item{"pk": s("a"), "v": n("2")}}},
+		{PutRequest: &types.PutRequest{Item: item{"pk": s("b")}}},
+	}}})
+	wantOK(t, "BatchWriteItem", err, "https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_BatchWriteItem.html")
+	_, err = p.c.TransactWriteItems(p.ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Delete: &types.Delete{TableName: aws.String(tbl), Key: item{"pk": s("a")}}},
+	}})
+	wantOK(t, "transactional Delete", err, docAPITxWrite)
+	_, err = p.c.BatchWriteItem(p.ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{tbl: {
+		{DeleteRequest: &types.DeleteRequest{Key: item{"pk": s("b")}}},
+		{DeleteRequest: &types.DeleteRequest{Key: item{"pk": s("never")}}},
+	}}})
+	wantOK(t, "BatchWriteItem deletes", err, "https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_BatchWriteItem.html")
+
+	// Streams order records per item only, so compare each item's sequence.
+	perItem := map[string][]string{}
+	for _, r := range p.readStream(p.streamArn(tbl)) {
+		k := strings.TrimPrefix(render(sitem(r.Dynamodb.Keys)["pk"]), "S")
+		perItem[k] = append(perItem[k], string(r.EventName))
+	}
+	for k, want := range map[string]string{`"a"`: "INSERT MODIFY REMOVE", `"b"`: "INSERT REMOVE"} {
+		if got := strings.Join(perItem[k], " "); got != want {
+			t.Errorf("item %s events: got %q, want %q (doc %s)", k, got, want, docAPIRecord)
+		}
+	}
+	if len(perItem) != 2 {
+		t.Errorf("items in the stream: got %d (%v), want 2 (no record for deleting a missing item) (doc %s)", len(perItem), perItem, docStreams)
+	}
+}
