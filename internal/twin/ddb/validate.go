@@ -105,12 +105,35 @@ func (x *exprParams) params() (*expr.Params, error) {
 	if x.ExpressionAttributeValues != nil && len(x.ExpressionAttributeValues) == 0 {
 		return nil, validationf("ExpressionAttributeValues must not be empty")
 	}
-	for _, v := range x.ExpressionAttributeValues {
-		if err := checkDepth(v); err != nil {
+	for _, k := range sortedNames(x.ExpressionAttributeNames) {
+		if !placeholderOK(k, '#') {
+			return nil, validationf("ExpressionAttributeNames contains invalid key: Syntax error; key: %q", k)
+		}
+	}
+	for _, k := range sortedNames(x.ExpressionAttributeValues) {
+		if !placeholderOK(k, ':') {
+			return nil, validationf("ExpressionAttributeValues contains invalid key: Syntax error; key: %q", k)
+		}
+		if err := checkDepth(x.ExpressionAttributeValues[k]); err != nil {
 			return nil, err
 		}
 	}
 	return expr.NewParams(x.ExpressionAttributeNames, x.ExpressionAttributeValues), nil
+}
+
+// placeholderOK reports whether k is lead followed by one or more alphanumeric
+// characters or underscores, as AWS requires of expression placeholders.
+func placeholderOK(k string, lead byte) bool {
+	if len(k) < 2 || k[0] != lead {
+		return false
+	}
+	for i := 1; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // validateKey checks that key holds exactly the table's key attributes, each of its

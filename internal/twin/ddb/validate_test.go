@@ -103,3 +103,26 @@ func TestLegacyParametersRefused(t *testing.T) {
 		AttributeUpdates: map[string]types.AttributeValueUpdate{"x": {Action: types.AttributeActionPut, Value: s("1")}}})
 	wantCode(t, err, "ValidationException", "use UpdateExpression")
 }
+
+func TestPlaceholderKeys(t *testing.T) {
+	e := newDP(t, Options{})
+	e.create(t, "ph1", tableSpec{})
+	ctx := context.Background()
+	get := func(names map[string]string, proj string) error {
+		_, err := e.c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("ph1"), Key: map[string]av{"pk": s("a")},
+			ProjectionExpression: aws.String(proj), ExpressionAttributeNames: names})
+		return err
+	}
+	wantCode(t, get(map[string]string{"#a-b": "x"}, "#a-b"), "ValidationException", `ExpressionAttributeNames contains invalid key: Syntax error; key: "#a-b"`)
+	wantCode(t, get(map[string]string{"a": "x", "#a": "x"}, "#a"), "ValidationException", `ExpressionAttributeNames contains invalid key: Syntax error; key: "a"`)
+	wantCode(t, get(map[string]string{}, "pk"), "ValidationException", "ExpressionAttributeNames must not be empty")
+	if err := get(map[string]string{"#A_1": "pk"}, "#A_1"); err != nil {
+		t.Fatalf("a valid placeholder: %v", err)
+	}
+	_, err := e.c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("ph1"), Item: map[string]av{"pk": s("a")},
+		ConditionExpression: aws.String("attribute_not_exists(pk)"), ExpressionAttributeValues: map[string]av{"v": s("x")}})
+	wantCode(t, err, "ValidationException", `ExpressionAttributeValues contains invalid key: Syntax error; key: "v"`)
+	_, err = e.c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("ph1"), Item: map[string]av{"pk": s("a")},
+		ConditionExpression: aws.String("attribute_not_exists(pk) OR v = :v"), ExpressionAttributeValues: map[string]av{":v": nested(32)}})
+	wantCode(t, err, "ValidationException", "Nesting Levels have exceeded supported limits")
+}
