@@ -246,6 +246,12 @@ func TestParityPaging(t *testing.T) {
 			}
 		}
 	})
+	t.Run("ExclusiveStartKey not of the schema", func(t *testing.T) {
+		in := q()
+		in.ExclusiveStartKey = item{"pk": s("p")}
+		_, err := p.c.Query(p.ctx, in)
+		wantErr(t, "ExclusiveStartKey without the sort key", err, "ValidationException", docAPIQuery)
+	})
 	t.Run("Limit 0 is invalid", func(t *testing.T) {
 		in := q()
 		in.Limit = aws.Int32(0)
