@@ -286,12 +286,13 @@ func TestAmbiguousGroupCommit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			td := newTwinDB(t)
-			release := make(chan struct{})
+			release, answered := make(chan struct{}), make(chan struct{})
 			w := &wire{DynamoDB: td.bare}
 			w.on = func(n int, in *dynamodb.TransactWriteItemsInput, forward func() (*dynamodb.TransactWriteItemsOutput, error)) (*dynamodb.TransactWriteItemsOutput, error) {
 				switch {
 				case n == 1: // the leader's lone first event: hold it while the batch forms
 					out, err := forward()
+					close(answered)
 					<-release
 					return out, err
 				case n == 2 || !tc.partition:
@@ -309,7 +310,7 @@ func TestAmbiguousGroupCommit(t *testing.T) {
 			}
 			wg.Add(1)
 			go emit(0)
-			waitFor(t, func() bool { return len(w.sent()) == 1 })
+			<-answered // the server has committed the first event
 			for i := 1; i < callers; i++ {
 				wg.Add(1)
 				go emit(i)

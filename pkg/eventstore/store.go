@@ -256,8 +256,9 @@ func (s *Store) EmitWith(ctx context.Context, in EmitInput) (envelope.Envelope, 
 	} else {
 		s.enqueue(tenant, req)
 	}
-	env := req.env
-	if err := <-req.done; err != nil {
+	err = <-req.done
+	env := req.env // the leader is done with req: read it only now
+	if err != nil {
 		var used *idemUsedError
 		if !errors.As(err, &used) {
 			return envelope.Envelope{}, fmt.Errorf("emit %s: %w", eventType, err)
