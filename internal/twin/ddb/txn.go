@@ -258,6 +258,8 @@ func (db *DB) runTxn(acts []*txnAction) (*capacities, error) {
 	var reqs []budgetReq
 	for _, a := range acts {
 		if a.kind == "ConditionCheck" {
+			// Charged as a transactional read of the item (2 RCU per 4 KB): the docs do
+			// not say what a ConditionCheck costs; this is our reading, not verified.
 			c := cs.of(a.t.Name, false)
 			c.units += readUnits(sizeOf(a.old), true) * 2
 			continue
@@ -267,6 +269,9 @@ func (db *DB) runTxn(acts []*txnAction) (*capacities, error) {
 		c.addWrite(a.t, a.old, a.next, 2)
 		reqs = append(reqs, budgetReq{a.t, a.hk, c.units - before})
 	}
+	// A partition over its budget cancels the transaction: AWS's TransactionCanceledException
+	// lists "insufficient provisioned capacity" among its causes, with the reason code
+	// ProvisionedThroughputExceeded (API_TransactWriteItems, CancellationReason codes).
 	if i := db.takeBudgets(reqs); i >= 0 {
 		reasons := noneReasons(len(acts))
 		j := -1
