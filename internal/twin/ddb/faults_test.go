@@ -146,3 +146,25 @@ func TestPartitionBudget(t *testing.T) {
 	_, err = e.c.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: out.UnprocessedItems})
 	wantCode(t, err, "ProvisionedThroughputExceededException", "")
 }
+
+// TestDroppedTransactionRetriedWithToken is the ambiguous outcome a client token exists
+// for: the commit happened, the answer was lost, the retry with the same token succeeds
+// without applying the transaction twice.
+func TestDroppedTransactionRetriedWithToken(t *testing.T) {
+	e := newDP(t, Options{})
+	e.create(t, "fretry", tableSpec{})
+	ctx := context.Background()
+	if err := e.db.InjectFault(Fault{Action: "TransactWriteItems", Kind: FaultDropResponse}); err != nil {
+		t.Fatal(err)
+	}
+	in := &dynamodb.TransactWriteItemsInput{ClientRequestToken: aws.String("append-1"), TransactItems: []types.TransactWriteItem{incr("fretry", "head")}}
+	if _, err := e.c.TransactWriteItems(ctx, in); err == nil {
+		t.Fatal("the dropped response reached the client")
+	}
+	if _, err := e.c.TransactWriteItems(ctx, in); err != nil {
+		t.Fatalf("retry with the token: %v", err)
+	}
+	if got := strOf(t, e.get(t, "fretry", map[string]av{"pk": s("head")})["n"]); got != "1" {
+		t.Fatalf("n = %s after a dropped commit and its retry, want 1", got)
+	}
+}
