@@ -42,12 +42,13 @@ func (o *Object) Member(name string) (any, bool) {
 // Has reports whether the member name occurs at all.
 func (o *Object) Has(name string) bool { _, ok := o.members[name]; return ok }
 
-// Names returns the distinct member names (in no order).
+// Names returns the distinct member names, sorted.
 func (o *Object) Names() []string {
 	out := make([]string, 0, len(o.members))
 	for k := range o.members {
 		out = append(out, k)
 	}
+	sort.Strings(out)
 	return out
 }
 
@@ -414,9 +415,7 @@ func (o *Object) Event() ReadEvent {
 	if o.Violation != nil {
 		ev.Malformed = fmt.Errorf("%w: not I-JSON: %v", ErrInvalid, o.Violation)
 	}
-	names := o.Names()
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range o.Names() {
 		if !stringMembers[name] && !optionalMembers[name] && name != "seq" && name != "schema_version" && name != "payload" {
 			bad(name, "unknown field: not a member of an envelope")
 		}
@@ -426,7 +425,8 @@ func (o *Object) Event() ReadEvent {
 			bad(name, "is missing")
 		}
 	}
-	for name, v := range o.members {
+	for _, name := range o.Names() { // in order, so the first fault named is always the same
+		v := o.members[name]
 		switch {
 		case stringMembers[name] || optionalMembers[name]:
 			s, ok := v.(string)
