@@ -498,3 +498,24 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestAmbiguousCommitDelayed: the server commits, then holds the answer past
+// the store's CallTimeout (ddb.FaultDelay): the call ends in a deadline, the
+// store resends the identical request and hears success from the token.
+func TestAmbiguousCommitDelayed(t *testing.T) {
+	td := newTwinDB(t)
+	w := &wire{DynamoDB: td.client}
+	s := td.store(t, w, func(c *eventstore.Config) { c.CallTimeout = 200 * time.Millisecond; c.OutcomeWithin = 5 * time.Second })
+	if err := td.db.InjectFault(ddb.Fault{Action: "TransactWriteItems", Table: td.table, Kind: ddb.FaultDelay, Delay: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := s.Emit(ctxFor("t1"), "order.placed", map[string]any{})
+	if err != nil || e.Seq != 1 {
+		t.Fatalf("got seq %d, %v; want success at seq 1", e.Seq, err)
+	}
+	td.checkLog(t, "t1", 1)
+	calls := w.sent()
+	if len(calls) != 2 || calls[1].token != calls[0].token || calls[1].body != calls[0].body {
+		t.Errorf("got %d calls, want the first and its identical resend", len(calls))
+	}
+}
