@@ -27,7 +27,7 @@ func main() {
 		log.ErrorContext(ctx, "durable-consumer cannot start: "+what, slog.String(obs.KeyErr, err.Error()))
 		os.Exit(1)
 	}
-	env, err := awsenv.Require(keys.EnvStateTable)
+	env, err := awsenv.Require(keys.EnvStateTable, keys.EnvEventsTable)
 	if err != nil {
 		fail("environment", err)
 	}
@@ -55,11 +55,14 @@ func main() {
 	if err != nil {
 		fail("registry", err)
 	}
-	store, err := delivery.NewBatchedStore(delivery.NewDynamoStore(db, state))
+	// The prefetch reads the batch's claims and its event rows together;
+	// Deliver refuses an envelope that is not the log's event at its seq.
+	claims := delivery.NewDynamoStore(db, state).WithLog(env[keys.EnvEventsTable])
+	store, err := delivery.NewBatchedStore(claims)
 	if err != nil {
 		fail("claim store", err)
 	}
-	d, err := delivery.New(reg, delivery.Config{Store: store, Logger: log, Metrics: metrics})
+	d, err := delivery.New(reg, delivery.Config{Store: store, Log: claims, Logger: log, Metrics: metrics})
 	if err != nil {
 		fail("deliverer", err)
 	}

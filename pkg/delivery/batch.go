@@ -87,45 +87,79 @@ type batchGetter interface {
 // safe). Keys DynamoDB leaves unprocessed after a few retries are left out.
 // ErrNoBatchRead if the client has no BatchGetItem.
 func (d *DynamoStore) GetClaims(ctx context.Context, ks []Key) (map[Key]ClaimRecord, error) {
-	bg, ok := d.db.(batchGetter)
-	if !ok {
-		return nil, ErrNoBatchRead
-	}
-	byPK := make(map[string]Key, len(ks))
-	for _, k := range ks {
-		byPK[keys.StateClaimPrefix+k.String()] = k
-	}
-	pks := make([]string, 0, len(byPK))
-	for pk := range byPK {
-		pks = append(pks, pk)
-	}
-	out := make(map[Key]ClaimRecord, len(ks))
-	for len(pks) > 0 {
-		n := min(len(pks), maxBatchGet)
-		chunk := pks[:n]
-		pks = pks[n:]
-		req := make([]map[string]types.AttributeValue, len(chunk))
-		for i, pk := range chunk {
-			req[i] = map[string]types.AttributeValue{keys.AttrPK: s(pk), keys.AttrSK: s(keys.StateClaimSK)}
-		}
-		if err := d.batchGet(ctx, bg, req, func(it map[string]types.AttributeValue) {
-			pk, _ := it[keys.AttrPK].(*types.AttributeValueMemberS)
-			if pk == nil {
-				return
-			}
-			if k, ok := byPK[pk.Value]; ok {
-				out[k] = claimRecord(k, it)
-			}
-		}); err != nil {
-			return out, err
-		}
-	}
-	return out, nil
+	claims, _, err := d.ReadBatch(ctx, ks, nil)
+	return claims, err
 }
 
-// batchGet reads keys (≤ 100) and retries unprocessed keys up to three times
-// with a short backoff; what is still unprocessed then is left out.
-func (d *DynamoStore) batchGet(ctx context.Context, bg batchGetter, ks []map[string]types.AttributeValue, found func(map[string]types.AttributeValue)) error {
+// ReadBatch reads the claims ks and, when the store has an events table
+// (WithLog), the event rows evs, in the same BatchGetItem requests (100
+// keys a request across both tables), eventually consistent. Rows not found
+// (or left unprocessed) are absent from the answer.
+func (d *DynamoStore) ReadBatch(ctx context.Context, ks []Key, evs []EventRef) (map[Key]ClaimRecord, map[EventRef]LoggedEvent, error) {
+	bg, ok := d.db.(batchGetter)
+	if !ok {
+		return nil, nil, ErrNoBatchRead
+	}
+	if d.log == "" {
+		evs = nil
+	}
+	byPK := make(map[string]Key, len(ks))
+	type want struct {
+		table string
+		key   map[string]types.AttributeValue
+	}
+	var wants []want
+	for _, k := range ks {
+		pk := keys.StateClaimPrefix + k.String()
+		if _, dup := byPK[pk]; dup {
+			continue
+		}
+		byPK[pk] = k
+		wants = append(wants, want{d.table, map[string]types.AttributeValue{keys.AttrPK: s(pk), keys.AttrSK: s(keys.StateClaimSK)}})
+	}
+	seenEv := map[EventRef]bool{}
+	for _, e := range evs {
+		if !seenEv[e] {
+			seenEv[e] = true
+			wants = append(wants, want{d.log, eventKey(e)})
+		}
+	}
+	claims := make(map[Key]ClaimRecord, len(ks))
+	logged := make(map[EventRef]LoggedEvent, len(evs))
+	for len(wants) > 0 {
+		n := min(len(wants), maxBatchGet)
+		req := map[string][]map[string]types.AttributeValue{}
+		for _, w := range wants[:n] {
+			req[w.table] = append(req[w.table], w.key)
+		}
+		wants = wants[n:]
+		if err := d.batchGet(ctx, bg, req, func(table string, it map[string]types.AttributeValue) {
+			if table == d.table {
+				pk, _ := it[keys.AttrPK].(*types.AttributeValueMemberS)
+				if pk == nil {
+					return
+				}
+				if k, ok := byPK[pk.Value]; ok {
+					claims[k] = claimRecord(k, it)
+				}
+				return
+			}
+			if str(it, keys.AttrKind) != keys.KindEvent {
+				return
+			}
+			ref := EventRef{Tenant: str(it, keys.AttrTenant), Seq: num(it, keys.AttrSeq)}
+			logged[ref] = LoggedEvent{ID: str(it, keys.AttrID), Hash: str(it, keys.AttrHash)}
+		}); err != nil {
+			return claims, logged, err
+		}
+	}
+	return claims, logged, nil
+}
+
+// batchGet reads keys by table (≤ 100 in all) and retries unprocessed keys
+// up to three times with a short backoff; what is still unprocessed then is
+// left out.
+func (d *DynamoStore) batchGet(ctx context.Context, bg batchGetter, ks map[string][]map[string]types.AttributeValue, found func(string, map[string]types.AttributeValue)) error {
 	pause := 20 * time.Millisecond
 	for attempt := 0; len(ks) > 0 && attempt < 4; attempt++ {
 		if attempt > 0 {
@@ -138,20 +172,38 @@ func (d *DynamoStore) batchGet(ctx context.Context, bg batchGetter, ks []map[str
 			}
 			pause *= 2
 		}
-		res, err := bg.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
-			d.table: {
-				Keys:                     ks,
-				ProjectionExpression:     aws.String("#pk, #st, #lu, #att, #tn"),
-				ExpressionAttributeNames: map[string]string{"#pk": keys.AttrPK, "#st": keys.AttrStatus, "#lu": keys.AttrLeaseUntil, "#att": keys.AttrAttempts, "#tn": keys.AttrTenant},
-			},
-		}})
+		items := map[string]types.KeysAndAttributes{}
+		for table, tk := range ks {
+			if table == d.table {
+				items[table] = types.KeysAndAttributes{
+					Keys:                     tk,
+					ProjectionExpression:     aws.String("#pk, #st, #lu, #att, #tn"),
+					ExpressionAttributeNames: map[string]string{"#pk": keys.AttrPK, "#st": keys.AttrStatus, "#lu": keys.AttrLeaseUntil, "#att": keys.AttrAttempts, "#tn": keys.AttrTenant},
+				}
+				continue
+			}
+			items[table] = types.KeysAndAttributes{
+				Keys:                 tk,
+				ProjectionExpression: aws.String("#tn, #seq, #k, #id, #h"),
+				ExpressionAttributeNames: map[string]string{"#tn": keys.AttrTenant, "#seq": keys.AttrSeq, "#k": keys.AttrKind,
+					"#id": keys.AttrID, "#h": keys.AttrHash},
+			}
+		}
+		res, err := bg.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: items, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 		if err != nil {
-			return fmt.Errorf("read %d claims: %w", len(ks), err)
+			return fmt.Errorf("read a batch of claims and events: %w", err)
 		}
-		for _, it := range res.Responses[d.table] {
-			found(it)
+		for table, its := range res.Responses {
+			for _, it := range its {
+				found(table, it)
+			}
 		}
-		ks = res.UnprocessedKeys[d.table].Keys
+		ks = map[string][]map[string]types.AttributeValue{}
+		for table, u := range res.UnprocessedKeys {
+			if len(u.Keys) > 0 {
+				ks[table] = u.Keys
+			}
+		}
 	}
 	return nil
 }
@@ -238,7 +290,13 @@ type prefetchKey struct{}
 
 type prefetched struct {
 	claims  map[Key]ClaimRecord
+	logged  map[EventRef]LoggedEvent // event rows read for the in-log check
 	skipped atomic.Int64
+}
+
+// batchReader reads claims and event rows together (*DynamoStore).
+type batchReader interface {
+	ReadBatch(ctx context.Context, ks []Key, evs []EventRef) (map[Key]ClaimRecord, map[EventRef]LoggedEvent, error)
 }
 
 // PrefetchStats says what a Prefetch read.
@@ -246,6 +304,10 @@ type PrefetchStats struct {
 	Keys  int // claims asked for: one per (event, bound DURABLE subscription)
 	Found int // claims that exist
 	Final int // of those, completed or dead: Deliver will skip them without a write
+	// Events and Logged: event rows asked for and found, for the in-log
+	// check (Config.Log with a store that reads the log, DynamoStore.WithLog).
+	Events int
+	Logged int
 }
 
 // Prefetch reads, in batches, the claims of every DURABLE subscription that
@@ -272,18 +334,33 @@ func (d *Deliverer) Prefetch(ctx context.Context, envs []envelope.Envelope) (con
 		}
 	}
 	st.Keys = len(ks)
-	if len(ks) == 0 {
+	var evs []EventRef
+	br, both := b.Store.(batchReader)
+	if both && d.cfg.Log != nil {
+		for _, e := range envs {
+			evs = append(evs, EventRef{Tenant: e.TenantID, Seq: e.Seq})
+		}
+	}
+	if len(ks) == 0 && len(evs) == 0 {
 		return ctx, st, nil
 	}
-	claims, err := b.reader.GetClaims(ctx, ks)
+	var claims map[Key]ClaimRecord
+	var logged map[EventRef]LoggedEvent
+	var err error
+	if len(evs) > 0 {
+		claims, logged, err = br.ReadBatch(ctx, ks, evs)
+		st.Events, st.Logged = len(evs), len(logged)
+	} else {
+		claims, err = b.reader.GetClaims(ctx, ks)
+	}
 	st.Found = len(claims)
 	for _, r := range claims {
 		if r.Status == StatusCompleted || r.Status == StatusDead {
 			st.Final++
 		}
 	}
-	if len(claims) > 0 {
-		ctx = context.WithValue(ctx, prefetchKey{}, &prefetched{claims: claims})
+	if len(claims) > 0 || len(logged) > 0 {
+		ctx = context.WithValue(ctx, prefetchKey{}, &prefetched{claims: claims, logged: logged})
 	}
 	if err != nil {
 		return ctx, st, fmt.Errorf("prefetch claims: %w", err)

@@ -34,12 +34,21 @@ type Config struct {
 	// the package doc for why).
 	Retention time.Duration
 	Now       func() time.Time
+	// Watermarks keeps the delivery watermarks Settled moves (default: the
+	// Store, or the store a BatchedStore wraps, when it is a WatermarkStore).
+	Watermarks WatermarkStore
+	// Log, when set, makes Deliver refuse an envelope that is not in the
+	// log: absent at its (tenant, seq), or there with another hash
+	// (NotInLogError). The consumer sets it; dlq-repair re-reads the log
+	// itself.
+	Log LogReader
 }
 
 // Deliverer is the DURABLE dispatcher. It is safe for concurrent use.
 type Deliverer struct {
-	reg *catalog.Registry
-	cfg Config
+	reg   *catalog.Registry
+	cfg   Config
+	marks WatermarkStore
 }
 
 // New returns the DURABLE dispatcher over reg.
@@ -68,7 +77,15 @@ func New(reg *catalog.Registry, cfg Config) (*Deliverer, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Deliverer{reg: reg, cfg: cfg}, nil
+	marks := cfg.Watermarks
+	if marks == nil {
+		inner := cfg.Store
+		if b, ok := inner.(*BatchedStore); ok {
+			inner = b.Store
+		}
+		marks, _ = inner.(WatermarkStore)
+	}
+	return &Deliverer{reg: reg, cfg: cfg, marks: marks}, nil
 }
 
 // Outcome is what happened to one subscription in one delivery.
@@ -137,6 +154,9 @@ func (d *Deliverer) Deliver(ctx context.Context, e envelope.Envelope) (Result, e
 	res := Result{EventID: e.ID, Type: e.Type, Tenant: e.TenantID}
 	if err := e.Validate(); err != nil {
 		return res, fmt.Errorf("deliver: malformed envelope %s: %w", e.ID, err)
+	}
+	if err := d.checkInLog(ctx, e); err != nil {
+		return res, err
 	}
 	hctx, err := lanes.HandlerContext(ctx, e, catalog.Durable)
 	if err != nil {

@@ -30,6 +30,7 @@ type DynamoDB interface {
 type DynamoStore struct {
 	db    DynamoDB
 	table string
+	log   string // the events table, when WithLog set it
 }
 
 var _ Store = (*DynamoStore)(nil)

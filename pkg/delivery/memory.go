@@ -14,6 +14,7 @@ type MemoryStore struct {
 	mu     sync.Mutex
 	claims map[Key]*memClaim
 	dead   map[string]map[Key]DeadLetter // tenant → key → letter
+	marks  map[[2]string]Watermark       // (tenant, subscription) → watermark
 }
 
 type memClaim struct {

@@ -11,10 +11,24 @@
 //   - another delivery holds a claim's lease (RetryLater);
 //   - its body is not a valid, hash-intact envelope of the message's group:
 //     it is never deleted unread; after maxReceiveCount the queue's redrive
-//     moves it to the FIFO DLQ, where dlq-repair re-reads the log.
+//     moves it to the FIFO DLQ, where dlq-repair re-reads the log;
+//   - its envelope is not in the log (delivery.ErrNotInLog: no event at its
+//     seq, or one with another id or hash). Nothing is delivered and no
+//     claim is taken. It is logged at ERROR and counted (NotInLog), and
+//     answered as a failure so the redrive moves it to the FIFO DLQ: there
+//     the DLQ depth alarm pages, and dlq-repair, which re-reads the log,
+//     reports it open on every run and keeps it parked, so an operator sees
+//     it and decides. Dropping it would leave only a log line. It does not
+//     hold back the tenant's later messages in the batch: it is not one of
+//     the tenant's events, so FIFO order does not involve it.
 //
 // A handler that fails does not fail the message: Deliver dead-letters that
 // subscription and its siblings run.
+//
+// After each batch, the events a tenant's messages settled (every DURABLE
+// subscription completed, dead-lettered, or not routed) move the tenant's
+// delivery watermarks (delivery.Deliverer.Settled): one conditional write
+// per subscription and tenant per batch.
 //
 // The later messages of a tenant that come back with a failed one count a
 // receive each time, so when a poison message reaches the DLQ those behind it
@@ -57,6 +71,7 @@ const (
 	ReasonUndecodable    = "undecodable"    // the body is not a valid envelope of this group
 	ReasonBehindFailure  = "behind_failure" // an earlier message of the tenant failed
 	ReasonNoTime         = "no_time"        // the invocation ran out of time before it started
+	ReasonNotInLog       = "not_in_log"     // the envelope is not the log's event at its seq
 )
 
 // ErrUndecodable wraps every reason a body is not a deliverable envelope.
@@ -66,6 +81,7 @@ var ErrUndecodable = errors.New("message body is not a deliverable envelope")
 type Deliverer interface {
 	Deliver(ctx context.Context, e envelope.Envelope) (delivery.Result, error)
 	Prefetch(ctx context.Context, envs []envelope.Envelope) (context.Context, delivery.PrefetchStats, error)
+	Settled(ctx context.Context, tenant string, seqs []int64) (map[string]int64, error)
 }
 
 var _ Deliverer = (*delivery.Deliverer)(nil)
@@ -166,7 +182,8 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	if err != nil {
 		log.WarnContext(ctx, "claim prefetch failed; claiming each subscription", slog.Any(obs.KeyErr, err))
 	}
-	log.InfoContext(ctx, "batch received", slog.Int(obs.KeyCount, len(msgs)), slog.Int("claims_prefetched", st.Keys), slog.Int("claims_final", st.Final))
+	log.InfoContext(ctx, "batch received", slog.Int(obs.KeyCount, len(msgs)), slog.Int("claims_prefetched", st.Keys), slog.Int("claims_final", st.Final),
+		slog.Int("events_prefetched", st.Events), slog.Int("events_in_log", st.Logged))
 
 	// Tenants in parallel, each tenant's messages in queue order.
 	var order []string
@@ -211,6 +228,9 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 func (h *Handler) tenant(ctx, dctx context.Context, ms []*message, outs []outcome) {
 	log := h.cfg.Logger
 	blocked := ""
+	var settled []int64
+	tenant := ""
+	defer func() { h.settle(ctx, tenant, settled) }()
 	for _, m := range ms {
 		mctx := ctx
 		if m.err == nil {
@@ -238,6 +258,11 @@ func (h *Handler) tenant(ctx, dctx context.Context, ms []*message, outs []outcom
 		res, err := h.cfg.Deliverer.Deliver(obs.WithEvent(tenancy.MustWithTenant(dctx, m.env.TenantID), m.env.ID), m.env)
 		attrs = append(attrs, slog.String(obs.KeyEventType, m.env.Type), slog.Int64(obs.KeySeq, m.env.Seq), slog.String("subscriptions", summary(res)))
 		switch {
+		case errors.Is(err, delivery.ErrNotInLog):
+			// Not blocked: it is not one of the tenant's events.
+			outs[m.idx] = outcome{failed: true, reason: ReasonNotInLog}
+			log.ErrorContext(mctx, "envelope is not in the log: not delivered; it comes back and, after maxReceiveCount, moves to the FIFO DLQ, where dlq-repair reports it open",
+				append(attrs, slog.String(obs.KeyReason, ReasonNotInLog), slog.Any(obs.KeyErr, err), slog.String("dedup_id", m.raw.Attributes[attrDedupID]))...)
 		case err != nil:
 			outs[m.idx] = outcome{failed: true, reason: ReasonInfrastructure}
 			blocked = m.raw.MessageId
@@ -248,8 +273,29 @@ func (h *Handler) tenant(ctx, dctx context.Context, ms []*message, outs []outcom
 			blocked = m.raw.MessageId
 			log.WarnContext(mctx, "a claim is held by another delivery; the message and the tenant's later ones come back", append(attrs, slog.String(obs.KeyReason, ReasonRetryLater))...)
 		default:
+			settled, tenant = append(settled, m.env.Seq), m.env.TenantID
 			log.InfoContext(mctx, "delivered", attrs...)
 		}
+	}
+}
+
+// settle moves the tenant's delivery watermarks over the seqs this batch
+// settled. A failure is logged, not answered: delivery is done, and a later
+// batch or dlq-repair moves the watermark on.
+func (h *Handler) settle(ctx context.Context, tenant string, seqs []int64) {
+	if len(seqs) == 0 {
+		return
+	}
+	tctx := tenancy.MustWithTenant(ctx, tenant)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(tctx), 5*time.Second)
+	defer cancel()
+	moved, err := h.cfg.Deliverer.Settled(wctx, tenant, seqs)
+	if err != nil {
+		h.cfg.Logger.WarnContext(tctx, "delivery watermark not moved; reconcile shows the lag until a later batch or dlq-repair moves it", slog.Any(obs.KeyErr, err))
+		return
+	}
+	if len(moved) > 0 {
+		h.cfg.Logger.DebugContext(tctx, "delivery watermarks moved", slog.Any("watermarks", moved))
 	}
 }
 

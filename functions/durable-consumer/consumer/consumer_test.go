@@ -214,12 +214,14 @@ func (m *mailbox) subjects() []string {
 }
 
 // faultyDB fails claims of the events in failFor with a throttling error, and
-// counts writes.
+// counts writes: claims, completions and dead letters in writes, delivery
+// watermarks apart in marks.
 type faultyDB struct {
 	*dynamodb.Client
 	mu      sync.Mutex
 	failFor map[string]bool
 	writes  int
+	marks   int
 }
 
 var _ delivery.DynamoDB = (*faultyDB)(nil)
@@ -250,6 +252,12 @@ func (f *faultyDB) count(n int) {
 func (f *faultyDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	if pk, ok := in.Key[keys.AttrPK].(*types.AttributeValueMemberS); ok && f.failing(pk.Value) {
 		return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("injected: throughput exceeded")}
+	}
+	if pk, ok := in.Key[keys.AttrPK].(*types.AttributeValueMemberS); ok && strings.HasPrefix(pk.Value, keys.StateWatermarkPrefix) {
+		f.mu.Lock()
+		f.marks++
+		f.mu.Unlock()
+		return f.Client.UpdateItem(ctx, in, o...)
 	}
 	f.count(1)
 	return f.Client.UpdateItem(ctx, in, o...)
@@ -392,7 +400,7 @@ func TestTwoTenantsOneInfrastructureFailure(t *testing.T) {
 	// The cause is fixed; SQS brings back the two failed messages, and (as a
 	// redelivery of the whole batch would) the first one again.
 	rg.db.heal()
-	rg.db.writes = 0
+	rg.db.writes, rg.db.marks = 0, 0
 	again := events.SQSEvent{Records: []events.SQSMessage{ev.Records[0], ev.Records[2], ev.Records[4]}}
 	resp, err = rg.h.Handle(lambdaCtx(t), again)
 	if err != nil || len(resp.BatchItemFailures) != 0 {
@@ -400,6 +408,9 @@ func TestTwoTenantsOneInfrastructureFailure(t *testing.T) {
 	}
 	if rg.db.writes != 4 {
 		t.Errorf("redelivery: %d writes, want 4 (claim + complete for the two new ones; the completed one skipped by the prefetch)", rg.db.writes)
+	}
+	if rg.db.marks != 1 {
+		t.Errorf("redelivery: %d watermark writes, want 1 (tenant-1's one DURABLE subscription, once for the batch)", rg.db.marks)
 	}
 	if got := rg.mail.subjects(); len(got) != 5 {
 		t.Errorf("emails after redelivery: got %d (%v), want 5, each event once", len(got), got)
