@@ -127,4 +127,3 @@ func (d *Deliverer) checkInLog(ctx context.Context, e envelope.Envelope) error {
 	}
 	return nil
 }
-
