@@ -68,6 +68,11 @@ type Config struct {
 	Log         Log         // required
 	DeadLetters DeadLetters // required
 	State       State       // required
+	// Watermarks and Subscriptions (the application's DURABLE
+	// subscriptions, delivery.DurableSubscriptions) enable the delivery
+	// audit (watermark.go); without them a report has no subscriptions.
+	Watermarks    Watermarks
+	Subscriptions []string
 	// PageSize is the number of events read per query (default 500).
 	PageSize int32
 	// MaxDeadLetters caps the dead letters listed per tenant for their
@@ -151,8 +156,10 @@ type Report struct {
 	DeadLetterCount       int      `json:"dead_letter_count"`
 	DeadLetters           []string `json:"dead_letters"`
 	DeadLettersTruncated  bool     `json:"dead_letters_truncated,omitempty"`
-	Reads                 int      `json:"reads"`
-	StateReads            int      `json:"state_reads"`
+	// Subscriptions is the delivery audit, per DURABLE subscription.
+	Subscriptions []SubscriptionDelivery `json:"subscriptions,omitempty"`
+	Reads         int                    `json:"reads"`
+	StateReads    int                    `json:"state_reads"`
 }
 
 // TenantRequest asks for one tenant's walk.
@@ -492,6 +499,9 @@ func (r *Reconciler) walk(ctx context.Context, tenant string, mode Mode, resume 
 		rep.CheckpointSeq = v.LastSeq()
 	}
 	if err := r.deadLetters(ctx, tenant, &rep); err != nil {
+		return rep, nil, err
+	}
+	if err := r.deliveryAudit(ctx, tenant, &rep); err != nil {
 		return rep, nil, err
 	}
 	r.log.InfoContext(ctx, "tenant reconciled", slog.String("mode", string(mode)),

@@ -1,0 +1,100 @@
+package reconcile
+
+// The delivery audit: for each DURABLE subscription of the application, how
+// far the tenant's events are settled (its delivery watermark, kept by the
+// consumer) against the head. Every event above the watermark and at or
+// below last_seq is unsettled for that subscription: not yet delivered, or
+// lost between the stream and the handler (a filter mistake, an expired
+// DLQ message, a bug). The report says how many and since when; the
+// UnsettledAgeSeconds metric (per Subscription) feeds the stalled-watermark
+// alarm, and dlq-repair redelivers from the log what a stalled watermark
+// leaves above it.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fourlanes/fourlanes/pkg/delivery"
+	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/obs"
+)
+
+// Watermarks reads a tenant's delivery watermarks (*delivery.DynamoStore).
+type Watermarks interface {
+	Watermarks(ctx context.Context, tenant string) (map[string]delivery.Watermark, error)
+}
+
+var _ Watermarks = (*delivery.DynamoStore)(nil)
+
+// SubscriptionDelivery is one DURABLE subscription's delivery state for a
+// tenant.
+type SubscriptionDelivery struct {
+	Subscription string `json:"subscription"`
+	// Watermark: every event through this seq is settled (completed or
+	// dead-lettered) for the subscription.
+	Watermark int64 `json:"watermark"`
+	// Unsettled: events above the watermark, at or below last_seq.
+	Unsettled int64 `json:"unsettled"`
+	// OldestUnsettledSeq and OldestUnsettledAt (its occurred_at) name the
+	// first event above the watermark; UnsettledAgeSeconds is its age.
+	OldestUnsettledSeq  int64  `json:"oldest_unsettled_seq,omitempty"`
+	OldestUnsettledAt   string `json:"oldest_unsettled_at,omitempty"`
+	UnsettledAgeSeconds int64  `json:"unsettled_age_s"`
+	// WatermarkUpdatedAt is when the watermark last moved.
+	WatermarkUpdatedAt string `json:"watermark_updated_at,omitempty"`
+}
+
+// deliveryAudit fills rep.Subscriptions for the tenant, reading its
+// watermarks (one query) and the first unsettled event (one read per
+// distinct watermark below the head), and emits the per-subscription
+// metrics.
+func (r *Reconciler) deliveryAudit(ctx context.Context, tenant string, rep *Report) error {
+	if r.cfg.Watermarks == nil || len(r.cfg.Subscriptions) == 0 {
+		return nil
+	}
+	marks, err := r.cfg.Watermarks.Watermarks(ctx, tenant)
+	if err != nil {
+		return fmt.Errorf("delivery audit of tenant %q: %w", tenant, err)
+	}
+	rep.StateReads++
+	now := r.cfg.Now()
+	oldest := map[int64]envelope.Envelope{} // watermark → the event after it
+	rep.Subscriptions = []SubscriptionDelivery{}
+	for _, sub := range r.cfg.Subscriptions {
+		w := marks[sub]
+		sd := SubscriptionDelivery{Subscription: sub, Watermark: w.Seq}
+		if !w.UpdatedAt.IsZero() {
+			sd.WatermarkUpdatedAt = envelope.FormatTime(w.UpdatedAt)
+		}
+		if rep.LastSeq > w.Seq {
+			sd.Unsettled = rep.LastSeq - w.Seq
+			sd.OldestUnsettledSeq = w.Seq + 1
+			e, ok := oldest[w.Seq]
+			if !ok {
+				p, err := r.cfg.Log.Events(ctx, tenant, w.Seq, 1)
+				if err != nil {
+					return fmt.Errorf("delivery audit of tenant %q: read seq %d: %w", tenant, w.Seq+1, err)
+				}
+				rep.Reads += p.Reads
+				if len(p.Events) > 0 && p.Errs[0] == nil {
+					e = p.Events[0]
+				}
+				oldest[w.Seq] = e
+			}
+			if at, err := time.Parse(time.RFC3339Nano, e.OccurredAt); err == nil {
+				sd.OldestUnsettledAt = e.OccurredAt
+				sd.UnsettledAgeSeconds = max(0, int64(now.Sub(at).Seconds()))
+			}
+		}
+		rep.Subscriptions = append(rep.Subscriptions, sd)
+		r.cfg.Metrics.Count(keys.MetricUnsettledEvents, int(sd.Unsettled), "Subscription", sub)
+		r.cfg.Metrics.Count(keys.MetricUnsettledAge, int(sd.UnsettledAgeSeconds), "Subscription", sub)
+		if sd.Unsettled > 0 {
+			r.log.InfoContext(ctx, "events unsettled for a DURABLE subscription", obs.KeySubscription, sub, "watermark", w.Seq,
+				"last_seq", rep.LastSeq, "unsettled", sd.Unsettled, "unsettled_age_s", sd.UnsettledAgeSeconds)
+		}
+	}
+	return nil
+}
