@@ -13,6 +13,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/awsenv"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/example"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/pkg/reconcile"
@@ -39,9 +40,18 @@ func main() {
 	if err != nil {
 		fail("event store", err)
 	}
+	// The delivery audit covers the application's DURABLE subscriptions, as
+	// durable-consumer knows them: from its catalog.
+	cat, err := example.Catalog()
+	if err != nil {
+		fail("invalid catalog", err)
+	}
+	claims := delivery.NewDynamoStore(db, env[keys.EnvStateTable])
 	r, err := reconcile.New(reconcile.Config{
-		Log:         events,
-		DeadLetters: delivery.NewDynamoStore(db, env[keys.EnvStateTable]),
+		Log:           events,
+		Watermarks:    claims,
+		Subscriptions: delivery.DurableSubscriptions(cat),
+		DeadLetters:   claims,
 		State:       reconcile.NewDynamoState(db, env[keys.EnvStateTable]),
 		Logger:      log,
 	})
