@@ -52,8 +52,8 @@ func main() {
 		Watermarks:    claims,
 		Subscriptions: delivery.DurableSubscriptions(cat),
 		DeadLetters:   claims,
-		State:       reconcile.NewDynamoState(db, env[keys.EnvStateTable]),
-		Logger:      log,
+		State:         reconcile.NewDynamoState(db, env[keys.EnvStateTable]),
+		Logger:        log,
 	})
 	if err != nil {
 		fail("reconciler", err)
