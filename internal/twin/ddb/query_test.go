@@ -308,3 +308,36 @@ func TestScanSegmentsAndPaging(t *testing.T) {
 	_, err = e.c.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String("sct"), Segment: aws.Int32(4), TotalSegments: aws.Int32(4)})
 	wantCode(t, err, "ValidationException", "Segment")
 }
+
+func TestTopLevelNames(t *testing.T) {
+	names := map[string]string{"#k": "sk", "#m": "m"}
+	for _, c := range []struct{ in, want string }{
+		{"sk = :v", "sk"},
+		{"m.sk = :v", "m"},
+		{"#m.#k = :v", "m"},
+		{"attribute_exists(#k)", "sk"},
+		{"size(a) > :v AND b[0].sk = :w", "a AND b"},
+		{"NOT contains(tags, :t) OR x BETWEEN :a AND :b", "NOT tags OR x BETWEEN AND"},
+	} {
+		if got := strings.Join(topLevelNames(c.in, names), " "); got != c.want {
+			t.Errorf("topLevelNames(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestQueryFilterOnKeyRefused(t *testing.T) {
+	e := newDP(t, Options{})
+	e.create(t, "fk1", tableSpec{sk: types.ScalarAttributeTypeN})
+	ctx := context.Background()
+	_, err := e.c.Query(ctx, &dynamodb.QueryInput{TableName: aws.String("fk1"), KeyConditionExpression: aws.String("pk = :p"),
+		FilterExpression: aws.String("#s > :v"), ExpressionAttributeNames: map[string]string{"#s": "sk"}, ExpressionAttributeValues: map[string]av{":p": s("a"), ":v": n("1")}})
+	wantCode(t, err, "ValidationException", "Filter Expression can only contain non-primary key attributes: Primary key attribute: sk")
+	// A nested member that happens to share a key's name is fine, and Scan may filter on keys.
+	if _, err := e.c.Query(ctx, &dynamodb.QueryInput{TableName: aws.String("fk1"), KeyConditionExpression: aws.String("pk = :p"),
+		FilterExpression: aws.String("m.sk > :v"), ExpressionAttributeValues: map[string]av{":p": s("a"), ":v": n("1")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String("fk1"), FilterExpression: aws.String("sk > :v"), ExpressionAttributeValues: map[string]av{":v": n("1")}}); err != nil {
+		t.Fatal(err)
+	}
+}
