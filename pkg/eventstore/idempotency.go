@@ -33,12 +33,12 @@ import (
 // consistent reads (the key row, then the event) to answer with the first
 // result.
 const (
-	kindIdem     = "idempotency"     // keys.AttrKind of an idempotency row
-	attrIdemKey  = "idempotency_key" // S: the caller's key, verbatim
-	attrEventID  = "event_id"        // S: the id of the event the key committed
-	attrEventSeq = "event_seq"       // N: its seq
-	maxIdemKey   = 512               // bytes
-	idemRowBytes = 160               // the row without the key, generously
+	kindIdem     = keys.KindIdempotency // keys.AttrKind of an idempotency row
+	attrIdemKey  = "idempotency_key"    // S: the caller's key, verbatim
+	attrEventID  = "event_id"           // S: the id of the event the key committed
+	attrEventSeq = "event_seq"          // N: its seq
+	maxIdemKey   = 512                  // bytes
+	idemRowBytes = 160                  // the row without the key, generously
 )
 
 // ErrBadIdempotencyKey: the key is longer than 512 bytes.

@@ -29,6 +29,9 @@ const (
 
 	KindEvent = "event"
 	KindHead  = "head"
+	// KindIdempotency marks a row that remembers an emit's idempotency key (negative seq,
+	// written in the emit's transaction; pkg/eventstore).
+	KindIdempotency = "idempotency"
 
 	// HeadSeq is the sort key of a tenant's head row.
 	HeadSeq = 0

@@ -69,9 +69,10 @@ var (
 
 // Drop reasons: the Reason dimension of keys.MetricDroppedRows.
 const (
-	DropHeadRow = "head_row"
-	DropModify  = "modify"
-	DropRemove  = "remove"
+	DropHeadRow        = "head_row"
+	DropIdempotencyRow = "idempotency_row"
+	DropModify         = "modify"
+	DropRemove         = "remove"
 )
 
 // Reject reasons: the Reason dimension of keys.MetricRejectedRecords.
@@ -248,9 +249,14 @@ func (h *Handler) record(i int, rec events.DynamoDBEventRecord) (envelope.Envelo
 		d.lastSeq, _ = number(img[keys.AttrLastSeq])
 		d.lastEvent = stringOf(img[keys.AttrLastEventID])
 		return envelope.Envelope{}, d, nil
+	case keys.KindIdempotency:
+		// An emit's idempotency-key row, written in its transaction: never an event.
+		d.reason = DropIdempotencyRow
+		d.msg = "idempotency-key row dropped (the Pipe filter should have removed it)"
+		return envelope.Envelope{}, d, nil
 	case keys.KindEvent:
 	default:
-		return fail(fmt.Errorf("%w: %s is %q, want %q or %q", ErrUndecodable, keys.AttrKind, kind, keys.KindEvent, keys.KindHead))
+		return fail(fmt.Errorf("%w: %s is %q, want %q, %q or %q", ErrUndecodable, keys.AttrKind, kind, keys.KindEvent, keys.KindHead, keys.KindIdempotency))
 	}
 	if rec.EventName == "MODIFY" {
 		d.reason = DropModify

@@ -292,6 +292,30 @@ func TestAllDroppedIsEmptyArray(t *testing.T) {
 	}
 }
 
+// An emit's idempotency-key row (kind "idempotency", negative seq) that reaches the
+// enrichment (no Pipe filter) is dropped and counted; the events beside it still go on.
+func TestIdempotencyRowDropped(t *testing.T) {
+	hs := newHarness(t)
+	a := acmeChain(t)
+	keyRow := map[string]events.DynamoDBAttributeValue{
+		keys.AttrTenant: events.NewStringAttribute("acme"),
+		keys.AttrSeq:    events.NewNumberAttribute("-12345678901234567890"),
+		keys.AttrKind:   events.NewStringAttribute(keys.KindIdempotency),
+	}
+	raw, _ := json.Marshal(batch(t, record("INSERT", 0, image(t, a[0]), nil), record("INSERT", 1, keyRow, nil)))
+	out, err := hs.invoke(t, raw)
+	if err != nil {
+		t.Fatalf("batch with an idempotency row: %v\nlogs:\n%s", err, hs.logs)
+	}
+	var got []envelope.Envelope
+	if err := json.Unmarshal(out, &got); err != nil || len(got) != 1 || got[0].ID != a[0].ID {
+		t.Fatalf("got %s (%v), want the one event", out, err)
+	}
+	if got, want := metric(t, hs.emf, keys.MetricDroppedRows, "Reason"), map[string]int{enrich.DropIdempotencyRow: 1}; !equal(got, want) {
+		t.Errorf("DroppedRows by Reason: got %v, want %v", got, want)
+	}
+}
+
 func batch(t *testing.T, recs ...events.DynamoDBEventRecord) []any {
 	t.Helper()
 	out := make([]any, len(recs))
