@@ -90,6 +90,8 @@ func (tw *Twin) createFunction(ctx context.Context, res *cfn.Resource) (*resourc
 		"AWS_ENDPOINT_URL_DYNAMODB_STREAMS": tw.cfg.DynamoDBEndpoint,
 		"AWS_ENDPOINT_URL_SQS":              tw.SQSEndpoint(), // the twin's front to ElasticMQ
 		"AWS_ENDPOINT_URL_LAMBDA":           tw.InvokeEndpoint(),
+		"AWS_ENDPOINT_URL_KMS":              tw.KMSEndpoint(),
+		"AWS_ENDPOINT_URL_S3":               tw.S3Endpoint(),
 	} {
 		env[k] = v
 	}

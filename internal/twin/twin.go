@@ -96,6 +96,7 @@ type Twin struct {
 	wg      sync.WaitGroup
 	closers []func()
 	front   sqsFront // the SQS endpoint functions get (sqsfront.go)
+	local   localAWS // KMS and S3 (kms.go, s3.go)
 }
 
 // resource is one local resource and the identities its Ref and
@@ -269,6 +270,10 @@ func (tw *Twin) ensure(ctx context.Context, id string) (*resource, error) {
 		r, err = tw.createPipe(ctx, res)
 	case cfn.TypeMapping:
 		r, err = tw.createMapping(ctx, res)
+	case "AWS::KMS::Key":
+		r, err = tw.createKey(ctx, res)
+	case "AWS::S3::Bucket":
+		r, err = tw.createBucket(ctx, res)
 	default:
 		r = tw.placeholder(res)
 	}
