@@ -18,10 +18,13 @@ package ddb_test
 // conformance suites run against AWS), noted beside the case.
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"sort"
 	"strconv"
@@ -135,12 +138,32 @@ func newParity(t *testing.T, opts ddb.Options) *parity {
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDPARITY", "parity-secret", ""),
 		Retryer:     func() aws.Retryer { return aws.NopRetryer{} },
+		HTTPClient:  ownBodyClient{&http.Client{}},
 	}
 	return &parity{
 		t: t, db: db, clock: clock, url: srv.URL, ctx: context.Background(),
 		c: dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(srv.URL) }),
 		s: dynamodbstreams.NewFromConfig(cfg, func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(srv.URL) }),
 	}
+}
+
+// ownBodyClient gives the transport its own copy of each request body: smithy-go closes
+// the body when Do returns, and when the response beats the transport's last read of the
+// body (its read for EOF) the connection is torn down and a 200 response fails to
+// deserialize (aws/aws-sdk-go-v2#2737; about 1 call in 100 against this fast local
+// server, measured in stream_test.go). With retries off, that would fail cases at random.
+type ownBodyClient struct{ c *http.Client }
+
+func (o ownBodyClient) Do(r *http.Request) (*http.Response, error) {
+	if r.Body != nil && r.Body != http.NoBody {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	}
+	return o.c.Do(r)
 }
 
 // tableSpec is a table to create: key names and types ("S", "N", "B"), an optional stream.
