@@ -22,17 +22,31 @@
 //	                the log and delivered; tracked-table records are run
 //	                through the change feed again (applied by version). When
 //	                the stream no longer has them (trimmed after 24 h, or the
-//	                stream is gone), the items are re-read from their tables:
-//	                events whose occurred_at falls in the batch's arrival
-//	                window (widened by Config.Slack), by a filtered Scan of the
-//	                events table; tracked items, by a Scan of the whole table,
-//	                each item applied at its current version and each
-//	                Reapplier (a projection's Repair) closing the gaps its lost
-//	                versions left. Deletes in that window cannot be recovered
-//	                from a table; the report says so.
+//	                stream is gone), the items are re-read from their tables.
+//	                Event rows: the message cannot say which tenants' events
+//	                the lost batch held, so every tenant is swept from its
+//	                delivery watermarks to its head (as the unsettled source
+//	                does, at once), and the message is deleted only when every
+//	                DURABLE subscription of every tenant is settled through
+//	                the head read during the sweep, which bounds every event
+//	                committed before the message was sent. Tracked items: a
+//	                Scan of the whole table, each item applied at its current
+//	                version and each Reapplier (a projection's Repair) closing
+//	                the gaps its lost versions left. Deletes in that window
+//	                cannot be recovered from a table; the report says so.
 //	dead_letters    dead-lettered subscriptions (tenant-scoped rows in the
 //	                state table): the event is re-read from the log by tenant
 //	                and seq and that one subscription is replayed.
+//
+//	unsettled       for each tenant and DURABLE subscription, the events above
+//	                its delivery watermark and at or below the head, once the
+//	                first of them is older than Config.UnsettledAfter: they are
+//	                redelivered from the log in seq order and the watermarks
+//	                moved (unsettled.go). This finds what no queue holds, such
+//	                as events a wrong Pipe filter dropped.
+//
+// A message is deleted only when every event it stands for is settled for
+// every DURABLE subscription (completed or dead-lettered).
 //
 // Nothing is deleted unread and nothing is deleted unfixed. A message that
 // stays open is left in its queue, invisible for the rest of the run so the

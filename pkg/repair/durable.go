@@ -171,6 +171,10 @@ func (r *Repairer) durableMessage(ctx context.Context, sr *SourceReport, url str
 		open(why, err)
 		return gone
 	}
+	// Settled now: the watermarks move if this event was their gap.
+	if _, err := r.cfg.Deliverer.Settled(ctx, logged.TenantID, []int64{logged.Seq}); err != nil {
+		r.cfg.Logger.WarnContext(ctx, "delivered from the DLQ, but the delivery watermarks could not be moved; the unsettled source moves them", slog.Any(obs.KeyErr, err))
+	}
 	if err := r.delete(ctx, url, m); err != nil {
 		// Delivered (idempotent): a later run finds every claim completed.
 		it.Outcome, it.Reason, it.Error = Open, "delivered, but the message could not be deleted", err.Error()

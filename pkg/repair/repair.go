@@ -43,9 +43,12 @@ type Scanner interface {
 	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 }
 
-// Log reads a tenant's events (*eventstore.Store).
+// Log reads the log (*eventstore.Store): a tenant's events and head, and
+// the tenants.
 type Log interface {
 	Events(ctx context.Context, tenant string, after int64, limit int32) (eventstore.Page, error)
+	Head(ctx context.Context, tenant string) (*chain.Head, error)
+	Tenants(ctx context.Context, cursor string, limit int32) ([]string, string, error)
 }
 
 // Deliverer redelivers events and replays dead-lettered subscriptions
@@ -53,6 +56,9 @@ type Log interface {
 type Deliverer interface {
 	Deliver(ctx context.Context, e envelope.Envelope) (delivery.Result, error)
 	Replay(ctx context.Context, e envelope.Envelope, subscription string) (delivery.SubResult, error)
+	// Watermarks and Settled read and move the delivery watermarks.
+	Watermarks(ctx context.Context, tenant string) (map[string]delivery.Watermark, error)
+	Settled(ctx context.Context, tenant string, seqs []int64) (map[string]int64, error)
 }
 
 // DeadLetters lists a tenant's open dead letters (delivery.Store).
@@ -106,11 +112,11 @@ type Config struct {
 	Budget  time.Duration
 	// MaxItems caps the items listed per source (default 200).
 	MaxItems int
-	// Slack widens the arrival window of a batch whose records the stream
-	// no longer has, for the events-table scan (default 5 min): occurred_at
-	// is stamped before the commit, and its lexical order is approximate.
-	Slack time.Duration
-	Now   func() time.Time
+	// UnsettledAfter is how old a tenant's first unsettled event must be
+	// before the unsettled source sweeps it (default 5 min; see
+	// unsettled.go).
+	UnsettledAfter time.Duration
+	Now            func() time.Time
 }
 
 // Repairer drains the dead-letter queues and dead letters. Runs must not
@@ -146,8 +152,8 @@ func New(cfg Config) (*Repairer, error) {
 	if cfg.MaxItems <= 0 {
 		cfg.MaxItems = 200
 	}
-	if cfg.Slack <= 0 {
-		cfg.Slack = 5 * time.Minute
+	if cfg.UnsettledAfter <= 0 {
+		cfg.UnsettledAfter = 5 * time.Minute
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -197,6 +203,12 @@ func (r *Repairer) Handle(ctx context.Context, req Request) (Report, error) {
 			sr.Complete, err = r.drainMetadata(sctx, sr, src, r.cfg.ChangeFeedDLQ, end)
 		case SourceDeadLetters:
 			sr.Complete, err = r.drainDeadLetters(sctx, sr, req.Tenants)
+		case SourceUnsettled:
+			after := r.cfg.UnsettledAfter
+			if req.UnsettledAfterSeconds != nil {
+				after = time.Duration(max(0, *req.UnsettledAfterSeconds)) * time.Second
+			}
+			sr.Complete, err = r.drainUnsettled(sctx, sr, req.Tenants, after)
 		}
 		cancel()
 		if err != nil {
@@ -253,6 +265,7 @@ var laneOf = map[string]string{
 	SourcePipeDLQ:       string(catalog.Durable),
 	SourceChangeFeedDLQ: string(catalog.BestEffort),
 	SourceDeadLetters:   string(catalog.Durable),
+	SourceUnsettled:     string(catalog.Durable),
 }
 
 // ---- the log: the source of truth for events ----

@@ -670,8 +670,8 @@ func TestNoTimeLeft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Complete || len(rep.Sources) != 4 {
-		t.Fatalf("report %+v: want incomplete, all four sources listed", rep)
+	if rep.Complete || len(rep.Sources) != len(repair.AllSources) {
+		t.Fatalf("report %+v: want incomplete, all %d sources listed", rep, len(repair.AllSources))
 	}
 	for s, sr := range rep.Sources {
 		if sr.Complete || sr.Error == "" {

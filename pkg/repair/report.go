@@ -8,10 +8,11 @@ const (
 	SourcePipeDLQ       = "pipe_dlq"
 	SourceChangeFeedDLQ = "changefeed_dlq"
 	SourceDeadLetters   = "dead_letters"
+	SourceUnsettled     = "unsettled"
 )
 
 // AllSources lists every source in the order a run drains them.
-var AllSources = []string{SourceDurableDLQ, SourcePipeDLQ, SourceChangeFeedDLQ, SourceDeadLetters}
+var AllSources = []string{SourceDurableDLQ, SourcePipeDLQ, SourceChangeFeedDLQ, SourceDeadLetters, SourceUnsettled}
 
 // Outcomes of an item.
 const (
@@ -31,9 +32,12 @@ const (
 type Request struct {
 	// Sources limits the run to these sources (default AllSources).
 	Sources []string `json:"sources,omitempty"`
-	// Tenants limits dead_letters to these tenants (default: every tenant
-	// with an open dead letter).
+	// Tenants limits dead_letters and unsettled to these tenants (default:
+	// every tenant with an open dead letter, and every tenant of the log).
 	Tenants []string `json:"tenants,omitempty"`
+	// UnsettledAfterSeconds overrides Config.UnsettledAfter for this run: 0
+	// sweeps every unsettled event at once, even one still on its way.
+	UnsettledAfterSeconds *int64 `json:"unsettled_after_s,omitempty"`
 }
 
 // Report is what a run fixed and what stays open.

@@ -16,7 +16,6 @@ import (
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/changefeed"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -211,7 +210,7 @@ func (r *Repairer) metadataMessage(ctx context.Context, sr *SourceReport, src, u
 		it.Via = ViaTable
 		var why string
 		if src == SourcePipeDLQ {
-			it.Records, why, fixErr = r.eventsFromTable(ctx, bi)
+			it.Records, why, fixErr = r.sweepAll(ctx)
 		} else {
 			it.Records, why, fixErr = r.itemsFromTable(ctx, table)
 		}
@@ -220,6 +219,9 @@ func (r *Repairer) metadataMessage(ctx context.Context, sr *SourceReport, src, u
 			return false
 		}
 		it.Reason = "the stream no longer had the records; re-read from the table"
+		if src == SourcePipeDLQ {
+			it.Reason = "the stream no longer had the records; every tenant's events above its delivery watermarks were redelivered from the log, and every DURABLE subscription is settled through the head"
+		}
 		if src == SourceChangeFeedDLQ {
 			it.Reason += " (deletes in that window cannot be recovered from a table)"
 		}
@@ -261,6 +263,14 @@ func (r *Repairer) metadataMessage(ctx context.Context, sr *SourceReport, src, u
 func (r *Repairer) redeliverRecords(ctx context.Context, it *Item, recs []streamtypes.Record) error {
 	var errs []error
 	it.Subscriptions = map[string]string{}
+	settled := map[string][]int64{} // tenant → seqs settled here
+	defer func() {
+		for tenant, seqs := range settled {
+			if _, err := r.cfg.Deliverer.Settled(ctx, tenant, seqs); err != nil {
+				r.cfg.Logger.WarnContext(ctx, "redelivered from the stream, but the delivery watermarks could not be moved; the unsettled source moves them", slog.Any(obs.KeyErr, err))
+			}
+		}
+	}()
 	for _, rec := range recs {
 		if rec.EventName != streamtypes.OperationTypeInsert || rec.Dynamodb == nil {
 			continue
@@ -294,7 +304,9 @@ func (r *Repairer) redeliverRecords(ctx context.Context, it *Item, recs []stream
 		}
 		if why != "" {
 			errs = append(errs, fmt.Errorf("tenant %s seq %d: %s: %v", logged.TenantID, logged.Seq, why, err))
+			continue
 		}
+		settled[logged.TenantID] = append(settled[logged.TenantID], logged.Seq)
 	}
 	return errors.Join(errs...)
 }
@@ -314,51 +326,6 @@ func (r *Repairer) refeedRecords(ctx context.Context, arn string, recs []streamt
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// eventsFromTable redelivers the events of the batch's arrival window,
-// found by a filtered Scan of the events table. why is non-empty when the
-// window cannot be known or the scan did not finish.
-func (r *Repairer) eventsFromTable(ctx context.Context, bi BatchInfo) (int, string, error) {
-	from, to, ok := bi.Window()
-	if !ok {
-		return 0, "the message names no arrival window, so the events cannot be found without the stream", nil
-	}
-	lo := envelope.FormatTime(from.Add(-r.cfg.Slack))
-	hi := envelope.FormatTime(to.Add(r.cfg.Slack))
-	n := 0
-	var errs []error
-	done, err := r.scan(ctx, &dynamodb.ScanInput{
-		TableName:                aws.String(r.cfg.EventsTable),
-		ConsistentRead:           aws.Bool(true),
-		FilterExpression:         aws.String("#k = :event AND #oa BETWEEN :lo AND :hi"),
-		ExpressionAttributeNames: map[string]string{"#k": keys.AttrKind, "#oa": keys.AttrOccurredAt},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":event": &types.AttributeValueMemberS{Value: keys.KindEvent},
-			":lo":    &types.AttributeValueMemberS{Value: lo}, ":hi": &types.AttributeValueMemberS{Value: hi},
-		},
-	}, func(item map[string]types.AttributeValue) {
-		e, err := envelope.FromItem(item)
-		if err != nil {
-			errs = append(errs, err)
-			return
-		}
-		if h, err := chain.Hash(&e); err != nil || h != e.Hash {
-			errs = append(errs, fmt.Errorf("tenant %s seq %d: the log's row does not match its hash: run reconcile on the tenant", e.TenantID, e.Seq))
-			return
-		}
-		n++
-		if _, why, err := r.deliver(ctx, e); why != "" {
-			errs = append(errs, fmt.Errorf("tenant %s seq %d: %s: %v", e.TenantID, e.Seq, why, err))
-		}
-	})
-	if err != nil {
-		return n, "", err
-	}
-	if !done {
-		return n, "the events table scan did not finish in this run", nil
-	}
-	return n, "", errors.Join(errs...)
 }
 
 // itemsFromTable re-reads every item of a tracked table: each Reapplier
