@@ -157,7 +157,7 @@ func devMain(ctx context.Context, o devOptions, stdout, stderr io.Writer) (int, 
 	env, _ := tw.FunctionEnv(ids.repair)
 	st := devState{
 		PID: os.Getpid(), ReconcileURL: tw.URLs()[ids.reconcile], RepairFunction: repairName, LambdaEndpoint: tw.InvokeEndpoint(),
-		DynamoDBEndpoint: ddbSrv.Endpoint, SQSEndpoint: sqsSrv.Endpoint, EventsTable: env[keys.EnvEventsTable], Outputs: tw.Outputs(),
+		DynamoDBEndpoint: ddbSrv.Endpoint, SQSEndpoint: tw.SQSEndpoint(), EventsTable: env[keys.EnvEventsTable], Outputs: tw.Outputs(),
 	}
 	statePath, err := writeState(st)
 	if err != nil {
@@ -169,7 +169,9 @@ func devMain(ctx context.Context, o devOptions, stdout, stderr io.Writer) (int, 
 	say("dev: the stack is up on this machine (%d resources from the template; Ctrl-C stops it)", len(tmpl.Resources))
 	say("  reconcile URL   %s   (AWS_IAM in AWS; unsigned here)", st.ReconcileURL)
 	say("  Lambda API      %s   (AWS_ENDPOINT_URL_LAMBDA)", st.LambdaEndpoint)
-	say("  DynamoDB        %s   (%s)   ElasticMQ %s", st.DynamoDBEndpoint, where, st.SQSEndpoint)
+	// The twin's SQS endpoint, not ElasticMQ's own: it applies per-group deduplication for every
+	// sender and gives receivers the deduplication ids as sent (internal/twin/sqsfront.go).
+	say("  DynamoDB        %s   (%s)   SQS %s", st.DynamoDBEndpoint, where, st.SQSEndpoint)
 	say("  logs            %s (the twin: invocations, deliveries, retries), %s (the functions)", rel(root, twinLog.Name()), rel(root, fnLog.Name()))
 	say("  try             fourlanes reconcile -local")
 	say("                  fourlanes repair -local")

@@ -40,7 +40,7 @@ Usage:
   fourlanes dev        [flags]              run the stack locally from the synthesized template, with a demo workload
   fourlanes dynamodb   -listen ADDR [-data DIR] [-conflicts] [-partition-wcu N] [-stream-retention D] [-shard-records N]
                                             serve the twin's own DynamoDB and DynamoDB Streams (in memory unless -data)
-  fourlanes reconcile  [-url URL | -local] [-tenant T] [-mode M]
+  fourlanes reconcile  [-url URL | -local] [-tenant T] [-full] [-limit N] [-max-events N] [-cursor C]
                                             verify tenants' hash chains through the reconcile Function URL
   fourlanes repair     [-function NAME | -local]
                                             invoke dlq-repair and print its report
