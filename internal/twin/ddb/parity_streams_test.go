@@ -661,3 +661,44 @@ func TestParityStreamEventNames(t *testing.T) {
 		t.Errorf("items in the stream: got %d (%v), want 2 (no record for deleting a missing item) (doc %s)", len(perItem), perItem, docStreams)
 	}
 }
+
+// TestParityStreamLifecycle: turning a stream off and on again makes a new stream (a new
+// ARN and label) while the old one stays listed and readable; deleting the table leaves
+// its stream readable ("the stream ... remains available for 24 hours").
+func TestParityStreamLifecycle(t *testing.T) {
+	p := newParity(t, ddb.Options{})
+	tbl := p.table(tableSpec{streamView: types.StreamViewTypeKeysOnly})
+	p.put(tbl, item{"pk": s("one")})
+	first := p.streamArn(tbl)
+	setStream := func(on bool) error {
+		spec := &types.StreamSpecification{StreamEnabled: aws.Bool(on)}
+		if on {
+			spec.StreamViewType = types.StreamViewTypeKeysOnly
+		}
+		_, err := p.c.UpdateTable(p.ctx, &dynamodb.UpdateTableInput{TableName: aws.String(tbl), StreamSpecification: spec})
+		return err
+	}
+	wantOK(t, "disable", setStream(false), docStreams)
+	p.clock.Advance(time.Second) // a new label is the creation time
+	wantOK(t, "enable again", setStream(true), docStreams)
+	p.put(tbl, item{"pk": s("two")})
+	second := p.streamArn(tbl)
+	if second == first {
+		t.Errorf("re-enabled stream: got the same ARN %s, want a new one (doc %s)", second, docStreams)
+	}
+	out, err := p.s.ListStreams(p.ctx, &dynamodbstreams.ListStreamsInput{TableName: aws.String(tbl)})
+	if wantOK(t, "ListStreams", err, docStreams) && len(out.Streams) != 2 {
+		t.Errorf("ListStreams after off and on: got %d streams, want 2 (doc %s)", len(out.Streams), docStreams)
+	}
+	if got := len(p.readStream(first)); got != 1 {
+		t.Errorf("old stream: got %d records, want 1 (doc %s)", got, docStreams)
+	}
+	if got := len(p.readStream(second)); got != 1 {
+		t.Errorf("new stream: got %d records, want 1 (doc %s)", got, docStreams)
+	}
+	_, err = p.c.DeleteTable(p.ctx, &dynamodb.DeleteTableInput{TableName: aws.String(tbl)})
+	wantOK(t, "DeleteTable", err, docStreams)
+	if got := len(p.readStream(second)); got != 1 {
+		t.Errorf("stream of a deleted table: got %d records, want 1 (doc %s)", got, docStreams)
+	}
+}
