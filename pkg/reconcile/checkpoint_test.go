@@ -1,0 +1,238 @@
+package reconcile_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+
+	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/internal/twin"
+	"github.com/fourlanes/fourlanes/pkg/checkpoint"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/reconcile"
+)
+
+const checkpointBucket = "checkpoints"
+
+// signed is a reconcile env whose checkpoints are signed by the twin's KMS
+// and kept in the twin's S3 (both in-process, over their AWS protocols).
+type signed struct {
+	*env
+	s3    *s3.Client
+	state *reconcile.SignedState
+}
+
+func newSigned(t *testing.T) *signed {
+	t.Helper()
+	ctx := context.Background()
+	kmsSrv := httptest.NewServer(twin.NewKMS())
+	t.Cleanup(kmsSrv.Close)
+	fakeS3 := twin.NewS3(nil)
+	s3Srv := httptest.NewServer(fakeS3)
+	t.Cleanup(s3Srv.Close)
+	if err := fakeS3.CreateBucket(checkpointBucket, true, &twin.ObjectLock{Mode: "COMPLIANCE", Days: 365}); err != nil {
+		t.Fatal(err)
+	}
+	kc := kms.NewFromConfig(localaws.Config(), func(o *kms.Options) { o.BaseEndpoint = aws.String(kmsSrv.URL) })
+	k, err := kc.CreateKey(ctx, &kms.CreateKeyInput{KeySpec: kmstypes.KeySpecEccNistP256, KeyUsage: kmstypes.KeyUsageTypeSignVerify})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer := reconcile.KMSSigner{KMS: kc, KeyID: aws.ToString(k.KeyMetadata.Arn)}
+	pub, err := signer.PublicKey(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := s3.NewFromConfig(localaws.Config(), func(o *s3.Options) { o.BaseEndpoint = aws.String(s3Srv.URL); o.UsePathStyle = true })
+	s := &signed{s3: sc}
+	s.env = newEnv(t, func(cfg *reconcile.Config) {
+		s.state = &reconcile.SignedState{Walks: cfg.State, S3: sc, Bucket: checkpointBucket, Log: "fourlanes/test",
+			Signer: signer, Public: pub, Now: cfg.Now, Logger: cfg.Logger, Metrics: cfg.Metrics}
+		cfg.State = s.state
+	})
+	return s
+}
+
+// objects lists the checkpoint keys of tenant, newest first.
+func (s *signed) objects(t *testing.T, tenant string) []string {
+	t.Helper()
+	out, err := s.s3.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(checkpointBucket),
+		Prefix: aws.String(keys.CheckpointObjectPrefix + tenant + "/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ks []string
+	for _, o := range out.Contents {
+		ks = append(ks, aws.ToString(o.Key))
+	}
+	return ks
+}
+
+func (s *signed) object(t *testing.T, key string) []byte {
+	t.Helper()
+	out, err := s.s3.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(checkpointBucket), Key: aws.String(key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Body.Close()
+	b, _ := io.ReadAll(out.Body)
+	return b
+}
+
+// A verified walk signs a checkpoint of the head: one object per seq
+// reached, readable offline with the KMS public key.
+func TestSignedCheckpointWritten(t *testing.T) {
+	s := newSigned(t)
+	s.emit(t, "acme", 5)
+	want(t, s.get(t, "tenant=acme"), map[string]any{"chain_intact": true, "checkpoint_seq": 5})
+	objs := s.objects(t, "acme")
+	if len(objs) != 1 || objs[0] != reconcile.CheckpointKey("acme", 5) {
+		t.Fatalf("objects = %v, want [%s]", objs, reconcile.CheckpointKey("acme", 5))
+	}
+	cp, err := checkpoint.Open(s.object(t, objs[0]), "fourlanes/test", s.state.Public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := s.item(t, "acme", keys.HeadSeq)[keys.AttrLastHash].(*types.AttributeValueMemberS).Value
+	if cp.Tenant != "acme" || cp.Seq != 5 || cp.Hash != head {
+		t.Errorf("checkpoint = %+v, want acme seq 5 hash %s", cp, head)
+	}
+	// More events, another call: a second, newer object, listed first.
+	s.emit(t, "acme", 2)
+	want(t, s.get(t, "tenant=acme"), map[string]any{"chain_intact": true, "checkpoint_seq": 7, "trusted_through": 5})
+	if objs := s.objects(t, "acme"); len(objs) != 2 || objs[0] != reconcile.CheckpointKey("acme", 7) {
+		t.Errorf("objects = %v, want seq 7 then 5", objs)
+	}
+}
+
+// The forgery issue 13 describes: after a signed checkpoint at seq 5, the
+// tail from seq 3 is rewritten consistently (every hash recomputed and
+// linked, the head moved). Reconcile reports it, in both modes, and does not
+// adopt it: no checkpoint is signed for the forged log.
+func TestConsistentRewriteAfterSignedCheckpoint(t *testing.T) {
+	s := newSigned(t)
+	s.emit(t, "acme", 5)
+	want(t, s.get(t, "tenant=acme"), map[string]any{"chain_intact": true, "checkpoint_seq": 5})
+	s.emit(t, "acme", 3)
+	s.rewrite(t, "acme", 3, 8)
+	for _, q := range []string{"tenant=acme", "tenant=acme&full=true"} {
+		body := s.get(t, q)
+		want(t, body, map[string]any{"chain_intact": false, "checkpoint_seq": 5})
+		if seq, reason := breakOf(t, body); seq != 5 || reason != string(reconcile.ReasonCheckpointMismatch) {
+			t.Errorf("%s: break at %d (%s), want 5 (%s)", q, seq, reason, reconcile.ReasonCheckpointMismatch)
+		}
+	}
+	if objs := s.objects(t, "acme"); len(objs) != 1 {
+		t.Errorf("objects after the forgery = %v, want only the seq 5 checkpoint", objs)
+	}
+}
+
+// A forged state-table checkpoint row (what a writer of that table could do)
+// changes nothing: the rewritten log still breaks at the signed checkpoint.
+func TestForgedStateRowIgnored(t *testing.T) {
+	s := newSigned(t)
+	s.emit(t, "acme", 5)
+	s.get(t, "tenant=acme")
+	s.rewrite(t, "acme", 2, 5)
+	forgedHead := s.item(t, "acme", keys.HeadSeq)[keys.AttrLastHash].(*types.AttributeValueMemberS).Value
+	if _, err := s.db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(s.stateTable), Item: map[string]types.AttributeValue{
+		keys.AttrPK:  &types.AttributeValueMemberS{Value: keys.StateCheckpointPrefix + "acme"},
+		keys.AttrSK:  &types.AttributeValueMemberS{Value: keys.StateCheckpointSK},
+		keys.AttrSeq: &types.AttributeValueMemberN{Value: "5"}, keys.AttrHash: &types.AttributeValueMemberS{Value: forgedHead},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	body := s.get(t, "tenant=acme")
+	if seq, reason := breakOf(t, body); seq != 5 || reason != string(reconcile.ReasonCheckpointMismatch) {
+		t.Errorf("break at %d (%s), want 5 (%s)", seq, reason, reconcile.ReasonCheckpointMismatch)
+	}
+}
+
+// Truncating the log below the signed checkpoint (rows deleted, head moved
+// back) breaks, in both modes.
+func TestTruncatedBelowSignedCheckpoint(t *testing.T) {
+	s := newSigned(t)
+	s.emit(t, "acme", 5)
+	s.get(t, "tenant=acme")
+	h3 := s.item(t, "acme", 3)[keys.AttrHash]
+	s.deleteRow(t, "acme", 5)
+	s.deleteRow(t, "acme", 4)
+	head := s.item(t, "acme", keys.HeadSeq)
+	head[keys.AttrLastSeq] = &types.AttributeValueMemberN{Value: "3"}
+	head[keys.AttrLastHash] = h3
+	s.put(t, head)
+	for _, q := range []string{"tenant=acme", "tenant=acme&full=true"} {
+		body := s.get(t, q)
+		want(t, body, map[string]any{"chain_intact": false, "last_seq": 3})
+		if seq, _ := breakOf(t, body); seq > 5 || seq < 4 {
+			t.Errorf("%s: break at %d, want at seq 4 or 5 (below the checkpoint at 5)", q, seq)
+		}
+	}
+}
+
+// An object in the checkpoint prefix that is not signed by the key (here: a
+// note for a higher seq, signed by another key) is passed over and counted;
+// the real checkpoint still holds.
+func TestUnsignedCheckpointObjectIgnored(t *testing.T) {
+	s := newSigned(t)
+	s.emit(t, "acme", 5)
+	s.get(t, "tenant=acme")
+	fake := "fourlanes/test/acme\n9\n" + strings.Repeat("A", 43) + "=\ntime 2026-11-30T00:00:00Z\n\n— fourlanes/test AAAAAAAA\n"
+	if _, err := s.s3.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(checkpointBucket),
+		Key: aws.String(reconcile.CheckpointKey("acme", 9)), Body: strings.NewReader(fake), IfNoneMatch: aws.String("*")}); err != nil {
+		t.Fatal(err)
+	}
+	s.rewrite(t, "acme", 2, 5)
+	body := s.get(t, "tenant=acme")
+	want(t, body, map[string]any{"trusted_through": 5})
+	if seq, reason := breakOf(t, body); seq != 5 || reason != string(reconcile.ReasonCheckpointMismatch) {
+		t.Errorf("break at %d (%s), want 5 (%s)", seq, reason, reconcile.ReasonCheckpointMismatch)
+	}
+	if n := emfCount(t, s.emf, keys.MetricCheckpointInvalid); n < 1 {
+		t.Errorf("%s = %d, want >= 1", keys.MetricCheckpointInvalid, n)
+	}
+}
+
+// A signed checkpoint cannot be deleted or overwritten on the twin's S3.
+func TestSignedCheckpointLocked(t *testing.T) {
+	s := newSigned(t)
+	s.emit(t, "acme", 3)
+	s.get(t, "tenant=acme")
+	key := reconcile.CheckpointKey("acme", 3)
+	before := s.object(t, key)
+	ctx := context.Background()
+	code := func(err error) string {
+		var ae smithy.APIError
+		if errors.As(err, &ae) {
+			return ae.ErrorCode()
+		}
+		return ""
+	}
+	_, err := s.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(checkpointBucket), Key: aws.String(key)})
+	if code(err) != "AccessDenied" {
+		t.Errorf("DeleteObject: %v, want AccessDenied", err)
+	}
+	_, err = s.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(checkpointBucket), Key: aws.String(key), Body: bytes.NewReader([]byte("forged"))})
+	if code(err) != "AccessDenied" {
+		t.Errorf("PutObject over it: %v, want AccessDenied", err)
+	}
+	_, err = s.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(checkpointBucket), Key: aws.String(key), Body: bytes.NewReader([]byte("forged")), IfNoneMatch: aws.String("*")})
+	if code(err) != "PreconditionFailed" {
+		t.Errorf("conditional PutObject over it: %v, want PreconditionFailed", err)
+	}
+	if after := s.object(t, key); !bytes.Equal(after, before) {
+		t.Errorf("checkpoint changed:\n%s\nwas\n%s", after, before)
+	}
+}
