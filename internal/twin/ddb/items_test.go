@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"sort"
 	"strings"
@@ -43,6 +44,7 @@ func newDP(t testing.TB, opts Options) *dpEnv {
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
 		Retryer:     func() aws.Retryer { return aws.NopRetryer{} },
+		HTTPClient:  ownBodyClient{&http.Client{}}, // aws-sdk-go-v2#2737: see localaws.HTTPClient
 	}
 	return &dpEnv{db: db, url: srv.URL, c: dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(srv.URL) })}
 }

@@ -3,6 +3,7 @@ package ddb
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -24,6 +25,7 @@ func serve(db *DB) (c *dynamodb.Client, stop func()) {
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
 		Retryer:     func() aws.Retryer { return aws.NopRetryer{} },
+		HTTPClient:  ownBodyClient{&http.Client{}},
 	}
 	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(srv.URL) }), srv.Close
 }
@@ -113,7 +115,7 @@ func streamRecords(t *testing.T, db *DB, arn string) int {
 	t.Helper()
 	srv := httptest.NewServer(db.Handler())
 	defer srv.Close()
-	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""), Retryer: func() aws.Retryer { return aws.NopRetryer{} }}
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""), Retryer: func() aws.Retryer { return aws.NopRetryer{} }, HTTPClient: ownBodyClient{&http.Client{}}}
 	sc := dynamodbstreams.NewFromConfig(cfg, func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(srv.URL) })
 	ctx := context.Background()
 	d, err := sc.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
