@@ -37,6 +37,11 @@ const (
 	// hourly dlq-repair runs, and a Pipe or change-feed range has 18 hours
 	// left in its stream.
 	dlqAgeThresholdS = 6 * 3600
+	// unsettledAgeThresholdS: an event of a tenant still above a DURABLE
+	// subscription's delivery watermark 15 minutes after it occurred means
+	// the watermark stopped while events wait (the lane settles an event in
+	// seconds; dlq-repair sweeps after 5 minutes).
+	unsettledAgeThresholdS = 15 * 60
 )
 
 // camel turns a function name such as "dlq-repair" into "DlqRepair", for
@@ -110,6 +115,7 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 	a := &Alarms{Construct: c, ByName: map[string]awscloudwatch.Alarm{}}
 	oneMin := awscdk.Duration_Minutes(jsii.Number(1))
 	fiveMin := awscdk.Duration_Minutes(jsii.Number(5))
+	fifteenMin := awscdk.Duration_Minutes(jsii.Number(15))
 
 	var all []awscloudwatch.IAlarm // in creation order, for the dashboard
 	// Publishing requires TLS (cdk-nag AwsSolutions-SNS3). No KMS key:
@@ -211,6 +217,12 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 	alarm("ChainBreaks",
 		"reconcile found a broken hash chain (EMF ChainBreaks). The log of a tenant was altered or lost an event. Call reconcile for the tenant to see the first break; this is a data-integrity incident.",
 		chainBreaks, 1, 1)
+
+	// The delivery audit: reconcile (every 15 minutes) reports, per DURABLE
+	// subscription, the age of the oldest event above its watermark.
+	alarm("DeliveryWatermarkStalled",
+		"A DURABLE subscription's delivery watermark stopped while events wait: some tenant has an event more than 15 minutes old that the subscription has not settled (EMF UnsettledAgeSeconds, by Subscription, from reconcile). The event was lost between the stream and the handler, or the lane is stuck. Call reconcile for the tenants ('subscriptions' names the watermark, the unsettled count and the oldest unsettled seq), then run dlq-repair, which redelivers from the log whatever is above the watermark.",
+		emfQuery("MAX", keys.MetricUnsettledAge, fifteenMin), unsettledAgeThresholdS, 1)
 
 	// Changes to the insert-only log, as they happen (tamper-watch).
 	tampered := emfQuery("SUM", keys.MetricTamperDetected, oneMin)

@@ -231,3 +231,36 @@ func suppressIsDLQ(q awssqs.Queue, why string) {
 		Reason: jsii.String(why + " A DLQ of a DLQ would only hide failures; the depth alarm pages instead."),
 	}}, jsii.Bool(false))
 }
+
+// OnlyBackboneSends denies sqs:SendMessage (which also authorizes
+// SendMessageBatch) on the DURABLE FIFO queue and its DLQ to every principal
+// but the Pipe's role and the given senders (dlq-repair's role, which
+// re-parks messages): an explicit Deny in each queue's resource policy,
+// which no identity policy in the account can override. aws:PrincipalArn is
+// the role's ARN for a request made with a session of the role; a request
+// without it (a service principal acting on its own) does not match
+// ArnNotEquals's list either, so it is denied too (IAM User Guide, "AWS
+// global condition context keys", aws:PrincipalArn; "Condition operators":
+// a negated operator is true when the key is absent). The queue's redrive
+// to its DLQ is SQS's own move, not a SendMessage, so it is not affected.
+// durable-consumer delivers only events it finds in the log as well
+// (pkg/delivery, inlog.go): the policy keeps forgeries out, the check keeps
+// anything that still gets in from being delivered.
+func (l *DurableLane) OnlyBackboneSends(senders ...awsiam.IRole) {
+	arns := []*string{l.PipeRole.RoleArn()}
+	for _, r := range senders {
+		arns = append(arns, r.RoleArn())
+	}
+	for _, q := range []awssqs.Queue{l.Queue, l.DLQ} {
+		q.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("OnlyTheBackboneSends"),
+			Effect:     awsiam.Effect_DENY,
+			Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+			Actions:    jsii.Strings("sqs:SendMessage"),
+			Resources:  &[]*string{q.QueueArn()},
+			Conditions: &map[string]interface{}{
+				"ArnNotEquals": map[string]interface{}{"aws:PrincipalArn": arns},
+			},
+		}))
+	}
+}

@@ -90,9 +90,11 @@ func NewStack(scope constructs.Construct, id string, props *Props) *Stack {
 	})
 	s.ChangeFeed = NewChangeFeed(st, "ChangeFeed", &ChangeFeedProps{Log: s.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy})
 	s.Reconcile = NewReconcile(st, "Reconcile", &ReconcileProps{Log: s.Log, Functions: fo, ReservedConcurrency: reconcileRC})
+	NewCheckpoints(st, "Checkpoints", &CheckpointsProps{Reconcile: s.Reconcile})
 	s.Repair = NewRepair(st, "Repair", &RepairProps{
 		Log: s.Log, Durable: s.Durable, ChangeFeed: s.ChangeFeed, Functions: fo, ReservedConcurrency: repairRC,
 	})
+	s.Durable.OnlyBackboneSends(s.Repair.Function.Role)
 	s.Tamper = NewTamperWatch(st, "TamperWatch", &TamperWatchProps{Log: s.Log, Functions: fo})
 	s.Alarms = NewAlarms(st, "Alarms", &AlarmsProps{
 		Log: s.Log, Durable: s.Durable, ChangeFeed: s.ChangeFeed, Reconcile: s.Reconcile, Repair: s.Repair,

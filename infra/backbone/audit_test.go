@@ -1,0 +1,140 @@
+package backbone
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/fourlanes/fourlanes/pkg/keys"
+)
+
+// queueSendDenied evaluates the Deny statements of the queue policies on
+// queue for sqs:SendMessage by a principal whose aws:PrincipalArn is
+// principal (nil: a request without the key, as a service principal acting
+// on its own makes). It understands what the template uses: Principal "*"
+// or {"AWS": "*"}, Action patterns, and ArnNotEquals / ArnNotLike /
+// StringNotEquals on aws:PrincipalArn; any other condition fails the test,
+// so a policy this cannot read is never taken as a pass.
+func (s *synthesized) queueSendDenied(t *testing.T, queue string, principal any) bool {
+	t.Helper()
+	denied := false
+	for id, qp := range s.resources("AWS::SQS::QueuePolicy") {
+		p := props(qp)
+		covers := false
+		for _, q := range list(p["Queues"]) {
+			if fmt.Sprint(q) == fmt.Sprint(ref(queue)) {
+				covers = true
+			}
+		}
+		if !covers {
+			continue
+		}
+		for _, st := range list(p["PolicyDocument"].(map[string]any)["Statement"]) {
+			st := st.(map[string]any)
+			if st["Effect"] != "Deny" {
+				continue
+			}
+			if pr := st["Principal"]; fmt.Sprint(pr) != "*" && fmt.Sprint(pr) != fmt.Sprint(map[string]any{"AWS": "*"}) {
+				continue
+			}
+			acts := false
+			for _, a := range strs(st["Action"]) {
+				if actionAllows(a, "sqs:SendMessage") {
+					acts = true
+				}
+			}
+			if !acts {
+				continue
+			}
+			cond, _ := st["Condition"].(map[string]any)
+			match := true
+			for op, kv := range cond {
+				for key, vals := range kv.(map[string]any) {
+					switch {
+					case key == "aws:SecureTransport" && op == "Bool":
+						match = match && false // our requests use TLS
+					case key == "aws:PrincipalArn" && (op == "ArnNotEquals" || op == "ArnNotLike" || op == "StringNotEquals"):
+						in := false
+						for _, v := range list(vals) {
+							if principal != nil && fmt.Sprint(v) == fmt.Sprint(principal) {
+								in = true
+							}
+						}
+						match = match && !in // absent key: a negated operator is true
+					default:
+						t.Fatalf("queue policy %s: condition %s %s: this test cannot evaluate it", id, op, key)
+					}
+				}
+			}
+			if match {
+				denied = true
+			}
+		}
+	}
+	return denied
+}
+
+// TestOnlyTheBackboneSendsToTheDurableQueues: on the FIFO queue and its DLQ,
+// SendMessage is denied by the queues' own policies to every principal but
+// the Pipe's role and dlq-repair's role, whatever their identity policies
+// say.
+func TestOnlyTheBackboneSendsToTheDurableQueues(t *testing.T) {
+	s := synth(t)
+	arn := func(role string) any { return getAtt(role, "Arn") }
+	allowed := map[string]any{
+		"the Pipe's role":   arn(s.id(s.stack.Durable.PipeRole)),
+		"dlq-repair's role": arn(s.id(s.stack.Repair.Function.Role)),
+	}
+	refused := map[string]any{
+		"durable-consumer's role": arn(s.id(s.stack.Durable.DurableConsumer.Role)),
+		"stream-filter's role":    arn(s.id(s.stack.Durable.StreamFilter.Role)),
+		"reconcile's role":        arn(s.id(s.stack.Reconcile.Function.Role)),
+		"changefeed's role":       arn(s.id(s.stack.ChangeFeed.Changefeed.Role)),
+		"a user of the account":   "arn:aws:iam::123456789012:user/mallory",
+		"the account root":        "arn:aws:iam::123456789012:root",
+		"no principal ARN":        nil,
+	}
+	for _, q := range []string{LogicalDurableQueue, LogicalDurableDLQ} {
+		for who, p := range allowed {
+			if s.queueSendDenied(t, q, p) {
+				t.Errorf("%s: SendMessage by %s is denied, want allowed", q, who)
+			}
+		}
+		for who, p := range refused {
+			if !s.queueSendDenied(t, q, p) {
+				t.Errorf("%s: SendMessage by %s is not denied by the queue policy, want denied", q, who)
+			}
+		}
+	}
+	// The Pipe's identity policy still allows its one send.
+	gs := grants(t, s.doc)
+	if got := access(gs, s.id(s.stack.Durable.PipeRole)); !contains(got[LogicalDurableQueue+".Arn"], "sqs:SendMessage") {
+		t.Errorf("the Pipe's role may not send to %s: %v", LogicalDurableQueue, got)
+	}
+}
+
+// TestDeliveryWatermarkAlarm: a stalled delivery watermark pages the
+// stack's topic: the maximum age of an unsettled event, per subscription,
+// over reconcile's 15-minute schedule.
+func TestDeliveryWatermarkAlarm(t *testing.T) {
+	s := synth(t)
+	q := fmt.Sprintf(`SELECT MAX(%s) FROM "%s"`, keys.MetricUnsettledAge, keys.MetricNamespace)
+	p, ok := s.alarmOnQuery(q)
+	if !ok {
+		t.Fatalf("no alarm on %s", q)
+	}
+	if p["Threshold"] != float64(unsettledAgeThresholdS) || p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" || p["EvaluationPeriods"] != 1.0 {
+		t.Errorf("alarm %v %v over %v periods, want >= %d s in one period", p["ComparisonOperator"], p["Threshold"], p["EvaluationPeriods"], unsettledAgeThresholdS)
+	}
+	for _, m := range list(p["Metrics"]) {
+		if period, _ := m.(map[string]any)["Period"].(float64); period != 900 {
+			t.Errorf("period %vs, want 900 (reconcile's incremental schedule)", period)
+		}
+	}
+	if !strings.Contains(ReconcileIncrementalEvery, "15 minutes") {
+		t.Errorf("reconcile runs %s; the alarm's period assumes every 15 minutes", ReconcileIncrementalEvery)
+	}
+	if a, ok := s.stack.Alarms.ByName["DeliveryWatermarkStalled"]; !ok || a == nil {
+		t.Error("the alarm is not registered by name")
+	}
+}
