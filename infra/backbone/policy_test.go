@@ -419,6 +419,11 @@ func TestRoleAccess(t *testing.T) {
 		{"reconcile", st.Reconcile.Function, map[string][]string{
 			LogicalEventsTable + ".Arn": read,
 			LogicalStateTable + ".Arn":  rw,
+			// Signed checkpoints (checkpoint.go): sign, read the public key,
+			// put/get/list checkpoint objects; never delete.
+			LogicalCheckpointKey + ".Arn":    {"kms:GetPublicKey", "kms:Sign"},
+			LogicalCheckpointBucket + ".Arn": {"s3:ListBucket"},
+			`{"Fn::Join":["",[{"Fn::GetAtt":["` + LogicalCheckpointBucket + `","Arn"]},"/checkpoints/*"]]}`: {"s3:GetObject", "s3:PutObject"},
 		}},
 		{"tamper-watch", st.Tamper.Function, map[string][]string{
 			LogicalEventsTable + ".StreamArn": stream,

@@ -1,0 +1,121 @@
+package backbone
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/fourlanes/fourlanes/pkg/keys"
+)
+
+// Logical IDs of the checkpoint resources, pinned: the key signs every
+// checkpoint an auditor holds, and the bucket's objects cannot be deleted,
+// so neither may ever be replaced by a refactoring.
+const (
+	LogicalCheckpointKey    = "CheckpointSigningKey"
+	LogicalCheckpointBucket = "CheckpointBucket"
+)
+
+// Stack outputs of the checkpoint resources.
+const (
+	OutputCheckpointBucket = "CheckpointBucketName"
+	OutputCheckpointKey    = "CheckpointKeyArn"
+)
+
+// CheckpointRetentionDays is the COMPLIANCE-mode default retention of every
+// signed checkpoint: no one, the account's root included, can delete or
+// overwrite a checkpoint object for this long, nor shorten it.
+const CheckpointRetentionDays = 365
+
+// CheckpointsProps wires signed checkpoints to reconcile.
+type CheckpointsProps struct {
+	Reconcile *Reconcile
+}
+
+// Checkpoints is where reconcile anchors what it verified: a KMS signing
+// key (ECC_NIST_P256, SIGN_VERIFY; the private key never leaves KMS) and an
+// S3 bucket with Object Lock in COMPLIANCE mode. Reconcile may only sign
+// and read the public key, and only put (never overwrite: the bucket policy
+// requires If-None-Match), get and list checkpoints; nothing in the stack
+// may delete them.
+type Checkpoints struct {
+	constructs.Construct
+	Key    awskms.Key
+	Bucket awss3.Bucket
+}
+
+// NewCheckpoints creates the key and the bucket, grants reconcile exactly
+// kms:Sign and kms:GetPublicKey on the key and s3:PutObject, s3:GetObject,
+// s3:ListBucket on the bucket, and gives it CHECKPOINT_BUCKET,
+// CHECKPOINT_KEY_ID and CHECKPOINT_LOG (fourlanes/<stack name>).
+func NewCheckpoints(scope constructs.Construct, id string, props *CheckpointsProps) *Checkpoints {
+	c := constructs.NewConstruct(scope, jsii.String(id))
+	key := awskms.NewKey(c, jsii.String("SigningKey"), &awskms.KeyProps{
+		Description:   jsii.String("fourlanes: signs reconcile's checkpoints (ECDSA P-256, C2SP signed notes)"),
+		KeySpec:       awskms.KeySpec_ECC_NIST_P256,
+		KeyUsage:      awskms.KeyUsage_SIGN_VERIFY,
+		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+		PendingWindow: awscdk.Duration_Days(jsii.Number(30)),
+	})
+	pin(key, LogicalCheckpointKey)
+
+	bucket := awss3.NewBucket(c, jsii.String("Bucket"), &awss3.BucketProps{
+		ObjectLockEnabled:          jsii.Bool(true),
+		ObjectLockDefaultRetention: awss3.ObjectLockRetention_Compliance(awscdk.Duration_Days(jsii.Number(CheckpointRetentionDays))),
+		Versioned:                  jsii.Bool(true),
+		Encryption:                 awss3.BucketEncryption_S3_MANAGED,
+		EnforceSSL:                 jsii.Bool(true),
+		BlockPublicAccess:          awss3.BlockPublicAccess_BLOCK_ALL(),
+		ObjectOwnership:            awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
+		RemovalPolicy:              awscdk.RemovalPolicy_RETAIN,
+	})
+	pin(bucket, LogicalCheckpointBucket)
+	objects := bucket.ArnForObjects(jsii.String("*"))
+	// Object Lock keeps every version; these two denials keep the key space
+	// too: no delete marker can hide a checkpoint, and no new version can
+	// stand over one (S3 conditional writes: s3:if-none-match).
+	bucket.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("DenyCheckpointDeletes"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings("s3:DeleteObject", "s3:DeleteObjectVersion"),
+		Resources:  jsii.Strings(*objects),
+	}))
+	bucket.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("DenyOverwrites"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings("s3:PutObject"),
+		Resources:  jsii.Strings(*objects),
+		Conditions: &map[string]interface{}{"Null": map[string]interface{}{"s3:if-none-match": "true"}},
+	}))
+
+	fn := props.Reconcile.Function
+	allow(fn.Role, []string{"kms:Sign", "kms:GetPublicKey"}, key.KeyArn())
+	checkpointObjects := bucket.ArnForObjects(jsii.String(keys.CheckpointObjectPrefix + "*"))
+	allow(fn.Role, []string{"s3:PutObject", "s3:GetObject"}, checkpointObjects)
+	allow(fn.Role, []string{"s3:ListBucket"}, bucket.BucketArn())
+	fn.Fn.AddEnvironment(jsii.String(keys.EnvCheckpointBucket), bucket.BucketName(), nil)
+	fn.Fn.AddEnvironment(jsii.String(keys.EnvCheckpointKey), key.KeyArn(), nil)
+	fn.Fn.AddEnvironment(jsii.String(keys.EnvCheckpointLog), jsii.String("fourlanes/"+*awscdk.Aws_STACK_NAME()), nil)
+
+	cdknag.NagSuppressions_AddResourceSuppressions(fn.Role, &[]*cdknag.NagPackSuppression{{
+		Id:        jsii.String("AwsSolutions-IAM5"),
+		Reason:    jsii.String("reconcile writes one object per signed checkpoint under checkpoints/ (keys named by tenant and seq); it may put (never overwrite: the bucket policy requires If-None-Match) and get there, nothing else."),
+		AppliesTo: &[]interface{}{cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::<` + LogicalCheckpointBucket + `\.Arn>\/checkpoints\/\*$/g`)}},
+	}}, jsii.Bool(true))
+	cdknag.NagSuppressions_AddResourceSuppressions(bucket, &[]*cdknag.NagPackSuppression{{
+		Id:     jsii.String("AwsSolutions-S1"),
+		Reason: jsii.String("server access logs would need a second bucket; the objects are write-once (Object Lock COMPLIANCE, deletes and overwrites denied to every principal), so there is no change to log, and reads are of signed, public statements."),
+	}}, jsii.Bool(true))
+	st := awscdk.Stack_Of(c)
+	awscdk.NewCfnOutput(st, jsii.String(OutputCheckpointBucket), &awscdk.CfnOutputProps{Value: bucket.BucketName(),
+		Description: jsii.String("Object Lock bucket of signed checkpoints (checkpoints/<tenant>/…)")})
+	awscdk.NewCfnOutput(st, jsii.String(OutputCheckpointKey), &awscdk.CfnOutputProps{Value: key.KeyArn(),
+		Description: jsii.String("KMS key that signs checkpoints: aws kms get-public-key gives the key fourlanes verify -key takes")})
+	return &Checkpoints{Construct: c, Key: key, Bucket: bucket}
+}

@@ -1,0 +1,118 @@
+package backbone
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fourlanes/fourlanes/pkg/keys"
+)
+
+// TestCheckpointKey: an asymmetric P-256 signing key, kept on stack deletion.
+func TestCheckpointKey(t *testing.T) {
+	s := synth(t)
+	k, ok := s.resources("AWS::KMS::Key")[LogicalCheckpointKey]
+	if !ok {
+		t.Fatalf("no KMS key %s", LogicalCheckpointKey)
+	}
+	p := props(k)
+	if p["KeySpec"] != "ECC_NIST_P256" || p["KeyUsage"] != "SIGN_VERIFY" {
+		t.Errorf("key %s: KeySpec %v KeyUsage %v, want ECC_NIST_P256 SIGN_VERIFY", LogicalCheckpointKey, p["KeySpec"], p["KeyUsage"])
+	}
+	if k["DeletionPolicy"] != "Retain" {
+		t.Errorf("key DeletionPolicy = %v, want Retain", k["DeletionPolicy"])
+	}
+}
+
+// TestCheckpointBucket: Object Lock with a COMPLIANCE default retention,
+// versioned, encrypted, no public access, TLS only, and a policy denying
+// every principal deletes and unconditional puts.
+func TestCheckpointBucket(t *testing.T) {
+	s := synth(t)
+	b, ok := s.resources("AWS::S3::Bucket")[LogicalCheckpointBucket]
+	if !ok {
+		t.Fatalf("no bucket %s", LogicalCheckpointBucket)
+	}
+	p := props(b)
+	want := map[string]any{
+		"ObjectLockEnabled": true,
+		"ObjectLockConfiguration": map[string]any{"ObjectLockEnabled": "Enabled",
+			"Rule": map[string]any{"DefaultRetention": map[string]any{"Mode": "COMPLIANCE", "Days": float64(CheckpointRetentionDays)}}},
+		"VersioningConfiguration": map[string]any{"Status": "Enabled"},
+		"PublicAccessBlockConfiguration": map[string]any{"BlockPublicAcls": true, "BlockPublicPolicy": true,
+			"IgnorePublicAcls": true, "RestrictPublicBuckets": true},
+		"BucketEncryption": map[string]any{"ServerSideEncryptionConfiguration": []any{
+			map[string]any{"ServerSideEncryptionByDefault": map[string]any{"SSEAlgorithm": "AES256"}}}},
+	}
+	for k, w := range want {
+		if diff := cmp.Diff(w, p[k]); diff != "" {
+			t.Errorf("bucket %s (-want +got):\n%s", k, diff)
+		}
+	}
+	if b["DeletionPolicy"] != "Retain" {
+		t.Errorf("bucket DeletionPolicy = %v, want Retain", b["DeletionPolicy"])
+	}
+	var policy string
+	for _, bp := range s.resources("AWS::S3::BucketPolicy") {
+		if cmp.Equal(props(bp)["Bucket"], ref(LogicalCheckpointBucket)) {
+			raw, _ := json.Marshal(props(bp)["PolicyDocument"])
+			policy = string(raw)
+		}
+	}
+	for _, w := range []string{
+		`"aws:SecureTransport":"false"`,
+		`"Action":["s3:DeleteObject","s3:DeleteObjectVersion"],"Effect":"Deny","Principal":{"AWS":"*"}`,
+		`"Action":"s3:PutObject","Condition":{"Null":{"s3:if-none-match":"true"}},"Effect":"Deny","Principal":{"AWS":"*"}`,
+	} {
+		if !strings.Contains(policy, w) {
+			t.Errorf("bucket policy lacks %s:\n%s", w, policy)
+		}
+	}
+}
+
+// TestCheckpointGrants: reconcile may sign and read the public key, put, get
+// and list checkpoints, and nothing more on either; its environment names
+// both. No other role of the stack is granted anything on them.
+func TestCheckpointGrants(t *testing.T) {
+	s := synth(t)
+	role := s.id(s.stack.Reconcile.Function.Role)
+	got := map[string][]string{}
+	for id, pol := range s.resources("AWS::IAM::Policy") {
+		roles, _ := json.Marshal(props(pol)["Roles"])
+		for _, st := range list(props(pol)["PolicyDocument"].(map[string]any)["Statement"]) {
+			m := st.(map[string]any)
+			res, _ := json.Marshal(m["Resource"])
+			if !strings.Contains(string(res), LogicalCheckpointKey) && !strings.Contains(string(res), LogicalCheckpointBucket) {
+				continue
+			}
+			if !strings.Contains(string(roles), role) {
+				t.Errorf("policy %s grants %v on a checkpoint resource to %s, not reconcile", id, m["Action"], roles)
+			}
+			for _, a := range list(m["Action"]) {
+				got[string(res)] = append(got[string(res)], a.(string))
+			}
+			if s, ok := m["Action"].(string); ok {
+				got[string(res)] = append(got[string(res)], s)
+			}
+		}
+	}
+	var actions []string
+	for _, as := range got {
+		actions = append(actions, as...)
+	}
+	wantActions := []string{"kms:GetPublicKey", "kms:Sign", "s3:GetObject", "s3:ListBucket", "s3:PutObject"}
+	if diff := cmp.Diff(wantActions, sorted(actions)); diff != "" {
+		t.Errorf("actions granted on the checkpoint key and bucket (-want +got):\n%s", diff)
+	}
+	env := props(s.resources("AWS::Lambda::Function")[s.id(s.stack.Reconcile.Function.Fn)])["Environment"].(map[string]any)["Variables"].(map[string]any)
+	for _, k := range []string{keys.EnvCheckpointBucket, keys.EnvCheckpointKey, keys.EnvCheckpointLog} {
+		if env[k] == nil {
+			t.Errorf("reconcile's environment lacks %s", k)
+		}
+	}
+	if diff := cmp.Diff(ref(LogicalCheckpointBucket), env[keys.EnvCheckpointBucket]); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", keys.EnvCheckpointBucket, diff)
+	}
+}
