@@ -1,0 +1,520 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/internal/twin"
+	"github.com/fourlanes/fourlanes/internal/twin/cfn"
+	"github.com/fourlanes/fourlanes/internal/twin/lambdart"
+	"github.com/fourlanes/fourlanes/internal/twin/twintest"
+	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/example"
+	"github.com/fourlanes/fourlanes/pkg/example/orders"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
+)
+
+// The kill points of issue 12: a process killed at the worst moment of each
+// step between the producer and the subscriber, and afterwards every event is
+// in the log once, delivered once, its effect (an email) had once.
+//
+// Where a kill point has no log line to kill at, the test makes one with our
+// own DynamoDB's fault injection (internal/twin/ddb faults.go, armed over its
+// admin API from this process): a "delay" fault lets the write commit and
+// holds the answer, so the process is killed after the write and before it
+// learnt of it, deterministically; a "drop" fault lets it commit and closes
+// the connection unanswered.
+
+// fault is one rule of the admin API, POST /_fourlanes/faults.
+type fault struct {
+	Action  string `json:"action"`
+	Table   string `json:"table,omitempty"`
+	Kind    string `json:"kind"`
+	Count   int    `json:"count,omitempty"`
+	DelayMs int64  `json:"delayMs,omitempty"`
+}
+
+// faults talks to the admin API of the DynamoDB the stack runs on, which
+// may be in another process (make test exports one).
+type faults struct {
+	t        *testing.T
+	endpoint string
+}
+
+func newFaults(t *testing.T) faults {
+	t.Helper()
+	ep, _ := twintest.Endpoints(t)
+	f := faults{t: t, endpoint: strings.TrimRight(ep, "/") + "/_fourlanes/faults"}
+	t.Cleanup(f.clear)
+	return f
+}
+
+func (f faults) do(method string, body any) []byte {
+	f.t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, f.endpoint, r)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatalf("%s %s: %v", method, f.endpoint, err)
+	}
+	defer res.Body.Close()
+	out, _ := io.ReadAll(res.Body)
+	if res.StatusCode/100 != 2 {
+		f.t.Fatalf("%s %s: %s: %s", method, f.endpoint, res.Status, out)
+	}
+	return out
+}
+
+// arm arms one rule.
+func (f faults) arm(r fault) {
+	f.t.Helper()
+	f.do(http.MethodPost, r)
+}
+
+// left returns how many requests the rules on (action, table) still hit.
+func (f faults) left(action, table string) int {
+	f.t.Helper()
+	var rules []fault
+	if err := json.Unmarshal(f.do(http.MethodGet, nil), &rules); err != nil {
+		f.t.Fatal(err)
+	}
+	n := 0
+	for _, r := range rules {
+		if r.Action == action && r.Table == table {
+			n += r.Count
+		}
+	}
+	return n
+}
+
+// clear disarms every rule of the server. The tests of this package run one
+// at a time, and every rule names a table of this test's own stack.
+func (f faults) clear() { f.do(http.MethodDelete, nil) }
+
+// emitterEnv carries the emitter's orders from TestKillDuringEmit to the
+// process it starts (this test binary, running TestEmitterProcess).
+const emitterEnv = "FOURLANES_KILLPOINT_EMITTER"
+
+type emitterSpec struct {
+	Endpoint string `json:"endpoint"`
+	Table    string `json:"table"`
+	Tenant   string `json:"tenant"`
+	Key      string `json:"key"`
+	OrderID  string `json:"order_id"`
+}
+
+const emittedPrefix = "EMITTED "
+
+// TestEmitterProcess is not a test of its own: TestKillDuringEmit runs this
+// test binary again, in a process of its own, to emit one order.placed with
+// an idempotency key the way a producer would (the SDK's default client and
+// retries, the store's defaults), so that the process can be SIGKILLed while
+// it waits for the answer.
+func TestEmitterProcess(t *testing.T) {
+	raw := os.Getenv(emitterEnv)
+	if raw == "" {
+		t.Skip("a helper process of TestKillDuringEmit")
+	}
+	var spec emitterSpec
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := example.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := eventstore.New(localaws.NewDynamoDB(spec.Endpoint), eventstore.Config{Table: spec.Table, Catalog: cat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, err := tenancy.WithTenant(context.Background(), spec.Tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := store.EmitWith(ctx, eventstore.EmitInput{Type: orders.TypePlaced, Payload: placed(spec.Tenant, spec.OrderID), IdempotencyKey: spec.Key})
+	if err != nil {
+		t.Fatalf("emit: %v", err)
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println(emittedPrefix + string(b))
+}
+
+func placed(tenant, orderID string) orders.PlacedV2 {
+	return orders.PlacedV2{OrderID: orderID, CustomerEmail: "kill@" + tenant + ".example",
+		Items: []orders.Item{{SKU: "sku-mug", Qty: 1}}, TotalCents: 1250, Currency: "EUR"}
+}
+
+// emitter is one run of the emitter process.
+type emitter struct {
+	cmd    *exec.Cmd
+	stdout bytes.Buffer
+	stderr bytes.Buffer
+	done   chan error
+}
+
+func startEmitter(t *testing.T, spec emitterSpec) *emitter {
+	t.Helper()
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	em := &emitter{done: make(chan error, 1)}
+	em.cmd = exec.Command(os.Args[0], "-test.run=^TestEmitterProcess$", "-test.count=1", "-test.v")
+	em.cmd.Env = append(os.Environ(), emitterEnv+"="+string(raw), "AWS_REGION="+localaws.Region,
+		"AWS_ACCESS_KEY_ID=fourlanes", "AWS_SECRET_ACCESS_KEY=local", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null")
+	em.cmd.Stdout, em.cmd.Stderr = &em.stdout, &em.stderr
+	if err := em.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { em.done <- em.cmd.Wait() }()
+	t.Cleanup(func() { _ = em.cmd.Process.Kill() })
+	return em
+}
+
+// exited reports whether the process has ended, and how.
+func (em *emitter) exited() (bool, error) {
+	select {
+	case err := <-em.done:
+		em.done <- err
+		return true, err
+	default:
+		return false, nil
+	}
+}
+
+// result waits for the process to end and returns the event it printed.
+func (em *emitter) result(t *testing.T) envelope.Envelope {
+	t.Helper()
+	select {
+	case err := <-em.done:
+		if err != nil {
+			t.Fatalf("emitter: %v\nstdout: %s\nstderr: %s", err, em.stdout.String(), em.stderr.String())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("emitter did not end within 2 minutes\nstdout: %s", em.stdout.String())
+	}
+	for _, line := range strings.Split(em.stdout.String(), "\n") {
+		if rest, ok := strings.CutPrefix(line, emittedPrefix); ok {
+			var e envelope.Envelope
+			if err := json.Unmarshal([]byte(rest), &e); err != nil {
+				t.Fatalf("emitter printed %q: %v", rest, err)
+			}
+			return e
+		}
+	}
+	t.Fatalf("emitter printed no event:\n%s", em.stdout.String())
+	return envelope.Envelope{}
+}
+
+// emailsSent counts the "email sent" lines of the durable consumer per
+// email key (<event id>:order-email).
+func (s *stack) emailsSent(t *testing.T) map[string]int {
+	t.Helper()
+	id := s.fn[keys.FnDurableConsumer]
+	per := map[string]int{}
+	for _, line := range s.grep(id, `"msg":"email sent"`) {
+		var rec struct {
+			Key string `json:"key"`
+		}
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(line, id+": ")), &rec); err != nil {
+			t.Fatalf("email log line %q: %v", line, err)
+		}
+		per[rec.Key]++
+	}
+	return per
+}
+
+// checkOnce checks that every event was delivered to the DURABLE subscriber
+// and had its effect exactly once, and that no message is left in a DLQ.
+func (s *stack) checkOnce(t *testing.T, events []envelope.Envelope) {
+	t.Helper()
+	s.waitDelivered(t, events)
+	emails := s.emailsSent(t)
+	for _, e := range events {
+		if n := emails[e.ID+":order-email"]; n != 1 {
+			t.Errorf("%s seq %d of %s: %d emails sent, want exactly 1", e.Type, e.Seq, e.TenantID, n)
+		}
+	}
+	for _, q := range []string{keys.EnvPipeDLQURL, keys.EnvDurableDLQURL} {
+		if n := s.depth(q); n != 0 {
+			t.Errorf("%s holds %d messages, want 0: %q", q, n, s.peek(q))
+		}
+	}
+}
+
+// checkLog checks that tenant's log holds exactly want, chained.
+func (s *stack) checkLog(t *testing.T, tenant string, want ...envelope.Envelope) {
+	t.Helper()
+	got := s.allEvents(t, tenant)
+	if len(got) != len(want) {
+		t.Fatalf("log of %s: %d events, want %d: %+v", tenant, len(got), len(want), got)
+	}
+	for i := range got {
+		if got[i].ID != want[i].ID || got[i].Seq != want[i].Seq {
+			t.Errorf("log of %s at %d: event %s seq %d, want %s seq %d", tenant, i, got[i].ID, got[i].Seq, want[i].ID, want[i].Seq)
+		}
+	}
+	r := s.reconcile(tenant)
+	if r.ChainIntact == nil || !*r.ChainIntact || r.LastSeq != int64(len(want)) || r.Verified != int64(len(want)) {
+		t.Errorf("reconcile %s: chain_intact %v, last_seq %d, verified %d, first_break %s; want intact, %d, %d",
+			tenant, r.ChainIntact != nil && *r.ChainIntact, r.LastSeq, r.Verified, r.FirstBreak, len(want), len(want))
+	}
+}
+
+// A producer process killed (SIGKILL) while Emit waits for the answer of a
+// transaction that did commit: exactly one event, at one seq, chained,
+// delivered once; the same emit run again with the same idempotency key
+// returns that event and appends nothing.
+//
+//   - drop: every answer to the transaction is dropped (commit, then the
+//     connection closes unanswered); the process is killed while it resends
+//     the identical request.
+//   - delay: the answer is held; the process is killed inside the call that
+//     committed.
+func TestKillDuringEmit(t *testing.T) {
+	s := startStack(t, nil)
+	fs := newFaults(t)
+	ep, _ := twintest.Endpoints(t)
+	table := s.env[keys.EnvEventsTable]
+	const action = "TransactWriteItems"
+	for _, tc := range []struct {
+		name   string
+		rule   fault
+		killAt int // rule hits before the kill: the commit, then resends
+	}{
+		{"drop", fault{Action: action, Table: table, Kind: "drop", Count: 100}, 2},
+		{"delay", fault{Action: action, Table: table, Kind: "delay", Count: 100, DelayMs: 60_000}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tenant := "kill-emit-" + tc.name
+			spec := emitterSpec{Endpoint: ep, Table: table, Tenant: tenant, Key: "checkout-" + uuid.NewString(), OrderID: uuid.NewString()}
+			fs.arm(tc.rule)
+			em := startEmitter(t, spec)
+			eventually(t, 60*time.Second, "the emit committed and the emitter is waiting", func() (bool, string) {
+				if done, err := em.exited(); done {
+					t.Fatalf("the emitter ended before the kill (%v): the fault did not hold it\nstdout: %s\nstderr: %s", err, em.stdout.String(), em.stderr.String())
+				}
+				hits := tc.rule.Count - fs.left(action, table)
+				evs := s.allEvents(t, tenant)
+				return hits >= tc.killAt && len(evs) == 1, fmt.Sprintf("%d requests hit by the fault, %d events in the log", hits, len(evs))
+			})
+			if err := em.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			err := <-em.done
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("the emitter ended with %v, want killed by SIGKILL\nstdout: %s", err, em.stdout.String())
+			}
+			if strings.Contains(em.stdout.String(), emittedPrefix) {
+				t.Fatalf("the emitter learnt the outcome before the kill: %s", em.stdout.String())
+			}
+			fs.clear()
+
+			committed := s.allEvents(t, tenant)
+			s.checkLog(t, tenant, committed...)
+			if committed[0].Payload["order_id"] != spec.OrderID {
+				t.Fatalf("the event in the log is %+v, want order %s", committed[0], spec.OrderID)
+			}
+			// The producer, restarted, retries with its key.
+			again := startEmitter(t, spec).result(t)
+			if again.ID != committed[0].ID || again.Seq != committed[0].Seq || again.Hash != committed[0].Hash {
+				t.Errorf("the retry with the same key returned event %s seq %d, want the committed %s seq %d", again.ID, again.Seq, committed[0].ID, committed[0].Seq)
+			}
+			s.checkLog(t, tenant, committed...)
+			s.checkOnce(t, committed)
+		})
+	}
+}
+
+// stream-filter (the Pipe's enrichment) killed mid-invocation, after it
+// enriched its batch and before it answered: the Pipe retries the batch, and
+// every event is delivered once, nothing sent to the Pipe's DLQ.
+func TestKillStreamFilterMidInvocation(t *testing.T) {
+	s := startStack(t, nil)
+	filterID := s.fn[keys.FnStreamFilter]
+	var mu sync.Mutex
+	killed := ""
+	s.whenLine(func(fn string, l lambdart.Line) {
+		if fn != filterID || l.RequestID == "" || !strings.Contains(l.Text, `"msg":"batch enriched"`) {
+			return
+		}
+		var rec struct {
+			Envelopes int `json:"envelopes"`
+		}
+		_ = json.Unmarshal([]byte(l.Text), &rec)
+		mu.Lock()
+		defer mu.Unlock()
+		if killed != "" || rec.Envelopes == 0 {
+			return
+		}
+		if f, err := s.tw.Function(fn); err == nil && f.KillRequest(l.RequestID) {
+			killed = l.RequestID
+		}
+	})
+	isKilled := func() bool { mu.Lock(); defer mu.Unlock(); return killed != "" }
+
+	ctx := context.Background()
+	tenants := []string{"acme", "globex"}
+	if _, err := s.app.Workload(ctx, tenants, 2); err != nil {
+		t.Fatal(err)
+	}
+	// The line can come after the answer went out: then the kill misses;
+	// more events give it more batches to land in.
+	for i := 0; !isKilled() && i < 40; i++ {
+		emitPlaced(t, s, tenants[i%2])
+		time.Sleep(100 * time.Millisecond) // one batch per emit, paced so that batches do not merge
+	}
+	if !isKilled() {
+		t.Fatal("stream-filter was never killed mid-invocation (the answer always beat the kill)")
+	}
+	events := s.allEvents(t, tenants...)
+	s.checkOnce(t, events)
+	if got := s.waitMessagesDone(t, len(events)); got != int64(len(events)) {
+		t.Errorf("messages completed by the durable mapping: %d, want %d (one per event)", got, len(events))
+	}
+	exits := s.tw.Journal().Entries(func(e twin.Entry) bool {
+		return e.Kind == twin.KindInvoke && e.Function == filterID && strings.Contains(e.Outcome, lambdart.ErrTypeExit)
+	})
+	t.Logf("killed invocations:\n%s", twin.FormatEntries(exits))
+	if len(exits) != 1 {
+		t.Errorf("stream-filter invocations ended by a kill: %d, want 1", len(exits))
+	}
+	for _, tenant := range tenants {
+		if r := s.reconcile(tenant); r.ChainIntact == nil || !*r.ChainIntact {
+			t.Errorf("reconcile %s: chain not intact: %s", tenant, r.FirstBreak)
+		}
+	}
+}
+
+// shortConsumer shortens the consumer's timeout (4 s) and its queue's
+// visibility timeout (15 s) together, as TestKillMidBatch does, so the
+// killed batch comes back within seconds and finds the claim's lease (the
+// invocation's deadline + 10 s) expired.
+func shortConsumer(tm *cfn.Template) {
+	for _, r := range tm.OfType(cfn.TypeMapping) {
+		if _, stream := r.Prop("StartingPosition"); stream {
+			continue
+		}
+		ref, _ := r.Prop("FunctionName")
+		tm.Resources[tm.References(ref)[0]].SetProp(4, "Timeout")
+		src, _ := r.Prop("EventSourceArn")
+		tm.Resources[tm.References(src)[0]].SetProp(15, "VisibilityTimeout")
+	}
+}
+
+// killConsumerWhenHeld waits until the rule on (action, table) has held one
+// request of the durable consumer and kills the consumer's processes.
+func (s *stack) killConsumerWhenHeld(t *testing.T, fs faults, action, table string) {
+	t.Helper()
+	eventually(t, 60*time.Second, "the consumer's "+action+" held by the fault", func() (bool, string) {
+		n := fs.left(action, table)
+		return n == 0, fmt.Sprintf("%d requests still to hit", n)
+	})
+	f, err := s.tw.Function(s.fn[keys.FnDurableConsumer])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := f.Kill(); n == 0 {
+		t.Fatal("no durable-consumer process to kill")
+	}
+	fs.clear()
+}
+
+// durable-consumer killed between claiming and running the handler (the
+// claim's UpdateItem committed, its answer held), and during the
+// dead-letter write (the dead letter's TransactWriteItems committed, its
+// answer held). The batch comes back: the first event is delivered once, its
+// email sent once; the second is dead-lettered once, and settled.
+func TestKillConsumer(t *testing.T) {
+	s := startStack(t, shortConsumer)
+	fs := newFaults(t)
+	state := s.env[keys.EnvStateTable]
+	ctx := context.Background()
+
+	t.Run("between claim and handler", func(t *testing.T) {
+		const tenant = "kill-claim"
+		fs.arm(fault{Action: "UpdateItem", Table: state, Kind: "delay", DelayMs: 60_000})
+		tctx, err := tenancy.WithTenant(ctx, tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := s.app.Events.Emit(tctx, orders.TypePlaced, placed(tenant, uuid.NewString()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.killConsumerWhenHeld(t, fs, "UpdateItem", state)
+		c, ok := s.claim(e.ID, emailSub)
+		if !ok || c.Status != "pending" {
+			t.Fatalf("claim of %s after the kill: %+v (found %v), want pending: the kill was not between claim and handler", e.ID, c, ok)
+		}
+		if n := s.emailsSent(t)[e.ID+":order-email"]; n != 0 {
+			t.Fatalf("%d emails sent before the kill, want 0: the kill was not before the handler", n)
+		}
+		s.checkOnce(t, []envelope.Envelope{e})
+		s.checkLog(t, tenant, e)
+	})
+
+	t.Run("during the dead-letter write", func(t *testing.T) {
+		const tenant = "kill-deadletter"
+		fs.arm(fault{Action: "TransactWriteItems", Table: state, Kind: "delay", DelayMs: 60_000})
+		e, err := s.app.EmitUnchecked(ctx, tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.killConsumerWhenHeld(t, fs, "TransactWriteItems", state)
+		if c, ok := s.claim(e.ID, emailSub); !ok || c.Status != "dead" {
+			t.Fatalf("claim of %s after the kill: %+v (found %v), want dead: the dead letter did not commit before the kill", e.ID, c, ok)
+		}
+		eventually(t, 90*time.Second, "the killed message settled", func() (bool, string) {
+			st, _ := s.tw.Poller(s.durableMap)
+			return st.Delivered >= 2, fmt.Sprintf("durable mapping %+v", st)
+		})
+		r := s.reconcile(tenant)
+		if r.DeadLetterCount != 1 {
+			t.Errorf("reconcile %s: dead_letter_count %d, want 1: %v", tenant, r.DeadLetterCount, r.DeadLetters)
+		}
+		if n := len(s.grep(s.fn[keys.FnDurableConsumer], `"msg":"subscription dead-lettered"`)); n != 0 {
+			t.Errorf("\"subscription dead-lettered\" logged %d times, want 0 (the first delivery was killed before it; the redelivery finds it dead)", n)
+		}
+		if n := s.emailsSent(t)[e.ID+":order-email"]; n != 0 {
+			t.Errorf("%d emails sent for the refused event, want 0", n)
+		}
+		for _, q := range []string{keys.EnvPipeDLQURL, keys.EnvDurableDLQURL} {
+			if n := s.depth(q); n != 0 {
+				t.Errorf("%s holds %d messages, want 0: %q", q, n, s.peek(q))
+			}
+		}
+		s.checkLog(t, tenant, e)
+	})
+}
