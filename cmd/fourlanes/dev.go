@@ -157,7 +157,7 @@ func devMain(ctx context.Context, o devOptions, stdout, stderr io.Writer) (int, 
 	env, _ := tw.FunctionEnv(ids.repair)
 	st := devState{
 		PID: os.Getpid(), ReconcileURL: tw.URLs()[ids.reconcile], RepairFunction: repairName, LambdaEndpoint: tw.InvokeEndpoint(),
-		DynamoDBEndpoint: ddbSrv.Endpoint, SQSEndpoint: tw.SQSEndpoint(), EventsTable: env[keys.EnvEventsTable], Outputs: tw.Outputs(),
+		DynamoDBEndpoint: ddbSrv.Endpoint, SQSEndpoint: tw.SQSEndpoint(), S3Endpoint: tw.S3Endpoint(), EventsTable: env[keys.EnvEventsTable], Outputs: tw.Outputs(),
 	}
 	statePath, err := writeState(st)
 	if err != nil {

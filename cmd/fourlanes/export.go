@@ -9,14 +9,17 @@ import (
 	"path/filepath"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/reconcile"
 )
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flags("export -tenant T [-o FILE] [-table NAME | -local]", "export", stderr)
+	fs := flags("export -tenant T [-o FILE] [-table NAME | -local] [-checkpoint-bucket B] [-checkpoint-out FILE.checkpoint]", "export", stderr)
 	tenant := fs.String("tenant", "", "the tenant whose chain to export (required)")
 	out := fs.String("o", "-", "the file to write (JSON Lines); - writes stdout")
 	table := fs.String("table", os.Getenv(keys.EnvEventsTable), "the events table (default $"+keys.EnvEventsTable+"; the stack output EventsTableName)")
 	local := fs.Bool("local", false, "export from the twin `fourlanes dev` is running")
+	cpBucket := fs.String("checkpoint-bucket", os.Getenv(keys.EnvCheckpointBucket), "the bucket of signed checkpoints (default $"+keys.EnvCheckpointBucket+"; the stack output CheckpointBucketName; -local: the twin's)")
+	cpOut := fs.String("checkpoint-out", "", "where to write the newest signed checkpoint the export reaches (default FILE.checkpoint; none for stdout)")
 	if err := parse(fs, args); err != nil {
 		return 0, err
 	}
@@ -55,8 +58,45 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if err := commit(); err != nil {
 		return 0, err
 	}
-	fmt.Fprintf(stderr, "exported tenant %s: %d events, head last_seq %d, to %s\n", *tenant, res.Events, res.Head.LastSeq, *out)
+	fmt.Fprintf(stderr, "exported tenant %s: %d events, head last_seq %d last_hash %s, to %s\n", *tenant, res.Events, res.Head.LastSeq, res.Head.LastHash, *out)
+	if err := exportCheckpoint(ctx, *tenant, res.Head.LastSeq, *out, *cpOut, *cpBucket, *local, stderr); err != nil {
+		return 0, err
+	}
 	return exitOK, nil
+}
+
+// exportCheckpoint writes, beside the export, the newest signed checkpoint
+// at or below its head, for `fourlanes verify -checkpoint`.
+func exportCheckpoint(ctx context.Context, tenant string, headSeq int64, out, cpOut, bucket string, local bool, stderr io.Writer) error {
+	src := checkpointSource{bucket: bucket}
+	if local {
+		var err error
+		if src, err = localCheckpointSource(); err != nil {
+			return err
+		}
+	}
+	if cpOut == "" && out != "-" {
+		cpOut = out + ".checkpoint"
+	}
+	if src.bucket == "" || cpOut == "" {
+		fmt.Fprintf(stderr, "no signed checkpoint written (no -checkpoint-bucket, or stdout without -checkpoint-out)\n")
+		return nil
+	}
+	note, key, err := latestCheckpoint(ctx, src, tenant, headSeq)
+	if err != nil {
+		return err
+	}
+	if note == nil {
+		fmt.Fprintf(stderr, "tenant %s has no signed checkpoint at or below seq %d in %s: run reconcile\n", tenant, headSeq, src.bucket)
+		return nil
+	}
+	if err := os.WriteFile(cpOut, note, 0o644); err != nil {
+		return err
+	}
+	seq, _ := reconcile.CheckpointSeqOfKey(key)
+	fmt.Fprintf(stderr, "signed checkpoint at seq %d (s3://%s/%s) to %s: check with fourlanes verify -checkpoint %s -key PUBLIC_KEY.pem %s\n",
+		seq, src.bucket, key, cpOut, cpOut, out)
+	return nil
 }
 
 // output opens where an export goes: stdout for "-", else a temporary file

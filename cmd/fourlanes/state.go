@@ -21,6 +21,7 @@ type devState struct {
 	LambdaEndpoint   string            `json:"lambda_endpoint"`
 	DynamoDBEndpoint string            `json:"dynamodb_endpoint"`
 	SQSEndpoint      string            `json:"sqs_endpoint"`
+	S3Endpoint       string            `json:"s3_endpoint"`
 	EventsTable      string            `json:"events_table"`
 	Outputs          map[string]string `json:"outputs"`
 }

@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -92,6 +94,19 @@ func CheckpointKey(tenant string, seq int64) string {
 // keySeqBase - seq is a checkpoint key's number: 19 digits for every seq
 // up to 2^53-1.
 const keySeqBase int64 = 9_999_999_999_999_999
+
+// CheckpointPrefix is the key prefix of tenant's checkpoint objects.
+func CheckpointPrefix(tenant string) string { return tenantPrefix(tenant) }
+
+// CheckpointSeqOfKey reads the seq a checkpoint object key names.
+func CheckpointSeqOfKey(key string) (int64, bool) {
+	name, ok := strings.CutSuffix(key[strings.LastIndexByte(key, '/')+1:], ".note")
+	n, err := strconv.ParseInt(name, 10, 64)
+	if !ok || err != nil || len(name) != 19 || n < 0 {
+		return 0, false
+	}
+	return keySeqBase - n, true
+}
 
 func tenantPrefix(tenant string) string {
 	// PathEscape escapes '/', so one tenant's prefix never holds another's keys.
