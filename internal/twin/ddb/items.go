@@ -3,7 +3,6 @@ package ddb
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
 	"github.com/fourlanes/fourlanes/internal/twin/ddb/expr"
@@ -302,7 +301,7 @@ func opUpdateItem(ctx context.Context, db *DB, body []byte) (any, error) {
 			src = item
 		}
 		if u != nil && src != nil {
-			attrs = updatedAttrs(u, *in.UpdateExpression, in.ExpressionAttributeNames, src)
+			attrs = updatedAttrs(u, src)
 		}
 	}
 	return writeOutput(attrs, &w.capacity, in.ReturnConsumedCapacity), nil
@@ -391,93 +390,13 @@ func opGetItem(ctx context.Context, db *DB, body []byte) (any, error) {
 	return out, nil
 }
 
-// updatedPaths is what UPDATED_OLD and UPDATED_NEW need from an update: a projection of
-// exactly the paths it sets or removes, so that SET m.a.b returns {m:{a:{b}}} and not
-// all of m, as AWS does. Until the expression package offers it, updateProjection reads
-// the paths from the expression's text; failing that, the whole top-level attributes
-// the update touches are returned.
-type updatedPaths interface {
-	UpdatedPaths() *expr.Projection
-}
-
-func updatedAttrs(u *expr.Update, text string, names map[string]string, src attr.Item) attr.Item {
-	var out attr.Item
-	if up, ok := any(u).(updatedPaths); ok {
-		out = up.UpdatedPaths().Apply(src)
-	} else if pr := updateProjection(text, names); pr != nil {
-		out = pr.Apply(src)
-	} else {
-		out = attr.Item{}
-		for _, name := range u.TopLevel() {
-			if v := src[name]; v != nil {
-				out[name] = v
-			}
-		}
-	}
+// updatedAttrs is what UPDATED_OLD and UPDATED_NEW return: exactly the paths the update
+// touches, read from src, so that SET m.a.b returns {m:{a:{b}}} and not all of m, as AWS
+// does; nil when none of them is in src.
+func updatedAttrs(u *expr.Update, src attr.Item) attr.Item {
+	out := u.UpdatedPaths().Apply(src)
 	if len(out) == 0 {
 		return nil
 	}
 	return out
-}
-
-// updateProjection returns a projection of the document paths an UpdateExpression (which
-// already parsed) sets, removes, adds to or deletes from, or nil when the text cannot be
-// read that way. Clauses start with SET, REMOVE, ADD or DELETE at the top level; actions
-// are separated by commas outside parentheses; a SET action's path is what precedes its
-// "=", an ADD or DELETE action's path its first word, a REMOVE action is a path.
-func updateProjection(text string, names map[string]string) *expr.Projection {
-	var paths []string
-	clause := ""
-	depth, start := 0, 0
-	flush := func(end int) {
-		part := strings.TrimSpace(text[start:end])
-		if part == "" {
-			return
-		}
-		switch clause {
-		case "SET":
-			if i := strings.IndexByte(part, '='); i > 0 {
-				paths = append(paths, strings.TrimSpace(part[:i]))
-			}
-		case "REMOVE":
-			paths = append(paths, part)
-		case "ADD", "DELETE":
-			paths = append(paths, strings.Fields(part)[0])
-		}
-	}
-	for i := 0; i < len(text); i++ {
-		switch c := text[i]; {
-		case c == '(':
-			depth++
-		case c == ')':
-			depth--
-		case c == ',' && depth == 0:
-			flush(i)
-			start = i + 1
-		case depth == 0 && isIdentByte(c) && (i == 0 || !isIdentByte(text[i-1]) && text[i-1] != '#' && text[i-1] != ':' && text[i-1] != '.'):
-			j := i
-			for j < len(text) && isIdentByte(text[j]) {
-				j++
-			}
-			switch kw := strings.ToUpper(text[i:j]); kw {
-			case "SET", "REMOVE", "ADD", "DELETE":
-				flush(i)
-				clause, start = kw, j
-			}
-			i = j - 1
-		}
-	}
-	flush(len(text))
-	if len(paths) == 0 {
-		return nil
-	}
-	pr, err := expr.ParseProjection(strings.Join(paths, ", "), expr.NewParams(names, nil))
-	if err != nil {
-		return nil
-	}
-	return pr
-}
-
-func isIdentByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -17,8 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
-
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
 )
 
 // dpEnv is a DB served over HTTP with the SDK's DynamoDB client (no retries, so a
@@ -338,44 +335,5 @@ func TestConcurrentUpdatesLinearizable(t *testing.T) {
 	}
 	if got := strOf(t, e.get(t, "ctr", map[string]av{"pk": s("c")})["n"]); got != fmt.Sprint(workers*each) {
 		t.Fatalf("counter: got %s, want %d", got, workers*each)
-	}
-}
-
-func TestUpdatedPathsOnly(t *testing.T) {
-	names := map[string]string{"#e": "e"}
-	for _, c := range []struct {
-		in   string
-		want string // the attribute names of the projection applied to a full item
-	}{
-		{"SET a = list_append(a, :x), b.c = :y REMOVE d[1], #e ADD f :one DELETE g :s", "a b d e f g"},
-		{"set settings = if_not_exists(settings, :z) + :one", "settings"},
-		{"REMOVE m.a.b", "m"},
-	} {
-		pr := updateProjection(c.in, names)
-		if pr == nil {
-			t.Fatalf("updateProjection(%q) = nil", c.in)
-		}
-		full := attr.Item{}
-		for _, k := range []string{"a", "b", "d", "e", "f", "g", "settings", "other"} {
-			full[k] = attr.Str("v")
-		}
-		full["b"] = attr.Map(map[string]*attr.Value{"c": attr.Str("1"), "keep": attr.Str("2")})
-		full["d"] = attr.List([]*attr.Value{attr.Str("0"), attr.Str("1")})
-		full["m"] = attr.Map(map[string]*attr.Value{"a": attr.Map(map[string]*attr.Value{"b": attr.Str("x"), "keep": attr.Str("k")})})
-		got := pr.Apply(full)
-		var keys []string
-		for k := range got {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		if strings.Join(keys, " ") != c.want {
-			t.Errorf("%q: projected %v, want %s", c.in, keys, c.want)
-		}
-		if b := got["b"]; b != nil && len(b.M) != 1 {
-			t.Errorf("%q: b holds %v, want only c", c.in, b.M)
-		}
-		if m := got["m"]; m != nil && len(m.M["a"].M) != 1 {
-			t.Errorf("%q: m.a holds %v, want only b", c.in, m.M["a"].M)
-		}
 	}
 }

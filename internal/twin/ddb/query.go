@@ -288,11 +288,7 @@ func opQuery(ctx context.Context, db *DB, body []byte) (any, error) {
 	if err := pl.p.CheckUnused(); err != nil {
 		return nil, exprError(err)
 	}
-	var filterText string
-	if in.FilterExpression != nil {
-		filterText = *in.FilterExpression
-	}
-	if err := pl.filterSparesKeys(filterText, in.ExpressionAttributeNames); err != nil {
+	if err := pl.filterSparesKeys(); err != nil {
 		return nil, err
 	}
 	if kc.HashName != pl.hash.Name {
@@ -516,68 +512,16 @@ func segmentOf(t *Table, item attr.Item, total int) int {
 	return int(h.Sum32() % uint32(total))
 }
 
-// conditionNames is what the key check of a Query's filter needs from a condition: the
-// top-level attribute names it reads. Until the expression package offers it,
-// topLevelNames reads them from the expression's text.
-type conditionNames interface {
-	TopLevel() []string
-}
-
 // filterSparesKeys refuses a Query filter on a key attribute of the table or index
 // queried, as AWS does ("Filter Expression can only contain non-primary key attributes").
-func (pl *readPlan) filterSparesKeys(text string, names map[string]string) error {
+func (pl *readPlan) filterSparesKeys() error {
 	if pl.filter == nil {
 		return nil
 	}
-	var top []string
-	if cn, ok := any(pl.filter).(conditionNames); ok {
-		top = cn.TopLevel()
-	} else {
-		top = topLevelNames(text, names)
-	}
-	for _, name := range top {
+	for _, name := range pl.filter.TopLevel() {
 		if name == pl.hash.Name || (pl.rng.Name != "" && name == pl.rng.Name) {
 			return validationf("Filter Expression can only contain non-primary key attributes: Primary key attribute: %s", name)
 		}
 	}
 	return nil
-}
-
-// topLevelNames returns the top-level attribute names a condition (which already parsed)
-// refers to: each name or #placeholder that does not follow a "." or "[" (a nested member
-// or list index) and is not followed by "(" (a function). Keywords come back too; they
-// never equal a key attribute's name, since a reserved word cannot be a bare name.
-func topLevelNames(text string, names map[string]string) []string {
-	var out []string
-	prev := byte(0)
-	for i := 0; i < len(text); {
-		c := text[i]
-		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
-			i++
-			continue
-		}
-		if c != '#' && c != ':' && !isIdentByte(c) {
-			prev = c
-			i++
-			continue
-		}
-		j := i + 1
-		for j < len(text) && isIdentByte(text[j]) {
-			j++
-		}
-		k := j
-		for k < len(text) && (text[k] == ' ' || text[k] == '\t' || text[k] == '\n' || text[k] == '\r') {
-			k++
-		}
-		if c != ':' && prev != '.' && prev != '[' && (k == len(text) || text[k] != '(') {
-			name := text[i:j]
-			if c == '#' {
-				name = names[name]
-			}
-			out = append(out, name)
-		}
-		prev = 'a'
-		i = j
-	}
-	return out
 }

@@ -309,21 +309,6 @@ func TestScanSegmentsAndPaging(t *testing.T) {
 	wantCode(t, err, "ValidationException", "Segment")
 }
 
-func TestTopLevelNames(t *testing.T) {
-	names := map[string]string{"#k": "sk", "#m": "m"}
-	for _, c := range []struct{ in, want string }{
-		{"sk = :v", "sk"},
-		{"m.sk = :v", "m"},
-		{"#m.#k = :v", "m"},
-		{"attribute_exists(#k)", "sk"},
-		{"size(a) > :v AND b[0].sk = :w", "a AND b"},
-		{"NOT contains(tags, :t) OR x BETWEEN :a AND :b", "NOT tags OR x BETWEEN AND"},
-	} {
-		if got := strings.Join(topLevelNames(c.in, names), " "); got != c.want {
-			t.Errorf("topLevelNames(%q) = %q, want %q", c.in, got, c.want)
-		}
-	}
-}
 
 func TestQueryFilterOnKeyRefused(t *testing.T) {
 	e := newDP(t, Options{})

@@ -107,6 +107,36 @@ func (c *Condition) Eval(item attr.Item) (bool, error) {
 	return evalCond(c.root, item), nil
 }
 
+// TopLevel returns the top-level attribute names the condition reads, each once, in the
+// order written: a for a.b[1], #n resolved. The server refuses a Query filter on a key
+// attribute with it ("Filter Expression can only contain non-primary key attributes").
+func (c *Condition) TopLevel() []string {
+	var out []string
+	var walkOperand func(o *operand)
+	walkOperand = func(o *operand) {
+		if o.kind == oPath {
+			if !slices.Contains(out, o.path[0].name) {
+				out = append(out, o.path[0].name)
+			}
+			return
+		}
+		for _, a := range o.args {
+			walkOperand(a)
+		}
+	}
+	var walk func(n *cond)
+	walk = func(n *cond) {
+		for _, o := range n.args {
+			walkOperand(o)
+		}
+		for _, k := range n.kids {
+			walk(k)
+		}
+	}
+	walk(c.root)
+	return out
+}
+
 // Update is a parsed UpdateExpression.
 type Update struct {
 	acts []action
@@ -141,6 +171,17 @@ func (u *Update) Apply(item attr.Item) (attr.Item, error) {
 // TopLevel returns the top-level attribute names the update sets or removes (so the server
 // refuses "Cannot update attribute pk. This attribute is part of the key").
 func (u *Update) TopLevel() []string { return u.top }
+
+// UpdatedPaths returns a projection of exactly the document paths the update sets,
+// removes, adds to or deletes from: what ReturnValues UPDATED_OLD and UPDATED_NEW
+// return (SET m.a.b = :v returns {m: {a: {b}}}, not all of m).
+func (u *Update) UpdatedPaths() *Projection {
+	paths := make([]path, len(u.acts))
+	for i, a := range u.acts {
+		paths[i] = a.path
+	}
+	return &Projection{root: buildProjection(paths)}
+}
 
 // Projection is a parsed ProjectionExpression.
 type Projection struct {
