@@ -62,16 +62,17 @@ func (d *DynamoStore) Advance(ctx context.Context, tenant, sub string, from, to 
 		return false, fmt.Errorf("advance watermark of %s/%s: bad range %d..%d", tenant, sub, from, to)
 	}
 	cond := "#seq BETWEEN :lo AND :hi"
+	names := map[string]string{"#seq": keys.AttrSeq, "#tn": keys.AttrTenant, "#sub": keys.AttrSubscription, "#up": keys.AttrUpdatedAt}
 	if from == 1 {
 		cond = "attribute_not_exists(#pk) OR " + cond
+		names["#pk"] = keys.AttrPK
 	}
 	_, err := d.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(d.table),
-		Key:                 watermarkKey(tenant, sub),
-		UpdateExpression:    aws.String("SET #seq = :to, #tn = :tn, #sub = :sub, #up = :up"),
-		ConditionExpression: aws.String(cond),
-		ExpressionAttributeNames: map[string]string{"#pk": keys.AttrPK, "#seq": keys.AttrSeq, "#tn": keys.AttrTenant,
-			"#sub": keys.AttrSubscription, "#up": keys.AttrUpdatedAt},
+		TableName:                 aws.String(d.table),
+		Key:                       watermarkKey(tenant, sub),
+		UpdateExpression:          aws.String("SET #seq = :to, #tn = :tn, #sub = :sub, #up = :up"),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: map[string]av{":to": n(to), ":lo": n(from - 1), ":hi": n(to - 1), ":tn": s(tenant), ":sub": s(sub), ":up": ts(now)},
 	})
 	var ccf *types.ConditionalCheckFailedException
