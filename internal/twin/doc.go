@@ -51,6 +51,18 @@
 //	    (MessageGroupId, MessageDeduplicationId: static or JSON paths),
 //	    DesiredState. InputTemplate and other sources and targets are refused.
 //
+//	AWS::KMS::Key
+//	    KeySpec ECC_NIST_P256 with KeyUsage SIGN_VERIFY only (others are
+//	    refused), on the twin's in-process KMS (kms.go: CreateKey,
+//	    DescribeKey, GetPublicKey, Sign, Verify over the KMS JSON protocol).
+//	    Ref: key ID. GetAtt: Arn, KeyId. Functions get AWS_ENDPOINT_URL_KMS.
+//	AWS::S3::Bucket
+//	    BucketName, ObjectLockEnabled, ObjectLockConfiguration.Rule.
+//	    DefaultRetention, on the twin's in-process S3 (s3.go: gofakes3 behind
+//	    a front that enforces Object Lock retention and the checkpoint
+//	    bucket policy's denials). Ref: name. GetAtt: Arn, DomainName,
+//	    RegionalDomainName. Functions get AWS_ENDPOINT_URL_S3 (path-style).
+//
 // Every other resource (IAM, logs, alarms, dashboards…) gets a placeholder
 // name and ARN so outputs that mention it resolve. Intrinsics: Ref,
 // Fn::GetAtt, Fn::Join, Fn::Select, Fn::Split, Fn::Sub, Fn::If and the

@@ -26,8 +26,12 @@
 //
 // # Checkpoints
 //
-// A checkpoint (state table, pk checkpoint#<tenant>) is the (seq, hash) of
-// the last event an intact walk verified. It only moves forward (a
+// A checkpoint is the (seq, hash) of the last event an intact walk
+// verified. In the stack it is a signed checkpoint (SignedState,
+// checkpoint.go; pkg/chain/SPEC.md §9): a note signed with a KMS key and
+// written once to an Object Lock bucket, and reconcile trusts nothing else;
+// DynamoState's unsigned row (state table, pk checkpoint#<tenant>) remains
+// for a deployment without the bucket and key. It only moves forward (a
 // conditional write), and only after a walk with no break, whether that walk
 // ran to the head or ran out of time. A walk that finds a break never moves
 // it.
