@@ -291,6 +291,11 @@ func opQuery(ctx context.Context, db *DB, body []byte) (any, error) {
 	if err := pl.filterSparesKeys(); err != nil {
 		return nil, err
 	}
+	if kc.HashName != pl.hash.Name && kc.RangeName == pl.hash.Name && kc.Range.Op == "=" {
+		// Both conditions are equalities and the parser, not knowing the schema, took
+		// the first written (the sort key's) as the partition key's.
+		kc.HashName, kc.Hash, kc.RangeName, kc.Range = kc.RangeName, kc.Range.A, kc.HashName, &expr.RangeCond{Op: "=", A: kc.Hash}
+	}
 	if kc.HashName != pl.hash.Name {
 		return nil, validationf("Query condition missed key schema element: %s", pl.hash.Name)
 	}

@@ -69,6 +69,8 @@ func TestQueryKeyConditions(t *testing.T) {
 		want    []string
 	}{
 		{"pk = :p AND sk = :x", true, []string{"10"}},
+		{"sk = :x AND pk = :p", true, []string{"10"}}, // two equalities, sort key first
+		{"(sk = :x) AND (pk = :p)", false, []string{"10"}},
 		{"pk = :p AND sk < :x", true, append([]string{"-5", "1", "2", "2.5"}, seq(3, 9)...)},
 		{"pk = :p AND sk <= :x", false, append(seq(10, 3), "2.5", "2", "1", "-5")},
 		{"pk = :p AND sk > :y", true, seq(13, 30)},
@@ -96,8 +98,10 @@ func TestQueryKeyConditions(t *testing.T) {
 	if got := sks(t, items); strings.Join(got, ",") != strings.Join(seq(1, 30), ",") {
 		t.Fatalf("partition b: got %v", got)
 	}
-	// Missing key schema element, wrong type.
-	_, err := e.c.Query(context.Background(), &dynamodb.QueryInput{TableName: aws.String("qkc"), KeyConditionExpression: aws.String("sk = :x"), ExpressionAttributeValues: map[string]av{":x": n("1")}})
+	// Missing key schema element, wrong type; two equalities on the sort key's name are no swap.
+	_, err := e.c.Query(context.Background(), &dynamodb.QueryInput{TableName: aws.String("qkc"), KeyConditionExpression: aws.String("sk = :x AND odd = :p"), ExpressionAttributeValues: map[string]av{":x": n("1"), ":p": s("a")}})
+	wantCode(t, err, "ValidationException", "Query condition missed key schema element: pk")
+	_, err = e.c.Query(context.Background(), &dynamodb.QueryInput{TableName: aws.String("qkc"), KeyConditionExpression: aws.String("sk = :x"), ExpressionAttributeValues: map[string]av{":x": n("1")}})
 	wantCode(t, err, "ValidationException", "Query condition missed key schema element: pk")
 	_, err = e.c.Query(context.Background(), &dynamodb.QueryInput{TableName: aws.String("qkc"), KeyConditionExpression: aws.String("pk = :x"), ExpressionAttributeValues: map[string]av{":x": n("1")}})
 	wantCode(t, err, "ValidationException", "Condition parameter type does not match schema type")
@@ -231,6 +235,16 @@ func TestQueryIndexes(t *testing.T) {
 	}
 	if !sort.SliceIsSorted(got, func(i, j int) bool { return got[i] < got[j] }) {
 		t.Fatalf("GSI order: %v", got)
+	}
+	// Two equalities with the index's sort key written first (equal index keys: table key order, p0 p1 p2).
+	items, _ = e.queryAll(t, dynamodb.QueryInput{TableName: aws.String("ixt"), IndexName: aws.String("gsi"), KeyConditionExpression: aws.String("g2 = :n AND g1 = :g"),
+		ExpressionAttributeValues: map[string]av{":g": s("g"), ":n": ni(2)}})
+	got = got[:0]
+	for _, it := range items {
+		got = append(got, strOf(t, it["sk"]))
+	}
+	if want := "6,10,2"; strings.Join(got, ",") != want {
+		t.Fatalf("GSI g2 = 2 AND g1 = g: got sort keys %v, want %s", got, want)
 	}
 	_, err := e.c.Query(ctx, &dynamodb.QueryInput{TableName: aws.String("ixt"), IndexName: aws.String("gsi"), KeyConditionExpression: aws.String("g1 = :g"),
 		ExpressionAttributeValues: map[string]av{":g": s("g")}, ConsistentRead: aws.Bool(true)})
