@@ -323,7 +323,6 @@ func TestScanSegmentsAndPaging(t *testing.T) {
 	wantCode(t, err, "ValidationException", "Segment")
 }
 
-
 func TestQueryFilterOnKeyRefused(t *testing.T) {
 	e := newDP(t, Options{})
 	e.create(t, "fk1", tableSpec{sk: types.ScalarAttributeTypeN})
