@@ -1,0 +1,115 @@
+package reconcile_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/pkg/delivery"
+	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/obs"
+	"github.com/fourlanes/fourlanes/pkg/reconcile"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
+)
+
+// TestDeliveryAudit: reconcile reports, next to last_seq, each DURABLE
+// subscription's watermark, how many events are above it and since when,
+// and emits the per-subscription metrics the stalled-watermark alarm
+// watches (0 once settled, so the alarm returns to OK).
+func TestDeliveryAudit(t *testing.T) {
+	db := localaws.DynamoDB(t)
+	events := aws.ToString(localaws.CreateTable(t, db, eventstore.TableSchema(localaws.UniqueName(t, "events"))).TableName)
+	state := aws.ToString(localaws.CreateTable(t, db, delivery.StateTableSchema(localaws.UniqueName(t, "state"))).TableName)
+	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	emitAt := t0
+	store, err := eventstore.New(db, eventstore.Config{Table: events, Catalog: testCatalog{}, Now: func() time.Time { return emitAt }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := tenancy.MustWithTenant(context.Background(), "t1")
+	var evs []envelope.Envelope
+	for i := range 5 {
+		emitAt = t0.Add(time.Duration(i) * time.Minute)
+		e, err := store.Emit(ctx, "order.placed", map[string]any{"order_id": "o", "n": i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, e)
+	}
+	marks := delivery.NewDynamoStore(db, state)
+	emf := &bytes.Buffer{}
+	now := t0.Add(30 * time.Minute)
+	r, err := reconcile.New(reconcile.Config{Log: store, DeadLetters: marks, State: reconcile.NewDynamoState(db, state),
+		Watermarks: marks, Subscriptions: []string{"s.email", "s.search"},
+		Logger: obs.NewLogger(&bytes.Buffer{}, "error"), Metrics: obs.NewMetrics(emf), Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// s.email settled 1..2 (3 lost, 4 and 5 settled after the gap); s.search
+	// settled everything.
+	for _, a := range []struct {
+		sub      string
+		from, to int64
+	}{{"s.email", 1, 2}, {"s.email", 4, 5}, {"s.search", 1, 5}} {
+		if _, err := marks.Advance(context.Background(), "t1", a.sub, a.from, a.to, t0.Add(10*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := r.Tenant(context.Background(), reconcile.TenantRequest{Tenant: "t1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []reconcile.SubscriptionDelivery{
+		{Subscription: "s.email", Watermark: 2, Unsettled: 3, OldestUnsettledSeq: 3, OldestUnsettledAt: evs[2].OccurredAt,
+			UnsettledAgeSeconds: 28 * 60, WatermarkUpdatedAt: envelope.FormatTime(t0.Add(10 * time.Minute))},
+		{Subscription: "s.search", Watermark: 5, WatermarkUpdatedAt: envelope.FormatTime(t0.Add(10 * time.Minute))},
+	}
+	if res.LastSeq != 5 || len(res.Subscriptions) != 2 || res.Subscriptions[0] != want[0] || res.Subscriptions[1] != want[1] {
+		t.Errorf("report: last_seq %d, subscriptions %+v\nwant 5, %+v", res.LastSeq, res.Subscriptions, want)
+	}
+	b, _ := json.Marshal(res)
+	for _, k := range []string{`"subscriptions":[`, `"watermark":2`, `"unsettled":3`, `"oldest_unsettled_seq":3`, `"unsettled_age_s":1680`} {
+		if !strings.Contains(string(b), k) {
+			t.Errorf("JSON lacks %s: %s", k, b)
+		}
+	}
+	metrics := emf.String()
+	for _, k := range []string{`"Subscription":"s.email"`, `"` + keys.MetricUnsettledAge + `":1680`, `"` + keys.MetricUnsettledEvents + `":3`, `"Subscription":"s.search"`, `"` + keys.MetricUnsettledAge + `":0`} {
+		if !strings.Contains(metrics, k) {
+			t.Errorf("metrics lack %s:\n%s", k, metrics)
+		}
+	}
+
+	// A tenant nobody has delivered: every event is unsettled, since seq 1.
+	if _, err := store.Emit(tenancy.MustWithTenant(context.Background(), "t2"), "order.placed", map[string]any{"order_id": "o"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = r.Tenant(context.Background(), reconcile.TenantRequest{Tenant: "t2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sd := range res.Subscriptions {
+		if sd.Watermark != 0 || sd.Unsettled != 1 || sd.OldestUnsettledSeq != 1 || sd.WatermarkUpdatedAt != "" {
+			t.Errorf("t2 %s: %+v, want watermark 0, 1 unsettled since seq 1, never moved", sd.Subscription, sd)
+		}
+	}
+}
+
+// TestDeliveryAuditOff: without watermarks configured the report has no
+// subscriptions (and the JSON no key).
+func TestDeliveryAuditOff(t *testing.T) {
+	e := newEnv(t, nil)
+	e.emit(t, "t1", 1)
+	body := e.get(t, "tenant=t1")
+	if _, ok := body["subscriptions"]; ok {
+		t.Errorf("subscriptions present without a watermark store: %v", body)
+	}
+}
