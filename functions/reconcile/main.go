@@ -47,12 +47,17 @@ func main() {
 		fail("invalid catalog", err)
 	}
 	claims := delivery.NewDynamoStore(db, env[keys.EnvStateTable])
+	// Checkpoints: signed with the KMS key, kept in the Object Lock bucket.
+	state, err := checkpointState(ctx, cfg, reconcile.NewDynamoState(db, env[keys.EnvStateTable]), log)
+	if err != nil {
+		fail("signed checkpoints", err)
+	}
 	r, err := reconcile.New(reconcile.Config{
 		Log:           events,
 		Watermarks:    claims,
 		Subscriptions: delivery.DurableSubscriptions(cat),
 		DeadLetters:   claims,
-		State:         reconcile.NewDynamoState(db, env[keys.EnvStateTable]),
+		State:         state,
 		Logger:        log,
 	})
 	if err != nil {
