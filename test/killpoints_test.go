@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -16,7 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/google/uuid"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
@@ -24,6 +29,7 @@ import (
 	"github.com/fourlanes/fourlanes/internal/twin/cfn"
 	"github.com/fourlanes/fourlanes/internal/twin/lambdart"
 	"github.com/fourlanes/fourlanes/internal/twin/twintest"
+	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/example"
@@ -285,12 +291,19 @@ func (em *emitter) result(t *testing.T) envelope.Envelope {
 	return envelope.Envelope{}
 }
 
-// emailsSent counts the "email sent" lines of the durable consumer per
-// email key (<event id>:order-email).
+// emailsSent counts the "email sent" lines of the durable consumer and of
+// dlq-repair per email key (<event id>:order-email).
 func (s *stack) emailsSent(t *testing.T) map[string]int {
 	t.Helper()
-	id := s.fn[keys.FnDurableConsumer]
 	per := map[string]int{}
+	for _, id := range []string{s.fn[keys.FnDurableConsumer], s.fn[keys.FnDLQRepair]} {
+		s.emailsOf(t, id, per)
+	}
+	return per
+}
+
+func (s *stack) emailsOf(t *testing.T, id string, per map[string]int) {
+	t.Helper()
 	for _, line := range s.grep(id, `"msg":"email sent"`) {
 		var rec struct {
 			Key string `json:"key"`
@@ -300,7 +313,6 @@ func (s *stack) emailsSent(t *testing.T) map[string]int {
 		}
 		per[rec.Key]++
 	}
-	return per
 }
 
 // checkOnce checks that every event was delivered to the DURABLE subscriber
@@ -568,5 +580,215 @@ func TestKillConsumer(t *testing.T) {
 			}
 		}
 		s.checkLog(t, tenant, e)
+	})
+}
+
+// holdingSQS is an SQS endpoint for dlq-repair in front of the twin's: it
+// passes every request through, except the first DeleteMessage on the queue
+// it is told to hold, which it never forwards: it reports the receipt handle
+// and keeps the request waiting until released (then answers 500). dlq-repair
+// is killed while it waits, after everything it did before the delete.
+type holdingSQS struct {
+	proxy *httputil.ReverseProxy
+	held  chan string
+
+	mu      sync.Mutex
+	queue   string
+	release chan struct{}
+}
+
+func newHoldingSQS(t *testing.T, target string) (*holdingSQS, string) {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &holdingSQS{proxy: httputil.NewSingleHostReverseProxy(u), held: make(chan string, 1)}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return h, srv.URL
+}
+
+// hold holds the next DeleteMessage on queue.
+func (h *holdingSQS) hold(queue string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.queue, h.release = queue, make(chan struct{})
+}
+
+// let answers the held request.
+func (h *holdingSQS) let() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	close(h.release)
+}
+
+func (h *holdingSQS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".DeleteMessage") {
+		var in struct{ QueueUrl, ReceiptHandle string }
+		_ = json.Unmarshal(body, &in)
+		h.mu.Lock()
+		hold := h.queue != "" && in.QueueUrl == h.queue
+		release := h.release
+		if hold {
+			h.queue = ""
+		}
+		h.mu.Unlock()
+		if hold {
+			h.held <- in.ReceiptHandle
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			http.Error(w, "held by the test and never forwarded", http.StatusInternalServerError)
+			return
+		}
+	}
+	h.proxy.ServeHTTP(w, r)
+}
+
+// runCLI runs the fourlanes CLI like stack.run, and returns its error
+// instead of failing the test (for a run whose function is killed).
+func (s *stack) runCLI(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, s.cli, args...)
+	cmd.Env = append(os.Environ(), "AWS_ENDPOINT_URL_LAMBDA="+s.tw.InvokeEndpoint(), "AWS_REGION="+localaws.Region,
+		"AWS_ACCESS_KEY_ID=fourlanes", "AWS_SECRET_ACCESS_KEY=local", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null")
+	out, err := cmd.Output()
+	return string(out), err
+}
+
+// dlq-repair killed between delivering a DURABLE DLQ message's event and
+// deleting the message, and between re-parking an open message (the send)
+// and deleting the original. The durable mapping is disabled, so only
+// dlq-repair delivers, from messages the test puts on the DURABLE DLQ as
+// the redrive would. Each: the message is not lost (it comes back when its
+// visibility ends: made visible here with the held receipt handle), later
+// runs empty the DLQ, and the email is sent exactly once.
+func TestKillDLQRepair(t *testing.T) {
+	s := startStack(t, func(tm *cfn.Template) {
+		for _, r := range tm.OfType(cfn.TypeMapping) {
+			if _, stream := r.Prop("StartingPosition"); !stream {
+				r.SetProp(false, "Enabled")
+			}
+		}
+	})
+	ctx := context.Background()
+	repairID := s.fn[keys.FnDLQRepair]
+	f, err := s.tw.Function(repairID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, endpoint := newHoldingSQS(t, s.tw.SQSEndpoint())
+	// The twin gives each function its endpoints at creation; dlq-repair has
+	// not run yet, so its first process starts with this one.
+	f.Spec().Env["AWS_ENDPOINT_URL_SQS"] = endpoint
+	dlq := s.env[keys.EnvDurableDLQURL]
+	front := localaws.NewSQS(s.tw.SQSEndpoint())
+	name, err := s.tw.FunctionName(repairID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// park emits one order.placed for tenant and puts it on the DURABLE DLQ.
+	park := func(t *testing.T, tenant string) envelope.Envelope {
+		t.Helper()
+		tctx, err := tenancy.WithTenant(ctx, tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := s.app.Events.Emit(tctx, orders.TypePlaced, placed(tenant, uuid.NewString()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := front.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(dlq), MessageBody: aws.String(string(body)),
+			MessageGroupId: aws.String(tenant), MessageDeduplicationId: aws.String(e.ID)}); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	// killAtDelete runs dlq-repair until it holds at the DLQ delete, checks
+	// with atDelete what it did before, kills it and makes the message it
+	// was deleting visible again.
+	killAtDelete := func(t *testing.T, atDelete func()) {
+		t.Helper()
+		h.hold(dlq)
+		done := make(chan error, 1)
+		go func() { _, err := s.runCLI("repair", "-function", name); done <- err }()
+		var handle string
+		select {
+		case handle = <-h.held:
+		case err := <-done:
+			t.Fatalf("dlq-repair ended (%v) without deleting from the DLQ", err)
+		case <-time.After(3 * time.Minute):
+			t.Fatal("dlq-repair did not delete from the DLQ within 3 minutes")
+		}
+		atDelete()
+		if n := f.Kill(); n == 0 {
+			t.Fatal("no dlq-repair process to kill")
+		}
+		h.let()
+		t.Logf("the killed repair run: %v", <-done)
+		if _, err := front.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(dlq), ReceiptHandle: aws.String(handle), VisibilityTimeout: 0}); err != nil {
+			t.Fatalf("make the message the killed run was deleting visible again: %v", err)
+		}
+	}
+	// drainDLQ runs dlq-repair until the DURABLE DLQ is empty.
+	drainDLQ := func(t *testing.T) {
+		t.Helper()
+		eventually(t, 3*time.Minute, "dlq-repair empties the DURABLE DLQ", func() (bool, string) {
+			r, out := s.repairAllowOpen()
+			n := s.depth(keys.EnvDurableDLQURL)
+			return n == 0, fmt.Sprintf("%d messages left; last report: fixed %d, open %d: %s", n, r.Fixed, r.Open, out)
+		})
+	}
+
+	t.Run("between delivery and delete", func(t *testing.T) {
+		e := park(t, "kill-repair-deliver")
+		killAtDelete(t, func() {
+			if c, ok := s.claim(e.ID, emailSub); !ok || c.Status != "completed" {
+				t.Errorf("claim of %s at the delete: %+v (found %v), want completed: the kill is not after the delivery", e.ID, c, ok)
+			}
+		})
+		if n := s.depth(keys.EnvDurableDLQURL); n != 1 {
+			t.Errorf("DURABLE DLQ after the kill: %d messages, want 1 (the one being deleted)", n)
+		}
+		drainDLQ(t)
+		s.checkOnce(t, []envelope.Envelope{e})
+	})
+
+	t.Run("between re-park send and delete", func(t *testing.T) {
+		const tenant = "kill-repair-repark"
+		e := park(t, tenant)
+		// Another delivery holds the claim for 20 s: dlq-repair leaves the
+		// message open and re-parks it.
+		now := time.Now()
+		if _, err := delivery.NewDynamoStore(s.ddb, s.env[keys.EnvStateTable]).Claim(ctx, delivery.ClaimRequest{
+			Key: delivery.Key{EventID: e.ID, Subscription: emailSub}, Tenant: tenant, Type: e.Type, Seq: e.Seq, SchemaVersion: e.SchemaVersion,
+			Token: "held-by-the-test", Now: now, LeaseUntil: now.Add(20 * time.Second), ExpiresAt: now.Add(time.Hour),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		killAtDelete(t, func() {
+			if n := s.depth(keys.EnvDurableDLQURL); n != 2 {
+				t.Errorf("DURABLE DLQ at the delete: %d messages, want 2 (the re-parked copy and the original)", n)
+			}
+		})
+		if n := s.depth(keys.EnvDurableDLQURL); n != 2 {
+			t.Errorf("DURABLE DLQ after the kill: %d messages, want 2 (the re-parked copy and the original)", n)
+		}
+		drainDLQ(t)
+		s.checkOnce(t, []envelope.Envelope{e})
 	})
 }
