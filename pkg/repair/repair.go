@@ -116,6 +116,11 @@ type Config struct {
 	// before the unsettled source sweeps it (default 5 min; see
 	// unsettled.go).
 	UnsettledAfter time.Duration
+	// ClaimRetention is how long completed claims are kept
+	// (delivery.Config.Retention, default 30 days): the unsettled source
+	// does not redeliver an event older than that, which a store without
+	// watermarks yet (a stack upgraded to them) would otherwise send again.
+	ClaimRetention time.Duration
 	Now            func() time.Time
 }
 
@@ -154,6 +159,9 @@ func New(cfg Config) (*Repairer, error) {
 	}
 	if cfg.UnsettledAfter <= 0 {
 		cfg.UnsettledAfter = 5 * time.Minute
+	}
+	if cfg.ClaimRetention <= 0 {
+		cfg.ClaimRetention = 30 * 24 * time.Hour
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

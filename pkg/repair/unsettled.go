@@ -115,9 +115,16 @@ func (r *Repairer) sweepTenant(ctx context.Context, tenant string, after time.Du
 				sw.why = fmt.Sprintf("the log's row at seq %d does not match its hash: run reconcile on the tenant", e.Seq)
 				return sw
 			}
-			if e.Seq == sw.from+1 && after > 0 {
-				if at, err := time.Parse(time.RFC3339Nano, e.OccurredAt); err == nil && r.cfg.Now().Sub(at) < after {
+			if e.Seq == sw.from+1 {
+				at, err := time.Parse(time.RFC3339Nano, e.OccurredAt)
+				if err == nil && after > 0 && r.cfg.Now().Sub(at) < after {
 					sw.waiting = true // still on its way through the lane
+					return sw
+				}
+				if err == nil && r.cfg.Now().Sub(at) > r.cfg.ClaimRetention {
+					// Its claims may have expired: a delivered event could not
+					// be told from a lost one, and would run again.
+					sw.why = fmt.Sprintf("seq %d occurred %s, before the claims' retention (%s): delivered and lost cannot be told apart; check the subscription's effects, then set its watermark", e.Seq, e.OccurredAt, r.cfg.ClaimRetention)
 					return sw
 				}
 			}

@@ -2,6 +2,7 @@ package repair_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,5 +128,24 @@ func TestStreamGoneKeepsMessageWhileUnsettled(t *testing.T) {
 	}
 	if n := rg.mail.count(); n != 2 {
 		t.Errorf("emails %d, want 2", n)
+	}
+}
+
+// TestUnsettledOlderThanClaimsIsNotRedelivered: an event above the
+// watermark but older than the claims' retention may have been delivered
+// with its claim since expired (a stack that had no watermarks yet): it is
+// reported open, never sent again blindly.
+func TestUnsettledOlderThanClaimsIsNotRedelivered(t *testing.T) {
+	t.Parallel()
+	rg := newRig(t)
+	rg.place(t, "tenant-1", "ana@example.com")
+	rg.cfg.Now = func() time.Time { return time.Now().Add(31 * 24 * time.Hour) }
+	rep := rg.run(t, repair.Request{Sources: []string{repair.SourceUnsettled}, Tenants: []string{"tenant-1"}})
+	src := rep.Sources[repair.SourceUnsettled]
+	if src.Open != 1 || src.Fixed != 0 || !strings.Contains(src.Items[0].Reason, "retention") {
+		t.Fatalf("%+v, want open naming the claims' retention", src)
+	}
+	if n := rg.mail.count(); n != 0 {
+		t.Errorf("%d emails, want none", n)
 	}
 }
