@@ -24,6 +24,17 @@
 // by the next delivery of the message, which SQS makes visible again only
 // after the visibility timeout (≥ 6 × the function timeout), by then expired.
 //
+// Only events in the log are delivered: with Config.Log, Deliver refuses an
+// envelope that is not the log's event at its (tenant, seq)
+// (NotInLogError), checked in the same BatchGetItem that prefetches the
+// batch's claims (inlog.go).
+//
+// Delivery watermarks (watermark.go): per (tenant, DURABLE subscription),
+// the seq through which every event is settled. The consumer reports each
+// batch's settled events to Settled, one conditional write per
+// subscription and tenant; reconcile reports the watermarks against the
+// head, and dlq-repair redelivers what stays above them.
+//
 // Retention: completed claims expire by TTL after Config.Retention (default
 // 30 days), longer than any redelivery: the FIFO queue retains a message at
 // most 14 days, and a FIFO DLQ restarts that clock when the message moves,
