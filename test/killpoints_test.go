@@ -363,6 +363,35 @@ func (s *stack) checkLog(t *testing.T, tenant string, want ...envelope.Envelope)
 	}
 }
 
+// checkSettled waits until reconcile's delivery audit says every DURABLE
+// subscription of tenant is settled through the head: nothing unsettled.
+func (s *stack) checkSettled(t *testing.T, tenant string) {
+	t.Helper()
+	eventually(t, 60*time.Second, "the delivery audit of "+tenant+" settled", func() (bool, string) {
+		var r struct {
+			LastSeq       int64 `json:"last_seq"`
+			Subscriptions []struct {
+				Subscription string `json:"subscription"`
+				Watermark    int64  `json:"watermark"`
+				Unsettled    int64  `json:"unsettled"`
+			} `json:"subscriptions"`
+		}
+		out := s.run(false, "reconcile", "-url", s.url, "-tenant", tenant)
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("reconcile output %q: %v", out, err)
+		}
+		if len(r.Subscriptions) == 0 {
+			return false, "no subscriptions in the report: " + out
+		}
+		for _, sd := range r.Subscriptions {
+			if sd.Unsettled != 0 || sd.Watermark != r.LastSeq {
+				return false, out
+			}
+		}
+		return true, ""
+	})
+}
+
 // A producer process killed (SIGKILL) while Emit waits for the answer of a
 // transaction that did commit: exactly one event, at one seq, chained,
 // delivered once; the same emit run again with the same idempotency key
@@ -428,6 +457,7 @@ func TestKillDuringEmit(t *testing.T) {
 			}
 			s.checkLog(t, tenant, committed...)
 			s.checkOnce(t, committed)
+			s.checkSettled(t, tenant)
 		})
 	}
 }
@@ -489,6 +519,7 @@ func TestKillStreamFilterMidInvocation(t *testing.T) {
 		if r := s.reconcile(tenant); r.ChainIntact == nil || !*r.ChainIntact {
 			t.Errorf("reconcile %s: chain not intact: %s", tenant, r.FirstBreak)
 		}
+		s.checkSettled(t, tenant)
 	}
 }
 
@@ -558,6 +589,7 @@ func TestKillConsumer(t *testing.T) {
 		}
 		s.checkOnce(t, []envelope.Envelope{e})
 		s.checkLog(t, tenant, e)
+		s.checkSettled(t, tenant)
 	})
 
 	t.Run("during the dead-letter write", func(t *testing.T) {
@@ -591,6 +623,7 @@ func TestKillConsumer(t *testing.T) {
 			}
 		}
 		s.checkLog(t, tenant, e)
+		s.checkSettled(t, tenant)
 	})
 }
 
@@ -777,6 +810,7 @@ func TestKillDLQRepair(t *testing.T) {
 		}
 		drainDLQ(t)
 		s.checkOnce(t, []envelope.Envelope{e})
+		s.checkSettled(t, e.TenantID)
 	})
 
 	t.Run("between re-park send and delete", func(t *testing.T) {
@@ -801,5 +835,6 @@ func TestKillDLQRepair(t *testing.T) {
 		}
 		drainDLQ(t)
 		s.checkOnce(t, []envelope.Envelope{e})
+		s.checkSettled(t, tenant)
 	})
 }
