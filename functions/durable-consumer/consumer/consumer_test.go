@@ -291,7 +291,7 @@ type rig struct {
 	metrics *logtest.Buffer
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T, tune ...func(*delivery.Config)) *rig {
 	t.Helper()
 	raw := localaws.DynamoDB(t)
 	desc := localaws.CreateTable(t, raw, delivery.StateTableSchema(localaws.UniqueName(t, "state")))
@@ -312,7 +312,11 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	rg.store = bs
-	d, err := delivery.New(reg, delivery.Config{Store: bs, Logger: logger, Metrics: obs.NewMetrics(rg.metrics), Backoff: time.Millisecond})
+	dcfg := delivery.Config{Store: bs, Logger: logger, Metrics: obs.NewMetrics(rg.metrics), Backoff: time.Millisecond}
+	for _, f := range tune {
+		f(&dcfg)
+	}
+	d, err := delivery.New(reg, dcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
