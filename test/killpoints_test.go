@@ -723,8 +723,12 @@ func TestKillDLQRepair(t *testing.T) {
 		t.Fatal(err)
 	}
 	h, endpoint := newHoldingSQS(t, s.tw.SQSEndpoint())
-	// The twin gives each function its endpoints at creation; dlq-repair has
-	// not run yet, so its first process starts with this one.
+	// The twin gives each function its endpoints at creation, in the map
+	// its processes start with (Spec shares it); dlq-repair has not run yet,
+	// so its first process starts with this one.
+	if n := f.Running(); n != 0 {
+		t.Fatalf("dlq-repair has %d processes before the test: they would keep the twin's SQS endpoint", n)
+	}
 	f.Spec().Env["AWS_ENDPOINT_URL_SQS"] = endpoint
 	dlq := s.env[keys.EnvDurableDLQURL]
 	front := localaws.NewSQS(s.tw.SQSEndpoint())
