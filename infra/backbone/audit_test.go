@@ -106,6 +106,11 @@ func TestOnlyTheBackboneSendsToTheDurableQueues(t *testing.T) {
 			}
 		}
 	}
+	// The evaluator denies nothing by itself: the Pipe DLQ (which this
+	// policy does not cover) refuses no one.
+	if s.queueSendDenied(t, LogicalPipeDLQ, refused["a user of the account"]) {
+		t.Errorf("%s: a user is denied; the evaluator above is not reading the policy", LogicalPipeDLQ)
+	}
 	// The Pipe's identity policy still allows its one send.
 	gs := grants(t, s.doc)
 	if got := access(gs, s.id(s.stack.Durable.PipeRole)); !contains(got[LogicalDurableQueue+".Arn"], "sqs:SendMessage") {
