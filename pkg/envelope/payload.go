@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -136,14 +138,11 @@ func normalizeValue(path string, v any, depth int) (any, error) {
 		}
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			if !utf8.ValidString(k) {
-				return nil, fieldErr(path, "has a key that is not valid UTF-8")
-			}
-			if k == "" {
-				return nil, emptyKey(path)
-			}
-			n, err := normalizeValue(path+"."+k, e, depth+1)
+			n, err := normalizeMember(path, k, e, depth)
 			if err != nil {
+				// Name the first fault in key order, not the first the map
+				// happened to yield, so the error is always the same.
+				_, err = firstFault(path, x, depth)
 				return nil, err
 			}
 			out[k] = n
@@ -152,6 +151,50 @@ func normalizeValue(path string, v any, depth int) (any, error) {
 	default:
 		return nil, fieldErr(path, "has unsupported Go type %T; use JSON kinds only", v)
 	}
+}
+
+// firstFault walks v in key order (no retries below), returning its first
+// fault: the error normalizeValue names, deterministically.
+func firstFault(path string, v any, depth int) (any, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		if depth > MaxPayloadDepth {
+			return nil, tooDeep(path)
+		}
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			if !utf8.ValidString(k) {
+				return nil, fieldErr(path, "has a key that is not valid UTF-8")
+			}
+			if k == "" {
+				return nil, emptyKey(path)
+			}
+			if _, err := firstFault(path+"."+k, x[k], depth+1); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	case []any:
+		if depth > MaxPayloadDepth {
+			return nil, tooDeep(path)
+		}
+		for i, e := range x {
+			if _, err := firstFault(fmt.Sprintf("%s[%d]", path, i), e, depth+1); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}
+	return normalizeValue(path, v, depth)
+}
+
+func normalizeMember(path, k string, e any, depth int) (any, error) {
+	if !utf8.ValidString(k) {
+		return nil, fieldErr(path, "has a key that is not valid UTF-8")
+	}
+	if k == "" {
+		return nil, emptyKey(path)
+	}
+	return normalizeValue(path+"."+k, e, depth+1)
 }
 
 // checkValue verifies an already-normalized payload (used by Validate) and
@@ -173,6 +216,20 @@ func tooDeep(path string) *FieldError {
 
 func emptyKey(path string) *FieldError {
 	return &FieldError{Field: path, Reason: `has an empty key ""; DynamoDB refuses empty map keys`}
+}
+
+func checkMember(k string, e any, depth int) (int, *FieldError) {
+	if k == "" {
+		return 0, emptyKey("")
+	}
+	if !utf8.ValidString(k) {
+		return 0, &FieldError{Reason: "has a key that is not valid UTF-8"}
+	}
+	n, err := check(e, depth+1)
+	if err != nil {
+		err.Field = "." + k + err.Field
+	}
+	return n, err
 }
 
 func check(v any, depth int) (int, *FieldError) {
@@ -216,15 +273,14 @@ func check(v any, depth int) (int, *FieldError) {
 		}
 		size := 3
 		for k, e := range x {
-			if k == "" {
-				return 0, emptyKey("")
-			}
-			if !utf8.ValidString(k) {
-				return 0, &FieldError{Reason: "has a key that is not valid UTF-8"}
-			}
-			n, err := check(e, depth+1)
+			n, err := checkMember(k, e, depth)
 			if err != nil {
-				err.Field = "." + k + err.Field
+				// The first fault in key order, as normalizeValue names it.
+				if _, ferr := firstFault("", x, depth); ferr != nil {
+					if fe, ok := ferr.(*FieldError); ok {
+						return 0, fe
+					}
+				}
 				return 0, err
 			}
 			size += len(k) + n + 1
