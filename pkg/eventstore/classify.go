@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/fourlanes/fourlanes/pkg/chain"
 )
 
 // DynamoDB's transaction limits.
@@ -40,12 +42,27 @@ type owner struct {
 // contentionError marks an attempt lost to another writer of the same head.
 // headMoved: the head's own condition failed, so the head is no longer where
 // the attempt was sealed (and, never moving back, never will be again).
+// throttled: the partition's write budget refused it (nothing was written).
+// head: where the head is now, when DynamoDB returned it with the failed
+// condition (ReturnValuesOnConditionCheckFailure ALL_OLD): the retry can
+// re-seal on it without reading the head again.
 type contentionError struct {
 	err       error
 	headMoved bool
+	throttled bool
+	head      *chain.Head
 }
 
-func (e *contentionError) Error() string { return "head contention: " + e.err.Error() }
+func (e *contentionError) Error() string {
+	why := "TransactionConflict: another transaction held the head"
+	switch {
+	case e.headMoved:
+		why = "another writer moved the head"
+	case e.throttled:
+		why = "the partition's write budget throttled it"
+	}
+	return "head contention (" + why + "): " + e.err.Error()
+}
 func (e *contentionError) Unwrap() error { return e.err }
 
 func isContention(err error) bool {
@@ -108,12 +125,27 @@ func classify(err error, owners []owner) error {
 		for i, r := range reasons {
 			code := aws.ToString(r.Code)
 			if i < len(owners) && owners[i].role == roleHead && code == "ConditionalCheckFailed" {
-				return &contentionError{err: err, headMoved: true}
+				ce := &contentionError{err: err, headMoved: true}
+				if r.Item != nil {
+					if h, herr := HeadFromItem(r.Item); herr == nil {
+						ce.head = h
+					}
+				}
+				return ce
 			}
 		}
 		for _, r := range reasons {
 			if aws.ToString(r.Code) == "TransactionConflict" {
 				return &contentionError{err: err}
+			}
+		}
+		// A partition over its write budget (AWS: 1,000 WCU/s per partition
+		// key; the tenant's head and events share one) cancels the whole
+		// transaction and writes nothing: pace and retry, like contention.
+		for _, r := range reasons {
+			switch aws.ToString(r.Code) {
+			case "ProvisionedThroughputExceeded", "ThrottlingError":
+				return &contentionError{err: err, throttled: true}
 			}
 		}
 		callers := &batchCallerError{failed: map[int]error{}}
@@ -152,10 +184,17 @@ func classify(err error, owners []owner) error {
 	if errors.As(err, &tc) {
 		return &contentionError{err: err}
 	}
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode() {
+		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded":
+			// A definite refusal the SDK's retryer has already retried.
+			return &contentionError{err: err, throttled: true}
+		}
+	}
 	if ambiguous(err) {
 		return &ambiguousError{fmt.Errorf("transact write: %w", err)}
 	}
-	var api smithy.APIError
 	if errors.As(err, &api) && api.ErrorCode() == "ValidationException" {
 		return &splitError{fmt.Errorf("transaction refused by DynamoDB: %w", err)}
 	}

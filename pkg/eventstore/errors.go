@@ -19,18 +19,28 @@ var (
 	ErrBadWrite = errors.New("malformed extra write")
 )
 
-// ContentionError reports that a tenant's head stayed contended for the whole
-// retry budget.
+// ContentionError reports that a caller's emit did not commit within the
+// caller's own budget (Config.MaxAttempts and MaxElapsed, or its context's
+// deadline, whichever ends first) because its tenant's head stayed contended:
+// other writers kept moving it, transactions on it conflicted, or its
+// partition's write budget throttled it. Nothing was written. The budget is
+// the caller's own: batches queued ahead of it never lengthen it.
 type ContentionError struct {
 	Tenant   string
-	Attempts int
-	Elapsed  time.Duration
-	Last     error
+	Attempts int           // TransactWriteItems calls that carried this caller's event
+	Elapsed  time.Duration // from Emit's start to this answer
+	Waited   time.Duration // of Elapsed, the time queued before its first attempt
+	Reason   string        // which budget ended the wait, e.g. "its 64-attempt budget"
+	Last     error         // the last attempt's error; nil when it never went out
 }
 
 func (e *ContentionError) Error() string {
-	return fmt.Sprintf("emit for tenant %q: head still contended after %d attempts in %s: %v",
-		e.Tenant, e.Attempts, e.Elapsed.Round(time.Millisecond), e.Last)
+	last := "never sent"
+	if e.Last != nil {
+		last = e.Last.Error()
+	}
+	return fmt.Sprintf("emit for tenant %q: head still contended after %d attempts in %s (%s queued before the first; stopped by %s): %s",
+		e.Tenant, e.Attempts, e.Elapsed.Round(time.Millisecond), e.Waited.Round(time.Millisecond), e.Reason, last)
 }
 
 // Is matches ErrContention.

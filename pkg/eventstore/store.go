@@ -64,8 +64,10 @@ type Config struct {
 	Catalog    Catalog    // required: undeclared types are refused
 	Dispatcher Dispatcher // optional: INLINE and LOCAL lanes
 	Batching   Batching
-	// Retry budget for head contention. Zero values take the defaults:
-	// 64 attempts, 10 s, backoff 1 ms doubling to 50 ms, full jitter.
+	// Retry budget for head contention, per caller. Zero values take the
+	// defaults: 64 attempts, 10 s; backoff full jitter over a per-tenant
+	// window that doubles from 1 ms with every loss to at most 1 s and
+	// halves with every commit (see pacer).
 	MaxAttempts int
 	MaxElapsed  time.Duration
 	BaseDelay   time.Duration
@@ -93,6 +95,7 @@ type Store struct {
 
 	mu      sync.Mutex
 	tenants map[string]*tenantQueue
+	pacers  map[string]*pacer // tenants this store saw contended lately
 
 	stats statCounters
 }
@@ -115,7 +118,7 @@ func New(db DynamoDB, cfg Config) (*Store, error) {
 		cfg.BaseDelay = time.Millisecond
 	}
 	if cfg.MaxDelay <= 0 {
-		cfg.MaxDelay = 50 * time.Millisecond
+		cfg.MaxDelay = time.Second
 	}
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = 5 * time.Second
@@ -127,7 +130,7 @@ func New(db DynamoDB, cfg Config) (*Store, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Store{db: db, cfg: cfg, tenants: map[string]*tenantQueue{}}, nil
+	return &Store{db: db, cfg: cfg, tenants: map[string]*tenantQueue{}, pacers: map[string]*pacer{}}, nil
 }
 
 // Stats are cumulative counters for benchmarks and health checks.
@@ -137,12 +140,13 @@ type Stats struct {
 	Attempts       int64   // TransactWriteItems calls
 	FailedAttempts int64   // calls cancelled by head contention, or ambiguous
 	Ambiguous      int64   // calls whose outcome DynamoDB did not tell (resent identical)
+	Throttled      int64   // of FailedAttempts, those the partition's write budget refused
 	WCU            float64 // write capacity units consumed (ReturnConsumedCapacity)
 }
 
 type statCounters struct {
 	events, commits, attempts, failed, ambiguous atomic.Int64
-	milliWCU                                     atomic.Int64
+	throttled, milliWCU                          atomic.Int64
 }
 
 // Stats returns the store's counters so far.
@@ -153,6 +157,7 @@ func (s *Store) Stats() Stats {
 		Attempts:       s.stats.attempts.Load(),
 		FailedAttempts: s.stats.failed.Load(),
 		Ambiguous:      s.stats.ambiguous.Load(),
+		Throttled:      s.stats.throttled.Load(),
 		WCU:            float64(s.stats.milliWCU.Load()) / 1000,
 	}
 }
@@ -165,7 +170,24 @@ type request struct {
 	idemKey string
 	size    int // estimated bytes of the event row, the idempotency row and the extra writes
 	done    chan error
+
+	start    time.Time    // when Emit was called
+	deadline time.Time    // the caller's own budget: start+MaxElapsed or ctx's deadline, the earlier
+	ctxBound bool         // deadline is the context's
+	state    atomic.Int32 // reqQueued, reqTaken or reqAbandoned
+	// Only the committer touches these.
+	attempts int       // TransactWriteItems calls that carried this request
+	firstTry time.Time // when it first went out; zero: never
 }
+
+// A request's state: queued until a committer takes it into a batch (from
+// then on its outcome is the batch's), or abandoned by its caller while still
+// queued (then it is never sent).
+const (
+	reqQueued int32 = iota
+	reqTaken
+	reqAbandoned
+)
 
 // actions is how many transaction actions the request takes.
 func (r *request) actions() int {
@@ -243,6 +265,11 @@ func (s *Store) EmitWith(ctx context.Context, in EmitInput) (envelope.Envelope, 
 		extra:   in.Extra,
 		idemKey: in.IdempotencyKey,
 		done:    make(chan error, 1),
+		start:   time.Now(),
+	}
+	req.deadline = req.start.Add(s.cfg.MaxElapsed)
+	if d, ok := ctx.Deadline(); ok && d.Before(req.deadline) {
+		req.deadline, req.ctxBound = d, true
 	}
 	if err := req.env.Validate(); err != nil {
 		return envelope.Envelope{}, fmt.Errorf("emit %s: %w", eventType, err)
@@ -252,11 +279,16 @@ func (s *Store) EmitWith(ctx context.Context, in EmitInput) (envelope.Envelope, 
 	}
 
 	if s.cfg.Batching == BatchNone {
-		s.commit(tenant, []*request{req}, &headView{})
+		req.state.Store(reqTaken)
+		hv := &headView{}
+		for batch := []*request{req}; len(batch) > 0; {
+			batch = s.commit(tenant, batch, hv)
+		}
+		err = <-req.done
 	} else {
 		s.enqueue(tenant, req)
+		err = s.await(tenant, req)
 	}
-	err = <-req.done
 	env := req.env // the leader is done with req: read it only now
 	if err != nil {
 		var used *idemUsedError
@@ -282,33 +314,42 @@ func (s *Store) EmitWith(ctx context.Context, in EmitInput) (envelope.Envelope, 
 	return env, nil
 }
 
-// tenantQueue holds one tenant's Emits waiting for the current leader.
+// tenantQueue holds one tenant's Emits waiting for the tenant's committer.
 type tenantQueue struct {
 	pending []*request
-	leading bool
+	leading bool // a committer goroutine serves the queue
 }
 
-// enqueue adds req to its tenant's queue; the first caller to find no leader
-// commits batches until the queue is empty. A lone caller leads at once.
+// enqueue adds req to its tenant's queue and starts the tenant's committer
+// if none runs. The committer is a goroutine of its own, not a caller: no
+// caller's wait ever includes committing other callers' batches.
 func (s *Store) enqueue(tenant string, req *request) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	q := s.tenants[tenant]
 	if q == nil {
 		q = &tenantQueue{}
 		s.tenants[tenant] = q
 	}
 	q.pending = append(q.pending, req)
-	if q.leading {
-		s.mu.Unlock()
-		return
+	if !q.leading {
+		q.leading = true
+		go s.lead(tenant, q)
 	}
-	q.leading = true
-	// The leader remembers the head it last committed, so a tenant's next
+}
+
+// lead commits q's requests, batch after batch, until the queue is empty.
+// A batch that lost to contention goes out again with whatever queued
+// meanwhile: the more contended the head, the larger the batch that takes it.
+func (s *Store) lead(tenant string, q *tenantQueue) {
+	// The committer remembers the head it last committed, so a tenant's next
 	// batch needs no read: only contention (another process moved the head)
 	// sends it back to DynamoDB for the head.
 	hv := &headView{}
+	var carry []*request
 	for {
-		batch := takeBatch(q)
+		s.mu.Lock()
+		batch := takeBatch(q, carry)
 		if len(batch) == 0 {
 			q.leading = false
 			delete(s.tenants, tenant)
@@ -316,24 +357,66 @@ func (s *Store) enqueue(tenant string, req *request) {
 			return
 		}
 		s.mu.Unlock()
-		s.commit(tenant, batch, hv)
-		s.mu.Lock()
+		carry = s.commit(tenant, batch, hv)
 	}
 }
 
-// takeBatch removes from q the longest prefix that fits one transaction.
-func takeBatch(q *tenantQueue) []*request {
-	actions, bytes, n := 1, headRowBytes, 0
+// await waits for req's answer, but never past the caller's own deadline
+// while req is still queued: a caller that gives up before its request went
+// out gets its answer at once, and the request is never sent. Once a batch
+// carries it, its outcome is that batch's (a committed event must be
+// reported), which the committer delivers within one round of the deadline.
+func (s *Store) await(tenant string, req *request) error {
+	timer := time.NewTimer(time.Until(req.deadline))
+	defer timer.Stop()
+	select {
+	case err := <-req.done:
+		return err
+	case <-req.ctx.Done():
+	case <-timer.C:
+	}
+	if !req.state.CompareAndSwap(reqQueued, reqAbandoned) {
+		return <-req.done
+	}
+	if errors.Is(req.ctx.Err(), context.Canceled) {
+		return req.ctx.Err()
+	}
+	// Its deadline (Config.MaxElapsed or its context's): a contention error
+	// that says so, and matches context.DeadlineExceeded when it was the
+	// context's.
+	var last error
+	if req.ctxBound {
+		last = context.DeadlineExceeded // the timer may fire just before the context's own
+	}
+	waited := time.Since(req.start)
+	return &ContentionError{Tenant: tenant, Elapsed: waited, Waited: waited, Last: last,
+		Reason: "its own deadline, reached while queued behind the tenant's batches in flight (never sent)"}
+}
+
+// takeBatch returns carry followed by the longest run of q's queued requests
+// that still fits one transaction, and marks those taken. Requests their
+// callers abandoned are dropped from the queue.
+func takeBatch(q *tenantQueue, carry []*request) []*request {
+	actions, bytes := 1, headRowBytes
+	for _, r := range carry {
+		actions += r.actions()
+		bytes += r.size
+	}
+	batch := append([]*request(nil), carry...)
+	n := 0
 	for _, r := range q.pending {
 		a := r.actions()
-		if n > 0 && (actions+a > maxActions || bytes+r.size > maxTxBytes) {
+		if len(batch) > 0 && (actions+a > maxActions || bytes+r.size > maxTxBytes) {
 			break
+		}
+		n++
+		if !r.state.CompareAndSwap(reqQueued, reqTaken) {
+			continue // abandoned by its caller
 		}
 		actions += a
 		bytes += r.size
-		n++
+		batch = append(batch, r)
 	}
-	batch := append([]*request(nil), q.pending[:n]...)
 	q.pending = q.pending[n:]
 	return batch
 }
@@ -345,43 +428,61 @@ type headView struct {
 	head  *chain.Head
 }
 
-// commit appends batch (one tenant's requests, in order) and signals every
-// request's done channel exactly once.
-func (s *Store) commit(tenant string, batch []*request, hv *headView) {
-	start := time.Now()
-	attempts := 0
+// commit seals batch (one tenant's requests, in order) once and sends it
+// until DynamoDB answers definitely, then signals every request's done
+// channel exactly once, except those it returns: the requests that lost to
+// contention and still have budget, to go out again (the backoff is already
+// waited). Each request's budget is its own (attempts that carried it, its
+// deadline): the batch it rides in never stretches it.
+func (s *Store) commit(tenant string, batch []*request, hv *headView) []*request {
 	for len(batch) > 0 {
 		// A caller that gave up before its turn is not committed. Callers
 		// are only ever dropped here, between rounds: within a round the
 		// request is fixed, as its resends must be identical.
 		batch = dropCancelled(batch)
 		if len(batch) == 0 {
-			return
+			return nil
 		}
-		err := s.round(tenant, batch, hv, &attempts)
+		now := time.Now()
+		before := 0
+		for _, r := range batch {
+			if r.firstTry.IsZero() {
+				r.firstTry = now
+			}
+			before = max(before, r.attempts)
+		}
+		// The round number in the token grows with every round any of these
+		// requests was in, so a re-seal never reuses a token.
+		n := before
+		err := s.round(tenant, batch, hv, &n)
+		for _, r := range batch {
+			r.attempts += n - before
+		}
 		var undecided *undecidedError
 		switch {
 		case err == nil:
+			s.pacer(tenant).won()
 			for _, r := range batch {
 				r.done <- nil
 			}
-			return
+			return nil
 		case errors.As(err, &undecided):
 			for _, r := range batch {
 				r.done <- &OutcomeUnknownError{Tenant: tenant, EventID: r.env.ID, Seq: r.env.Seq,
-					Attempts: attempts, Elapsed: time.Since(start), Last: undecided.last}
+					Attempts: r.attempts, Elapsed: time.Since(r.start), Last: undecided.last}
 			}
-			return
+			return nil
 		case isContention(err):
 			s.stats.failed.Add(1)
-			if attempts >= s.cfg.MaxAttempts || time.Since(start) >= s.cfg.MaxElapsed {
-				ce := &ContentionError{Tenant: tenant, Attempts: attempts, Elapsed: time.Since(start), Last: err}
-				for _, r := range batch {
-					r.done <- ce
-				}
-				return
+			var c *contentionError
+			errors.As(err, &c)
+			if c.throttled {
+				s.stats.throttled.Add(1)
 			}
-			s.backoff(attempts)
+			if c.head != nil {
+				hv.known, hv.head = true, c.head
+			}
+			return s.keepWithinBudget(tenant, batch, err)
 		default:
 			var cw *batchCallerError
 			if errors.As(err, &cw) {
@@ -402,9 +503,11 @@ func (s *Store) commit(tenant string, batch []*request, hv *headView) {
 				// DynamoDB refused the combination (e.g. two callers touching
 				// one item); commit each caller on its own instead.
 				for _, r := range batch {
-					s.commit(tenant, []*request{r}, hv)
+					for one := []*request{r}; len(one) > 0; {
+						one = s.commit(tenant, one, hv)
+					}
 				}
-				return
+				return nil
 			}
 			if split != nil {
 				err = split.err
@@ -412,8 +515,94 @@ func (s *Store) commit(tenant string, batch []*request, hv *headView) {
 			for _, r := range batch {
 				r.done <- err
 			}
-			return
+			return nil
 		}
+	}
+	return nil
+}
+
+// keepWithinBudget answers the requests of a contended batch whose own budget
+// is spent with a *ContentionError, waits the backoff (never past the
+// earliest deadline among the rest) and returns the rest.
+func (s *Store) keepWithinBudget(tenant string, batch []*request, last error) []*request {
+	now := time.Now()
+	keep := make([]*request, 0, len(batch))
+	var earliest time.Time
+	for _, r := range batch {
+		var reason string
+		switch {
+		case r.attempts >= s.cfg.MaxAttempts:
+			reason = fmt.Sprintf("its %d-attempt budget (Config.MaxAttempts)", s.cfg.MaxAttempts)
+		case !now.Before(r.deadline):
+			reason = "its own deadline (Config.MaxElapsed or its context's, the earlier)"
+		}
+		if reason != "" {
+			r.done <- &ContentionError{Tenant: tenant, Attempts: r.attempts, Elapsed: now.Sub(r.start),
+				Waited: r.firstTry.Sub(r.start), Reason: reason, Last: last}
+			continue
+		}
+		keep = append(keep, r)
+		if earliest.IsZero() || r.deadline.Before(earliest) {
+			earliest = r.deadline
+		}
+	}
+	w := s.pacer(tenant).lost(s.cfg.BaseDelay, s.cfg.MaxDelay)
+	if len(keep) > 0 {
+		if limit := min(w, time.Until(earliest)); limit > 0 {
+			time.Sleep(rand.N(limit) + time.Microsecond)
+		}
+	}
+	return keep
+}
+
+// pacer is one store's view of how contended a tenant's head is: a backoff
+// window that doubles with every attempt this store loses on it (up to
+// Config.MaxDelay) and halves with every one it commits. Losers wait a
+// random time within it, so the independent writers of a hot tenant (other
+// processes, other Lambda instances) spread their attempts out to about the
+// rate one head can take, instead of all retrying at once and mostly losing;
+// the ones that wait meanwhile pile into larger batches. A cold tenant's
+// window is zero: nothing waits.
+type pacer struct {
+	mu     sync.Mutex
+	window time.Duration
+}
+
+func (s *Store) pacer(tenant string) *pacer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pacers[tenant]
+	if p == nil {
+		if len(s.pacers) >= 4096 {
+			for k, q := range s.pacers { // forget cold tenants
+				q.mu.Lock()
+				if q.window == 0 {
+					delete(s.pacers, k)
+				}
+				q.mu.Unlock()
+			}
+		}
+		p = &pacer{}
+		s.pacers[tenant] = p
+	}
+	return p
+}
+
+// lost widens the window after a lost attempt and returns it.
+func (p *pacer) lost(base, limit time.Duration) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.window = min(max(2*p.window, base), limit)
+	return p.window
+}
+
+// won narrows the window after a commit.
+func (p *pacer) won() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.window /= 2
+	if p.window < time.Millisecond/4 {
+		p.window = 0
 	}
 }
 
@@ -433,8 +622,6 @@ func dropCancelled(batch []*request) []*request {
 	}
 	return out
 }
-
-func (s *Store) backoff(attempt int) { s.sleep(attempt, s.cfg.MaxDelay) }
 
 // sleep waits a full-jitter backoff: up to BaseDelay doubled per attempt,
 // capped at limit.
@@ -636,6 +823,10 @@ func (s *Store) headPut(tenant string, prevSeq int64, exists bool, last envelope
 			keys.AttrDedupID:     &types.AttributeValueMemberS{Value: HeadDedupID(last.ID)},
 		},
 		ExpressionAttributeNames: map[string]string{"#t": keys.AttrTenant},
+		// A lost race returns the head that won it: the retry re-seals on it
+		// without a read (and without the round trip in which the head would
+		// move again).
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 	if exists {
 		p.ExpressionAttributeNames["#l"] = keys.AttrLastSeq
