@@ -106,13 +106,23 @@ func TestDynamoSections(t *testing.T) {
 	ctx := context.Background()
 	o := tiny()
 	note, _ := sizedEvent()
-	for _, m := range emitModes {
-		r, err := emitTrial(ctx, env, m, 4, o.emitTrial, o.emitMax, orderPayload(1, note))
-		if err != nil {
-			t.Fatalf("%s: %v", m.name, err)
-		}
-		if r.events == 0 || r.txns == 0 || r.modelWCU < 4 {
-			t.Errorf("%s: %+v", m.name, r)
+	bs, err := startBudgetServer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.stop()
+	for _, sh := range []shape{
+		{name: "2×2, 2 tenants", stores: 2, emitters: 2, tenants: 2},
+		{name: "open", stores: 2, emitters: 1, tenants: 1, openLoopRateShare: 0.1},
+	} {
+		for _, d := range designs {
+			r, err := emitTrial(ctx, bs, sh, d, o.emitTrial, o.emitMax, orderPayload(1, note))
+			if err != nil {
+				t.Fatalf("%s, %s: %v", sh.name, d.name, err)
+			}
+			if r.events == 0 || r.txns == 0 || r.modelWCU < 4 || r.localWCU != r.modelWCU {
+				t.Errorf("%s, %s: %+v (server WCU %v, model %v)", sh.name, d.name, r, r.localWCU, r.modelWCU)
+			}
 		}
 	}
 	for name, f := range map[string]func(context.Context, *benchEnv, options) (section, error){

@@ -5,36 +5,69 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"maps"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/internal/twin/ddb"
 	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
-type emitMode struct {
+// AWS's per-partition write limit, and the per-tenant ceiling the issue
+// states (1,000 WCU/s ÷ 2.13 WCU per group-committed 1-KB event).
+const (
+	partitionWCU  = 1000.0
+	issueCeiling  = 470.0
+	awsCeilingRef = "AWS: 1,000 WCU/s per partition key; a tenant's head and events share one"
+)
+
+// design is how emits are committed.
+type design struct {
 	name     string
 	batching eventstore.Batching
+	mutex    bool // one transaction at a time per tenant, across every store of the trial
 }
 
-var emitModes = []emitMode{
-	{"group commit", eventstore.BatchPerTenant},
-	{"naive", eventstore.BatchNone},
+var (
+	naive   = design{"naive: 1 tx per event", eventstore.BatchNone, false}
+	mutexed = design{"1 tx per event behind a per-tenant mutex", eventstore.BatchNone, true}
+	grouped = design{"group commit + per-caller budgets (the design)", eventstore.BatchPerTenant, false}
+	designs = []design{naive, mutexed, grouped}
+)
+
+// shape is who emits: stores independent stores (each its own SDK client and
+// connections, as separate processes or Lambda instances would be), emitters
+// goroutines in each, spread over tenants tenants.
+type shape struct {
+	name              string
+	stores, emitters  int
+	tenants           int
+	openLoopRateShare float64 // offered rate as a share of issueCeiling × tenants; 0: closed loop
 }
 
-var emitterCounts = []int{1, 8, 32}
+func (s shape) total() int { return s.stores * s.emitters }
 
 // emitResult is one trial, or the sum of a configuration's trials.
 type emitResult struct {
 	events, errors     int64 // Emits that returned committed / returned an error
 	elapsed            time.Duration
-	lat                []time.Duration // of the committed Emits
+	lat                []time.Duration // of the committed Emits (open loop: from the scheduled arrival)
 	txns, attempts     int64           // transactions committed / TransactWriteItems calls
-	failed             int64           // attempts cancelled by head contention
-	localWCU, modelWCU float64
-	minRow, maxRow     int // event row sizes seen, bytes
+	failed, throttled  int64           // attempts lost to contention / of them, throttled
+	localWCU, modelWCU float64         // the server's ConsumedCapacity / AWS's rule on the item sizes
+	minRow, maxRow     int             // event row sizes seen, bytes
+	offered            float64         // open loop: events/s offered
+	unserved           int64           // open loop: arrivals not started within openGrace of the schedule's end
 	firstErr           error
 }
 
@@ -46,8 +79,11 @@ func (r *emitResult) add(x emitResult) {
 	r.txns += x.txns
 	r.attempts += x.attempts
 	r.failed += x.failed
+	r.throttled += x.throttled
 	r.localWCU += x.localWCU
 	r.modelWCU += x.modelWCU
+	r.offered = x.offered
+	r.unserved += x.unserved
 	if r.minRow == 0 || (x.minRow > 0 && x.minRow < r.minRow) {
 		r.minRow = x.minRow
 	}
@@ -58,114 +94,144 @@ func (r *emitResult) add(x emitResult) {
 }
 
 func (r emitResult) eventsPerSec() float64 { return float64(r.events) / r.elapsed.Seconds() }
-func (r emitResult) txnsPerSec() float64   { return float64(r.txns) / r.elapsed.Seconds() }
+func (r emitResult) wcuPerEvent() float64  { return r.modelWCU / float64(r.events) }
 
-// emitRig is one store on a fresh events table, ready to measure.
-type emitRig struct {
-	mode  emitMode
-	db    *countingDB
-	store *eventstore.Store
-	drop  func()
-	s0    eventstore.Stats
-	c0    counters
+// ceiling is AWS's events/s for tenants tenants by model: each tenant's
+// partition takes 1,000 WCU/s, at the measured model WCU per event.
+func (r emitResult) ceiling(tenants int) float64 {
+	return partitionWCU / r.wcuPerEvent() * float64(tenants)
 }
 
-// newEmitRig creates an events table (the deployed schema; without its
-// stream unless stream) and a store on it, and emits the tenant's first
-// event, so every trial starts with a head row.
-func newEmitRig(ctx context.Context, env *benchEnv, mode emitMode, stream bool, payload map[string]any) (*emitRig, error) {
+// budgetServer is our own DynamoDB with AWS's write conflicts and its
+// per-partition write budget, served in this process for the emit section.
+type budgetServer struct {
+	endpoint string
+	admin    *dynamodb.Client
+	stop     func()
+}
+
+func startBudgetServer(ctx context.Context) (*budgetServer, error) {
+	srv, err := localaws.ServeDynamoDB(ctx, "127.0.0.1:0", ddb.Options{Conflicts: true, PartitionWCU: partitionWCU})
+	if err != nil {
+		return nil, err
+	}
+	return &budgetServer{endpoint: srv.Endpoint, admin: localaws.NewDynamoDB(srv.Endpoint), stop: srv.Stop}, nil
+}
+
+// openGrace is how long after its schedule ends an open-loop emitter keeps
+// serving arrivals it fell behind on; the rest are counted unserved.
+const openGrace = 2 * time.Second
+
+func tenantName(i int) string { return fmt.Sprintf("%s-%02d", benchTenant, i) }
+
+// emitTrial runs one trial of sh with design d on a fresh events table (the
+// deployed schema minus its stream) for dur or maxEvents Emits, whichever
+// comes first, then reads every tenant's chain back and verifies it.
+func emitTrial(ctx context.Context, bs *budgetServer, sh shape, d design, dur time.Duration, maxEvents int64, payload map[string]any) (emitResult, error) {
 	schema := eventstore.TableSchema(uniqueName("events"))
-	if !stream {
-		schema.StreamSpecification = nil
-	}
-	table, drop, err := createTable(ctx, env.db, schema)
-	if err != nil {
-		return nil, err
-	}
-	r := &emitRig{mode: mode, db: &countingDB{Client: env.db}, drop: drop}
-	if r.store, err = eventstore.New(r.db, eventstore.Config{Table: table, Catalog: benchCatalog{}, Batching: mode.batching}); err != nil {
-		drop()
-		return nil, err
-	}
-	if _, err := r.store.Emit(tenancy.MustWithTenant(ctx, benchTenant), "order.placed", payload); err != nil {
-		drop()
-		return nil, fmt.Errorf("first emit: %w", err)
-	}
-	r.s0, r.c0 = r.store.Stats(), r.db.snapshot()
-	return r, nil
-}
-
-// finish fills res from the store's counters since the rig was made, then
-// reads the chain back: 1 + res.events events, gap-free, verifying.
-func (r *emitRig) finish(ctx context.Context, res *emitResult) error {
-	s1, c1 := r.store.Stats(), r.db.snapshot()
-	res.events = int64(len(res.lat))
-	res.txns = s1.Commits - r.s0.Commits
-	res.attempts = s1.Attempts - r.s0.Attempts
-	res.failed = s1.FailedAttempts - r.s0.FailedAttempts
-	res.localWCU = s1.WCU - r.s0.WCU
-	res.modelWCU = c1.modelWCU - r.c0.modelWCU
-	res.minRow, res.maxRow = c1.minItemBytes, c1.maxItemBytes
-	if got := s1.Events - r.s0.Events; got != res.events {
-		return fmt.Errorf("store counted %d events, emitters %d", got, res.events)
-	}
-	evs, err := r.store.AllEvents(ctx, benchTenant)
-	if err != nil {
-		return fmt.Errorf("read back: %w", err)
-	}
-	head, err := r.store.Head(ctx, benchTenant)
-	if err != nil {
-		return fmt.Errorf("read head: %w", err)
-	}
-	if err := chain.Verify(benchTenant, evs, head); err != nil {
-		return fmt.Errorf("chain after the trial: %w", err)
-	}
-	if int64(len(evs)) != 1+res.events {
-		return fmt.Errorf("read back %d events, want %d", len(evs), 1+res.events)
-	}
-	return nil
-}
-
-// emitTrial runs emitters goroutines emitting one tenant's events into a
-// fresh events table for dur (or until maxEvents were started), then checks
-// the chain the trial wrote.
-func emitTrial(ctx context.Context, env *benchEnv, mode emitMode, emitters int, dur time.Duration, maxEvents int64, payload map[string]any) (emitResult, error) {
-	rig, err := newEmitRig(ctx, env, mode, false, payload)
+	schema.StreamSpecification = nil
+	table, drop, err := createTable(ctx, bs.admin, schema)
 	if err != nil {
 		return emitResult{}, err
 	}
-	defer rig.drop()
-	tctx := tenancy.MustWithTenant(ctx, benchTenant)
+	defer drop()
+	dbs := make([]*countingDB, sh.stores)
+	stores := make([]*eventstore.Store, sh.stores)
+	for i := range stores {
+		dbs[i] = &countingDB{Client: localaws.NewDynamoDB(bs.endpoint)}
+		if stores[i], err = eventstore.New(dbs[i], eventstore.Config{Table: table, Catalog: benchCatalog{}, Batching: d.batching}); err != nil {
+			return emitResult{}, err
+		}
+	}
+	locks := make([]sync.Mutex, sh.tenants)
+	for i := range sh.tenants { // every tenant starts with a head row
+		if _, err := stores[0].Emit(tenancy.MustWithTenant(ctx, tenantName(i)), "order.placed", payload); err != nil {
+			return emitResult{}, fmt.Errorf("first emit: %w", err)
+		}
+	}
+	sum := func() (eventstore.Stats, counters) {
+		var st eventstore.Stats
+		var c counters
+		for i, s := range stores {
+			x, y := s.Stats(), dbs[i].snapshot()
+			st.Events += x.Events
+			st.Commits += x.Commits
+			st.Attempts += x.Attempts
+			st.FailedAttempts += x.FailedAttempts
+			st.Throttled += x.Throttled
+			st.WCU += x.WCU
+			c.modelWCU += y.modelWCU
+			if c.minItemBytes == 0 || (y.minItemBytes > 0 && y.minItemBytes < c.minItemBytes) {
+				c.minItemBytes = y.minItemBytes
+			}
+			c.maxItemBytes = max(c.maxItemBytes, y.maxItemBytes)
+		}
+		return st, c
+	}
+	s0, c0 := sum()
+
+	n := sh.total()
 	var (
-		started  atomic.Int64
-		mu       sync.Mutex
-		res      emitResult
-		wg       sync.WaitGroup
-		deadline = time.Now().Add(dur)
+		started atomic.Int64
+		mu      sync.Mutex
+		res     emitResult
+		wg      sync.WaitGroup
 	)
+	rate := sh.openLoopRateShare * issueCeiling * float64(sh.tenants)
+	res.offered = rate
 	begin := time.Now()
-	for range emitters {
+	deadline := begin.Add(dur)
+	for k := range n {
+		store := stores[k%sh.stores]
+		ti := k % sh.tenants
+		tctx := tenancy.MustWithTenant(ctx, tenantName(ti))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lat := make([]time.Duration, 0, 1024)
-			var errs int64
+			var lat []time.Duration
+			var errs, unserved int64
 			var firstErr error
-			for time.Now().Before(deadline) && started.Add(1) <= maxEvents && ctx.Err() == nil {
-				t0 := time.Now()
-				_, err := rig.store.Emit(tctx, "order.placed", payload)
+			emit := func(from time.Time) {
+				if d.mutex {
+					locks[ti].Lock()
+					defer locks[ti].Unlock()
+				}
+				_, err := store.Emit(tctx, "order.placed", payload)
 				if err != nil {
 					errs++
 					if firstErr == nil {
 						firstErr = err
 					}
-					continue
+					return
 				}
-				lat = append(lat, time.Since(t0))
+				lat = append(lat, time.Since(from))
+			}
+			if rate == 0 { // closed loop: as fast as it can
+				for time.Now().Before(deadline) && started.Add(1) <= maxEvents && ctx.Err() == nil {
+					emit(time.Now())
+				}
+			} else {
+				// Open loop: this emitter's arrivals come every period,
+				// staggered among the emitters, whether or not it kept up;
+				// an arrival it could not serve yet waits, and that wait is
+				// part of its latency (no coordinated omission).
+				period := time.Duration(float64(time.Second) * float64(n) / rate)
+				for at := begin.Add(period * time.Duration(k) / time.Duration(n)); at.Before(deadline) && ctx.Err() == nil; at = at.Add(period) {
+					if started.Add(1) > maxEvents {
+						break
+					}
+					if time.Now().After(deadline.Add(openGrace)) {
+						unserved++ // the emitter is that far behind: stop
+						continue
+					}
+					time.Sleep(time.Until(at))
+					emit(at)
+				}
 			}
 			mu.Lock()
 			res.lat = append(res.lat, lat...)
 			res.errors += errs
+			res.unserved += unserved
 			if res.firstErr == nil {
 				res.firstErr = firstErr
 			}
@@ -174,195 +240,281 @@ func emitTrial(ctx context.Context, env *benchEnv, mode emitMode, emitters int, 
 	}
 	wg.Wait()
 	res.elapsed = time.Since(begin)
-	return res, rig.finish(ctx, &res)
-}
 
-// emitPaired is the one-emitter comparison at the finest interleaving: one
-// goroutine alternates Emits between the two rigs (A B, B A, …), so both see
-// the same moments of a noisy machine. A rig's elapsed time is the sum of its
-// own Emits' latencies: one emitter's rate is 1 / its mean latency.
-func emitPaired(ctx context.Context, rigs [2]*emitRig, dur time.Duration, maxEvents int64, payload map[string]any) ([2]emitResult, error) {
-	var res [2]emitResult
-	tctx := tenancy.MustWithTenant(ctx, benchTenant)
-	deadline := time.Now().Add(dur)
-	for i := int64(0); i < maxEvents/2 && time.Now().Before(deadline) && ctx.Err() == nil; i++ {
-		for k := range 2 {
-			j := k
-			if i%2 == 1 {
-				j = 1 - k
-			}
-			t0 := time.Now()
-			_, err := rigs[j].store.Emit(tctx, "order.placed", payload)
-			d := time.Since(t0)
-			if err != nil {
-				res[j].errors++
-				if res[j].firstErr == nil {
-					res[j].firstErr = err
-				}
-				continue
-			}
-			res[j].lat = append(res[j].lat, d)
-			res[j].elapsed += d
-		}
+	s1, c1 := sum()
+	res.events = int64(len(res.lat))
+	res.txns = s1.Commits - s0.Commits
+	res.attempts = s1.Attempts - s0.Attempts
+	res.failed = s1.FailedAttempts - s0.FailedAttempts
+	res.throttled = s1.Throttled - s0.Throttled
+	res.localWCU = s1.WCU - s0.WCU
+	res.modelWCU = c1.modelWCU - c0.modelWCU
+	res.minRow, res.maxRow = c1.minItemBytes, c1.maxItemBytes
+	if got := s1.Events - s0.Events; got != res.events {
+		return res, fmt.Errorf("stores counted %d events, emitters %d", got, res.events)
 	}
-	for j := range 2 {
-		if err := rigs[j].finish(ctx, &res[j]); err != nil {
-			return res, err
+	total := 0
+	for i := range sh.tenants {
+		tn := tenantName(i)
+		evs, err := stores[0].AllEvents(ctx, tn)
+		if err != nil {
+			return res, fmt.Errorf("read back %s: %w", tn, err)
 		}
+		head, err := stores[0].Head(ctx, tn)
+		if err != nil {
+			return res, fmt.Errorf("read head of %s: %w", tn, err)
+		}
+		if err := chain.Verify(tn, evs, head); err != nil {
+			return res, fmt.Errorf("chain of %s after the trial: %w", tn, err)
+		}
+		total += len(evs)
+	}
+	if int64(total) != int64(sh.tenants)+res.events {
+		return res, fmt.Errorf("read back %d events, want %d", total, int64(sh.tenants)+res.events)
 	}
 	return res, nil
 }
 
-// pairedTrial makes two rigs (modes[i] on a table with its stream when
-// stream[i]) and runs emitPaired on them.
-func pairedTrial(ctx context.Context, env *benchEnv, modes [2]emitMode, stream [2]bool, o options, payload map[string]any) ([2]emitResult, error) {
-	var rigs [2]*emitRig
-	for i := range rigs {
-		r, err := newEmitRig(ctx, env, modes[i], stream[i], payload)
-		if err != nil {
-			return [2]emitResult{}, err
-		}
-		defer r.drop()
-		rigs[i] = r
+var (
+	closedShapes = []shape{
+		{name: "1 process × 32 emitters, 1 tenant", stores: 1, emitters: 32, tenants: 1},
+		{name: "16 independent stores × 1 emitter, 1 tenant (the Lambda shape)", stores: 16, emitters: 1, tenants: 1},
+		{name: "4 stores × 8 emitters, 1 tenant", stores: 4, emitters: 8, tenants: 1},
+		{name: "4 stores × 8 emitters, 16 tenants", stores: 4, emitters: 8, tenants: 16},
 	}
-	return emitPaired(ctx, rigs, o.emitTrial, o.emitMax, payload)
-}
+	openShapes = []shape{
+		{name: "16 independent stores × 1 emitter, 1 tenant, offered 50 % of 470/s", stores: 16, emitters: 1, tenants: 1, openLoopRateShare: 0.5},
+		{name: "16 independent stores × 1 emitter, 1 tenant, offered 100 % of 470/s", stores: 16, emitters: 1, tenants: 1, openLoopRateShare: 1},
+	}
+)
 
 func benchEmit(ctx context.Context, env *benchEnv, o options) (section, error) {
-	sec := section{title: "1. Emit on one tenant: group commit vs naive (local DynamoDB)"}
-	if err := env.requireDB(); err != nil {
-		return sec, err
+	sec := section{title: "1. Emit: hot tenants against fair baselines and AWS's ceiling"}
+	bs, err := startBudgetServer(ctx)
+	if err != nil {
+		return sec, fmt.Errorf("start the budgeted DynamoDB: %w", err)
 	}
+	defer bs.stop()
 	note, rowBytes := sizedEvent()
 	payload := orderPayload(1, note)
 
-	// Warm the server and the client (connections, first allocations) before anything is recorded.
-	if o.emitReps > 1 {
-		for _, m := range emitModes {
-			if _, err := emitTrial(ctx, env, m, 8, 2*time.Second, o.emitMax, payload); err != nil {
-				return sec, fmt.Errorf("warm-up (%s): %w", m.name, err)
-			}
+	if o.emitReps > 1 { // warm the server and the clients; not counted
+		if _, err := emitTrial(ctx, bs, closedShapes[0], grouped, time.Second, o.emitMax, payload); err != nil {
+			return sec, fmt.Errorf("warm-up: %w", err)
 		}
 	}
-
-	type key struct {
-		emitters int
-		mode     string
-	}
+	type key struct{ shape, design string }
 	sum := map[key]*emitResult{}
-	perRep := map[int][]float64{} // group ÷ naive events/s, per repetition
-	for _, n := range emitterCounts {
-		for rep := range o.emitReps {
-			got := map[string]emitResult{}
-			if n == 1 {
-				r, err := pairedTrial(ctx, env, [2]emitMode{emitModes[0], emitModes[1]}, [2]bool{}, o, payload)
+	run := func(sh shape, reps int, dur time.Duration) error {
+		if o.emitShapes != "" && !strings.Contains(sh.name, o.emitShapes) {
+			return nil
+		}
+		for rep := range reps {
+			for i := range designs {
+				d := designs[(i+rep)%len(designs)] // rotate which design goes first
+				r, err := emitTrial(ctx, bs, sh, d, dur, o.emitMax, payload)
 				if err != nil {
-					return sec, fmt.Errorf("1 emitter: %w", err)
+					return fmt.Errorf("%s, %s: %w", sh.name, d.name, err)
 				}
-				got[emitModes[0].name], got[emitModes[1].name] = r[0], r[1]
-			} else {
-				order := emitModes
-				if rep%2 == 1 { // ABBA: neither mode always goes first
-					order = []emitMode{emitModes[1], emitModes[0]}
-				}
-				for _, m := range order {
-					r, err := emitTrial(ctx, env, m, n, o.emitTrial, o.emitMax, payload)
-					if err != nil {
-						return sec, fmt.Errorf("%d emitters, %s: %w", n, m.name, err)
-					}
-					got[m.name] = r
-				}
-			}
-			for _, m := range emitModes {
-				r := got[m.name]
-				log.Printf("emit %2d emitters %-12s rep %d: %7.0f events/s, %6.0f tx/s, p99 %v, errors %d",
-					n, m.name, rep+1, r.eventsPerSec(), r.txnsPerSec(), percentile(r.lat, 99).Round(time.Microsecond), r.errors)
-				k := key{n, m.name}
+				log.Printf("emit %-70s %-48s rep %d: %6.0f events/s, %4.1f ev/tx, p99 %v, max %v, errors %d, unserved %d, failed attempts/event %.2f",
+					sh.name, d.name, rep+1, r.eventsPerSec(), float64(r.events)/float64(r.txns), percentile(r.lat, 99).Round(time.Millisecond),
+					percentile(r.lat, 100).Round(time.Millisecond), r.errors, r.unserved, float64(r.failed)/float64(r.events))
+				k := key{sh.name, d.name}
 				if sum[k] == nil {
 					sum[k] = &emitResult{}
 				}
 				sum[k].add(r)
 			}
-			perRep[n] = append(perRep[n], got[emitModes[0].name].eventsPerSec()/got[emitModes[1].name].eventsPerSec())
+		}
+		return nil
+	}
+	for _, sh := range closedShapes {
+		if err := run(sh, o.emitReps, o.emitTrial); err != nil {
+			return sec, err
 		}
 	}
-
-	// What the table's stream costs on the local DynamoDB (the trials above run
-	// without it; see below): naive, one emitter, paired.
-	naive := emitModes[1]
-	streamCost, err := pairedTrial(ctx, env, [2]emitMode{naive, naive}, [2]bool{true, false}, o, payload)
+	for _, sh := range openShapes {
+		if err := run(sh, 1, o.emitTrial+o.emitTrial/2); err != nil {
+			return sec, err
+		}
+	}
+	if o.emitShapes != "" {
+		return sec, nil // a partial run: no tables
+	}
+	raw, err := serverThroughput(ctx, bs, o, payload)
 	if err != nil {
-		return sec, fmt.Errorf("stream calibration: %w", err)
+		return sec, fmt.Errorf("server throughput: %w", err)
 	}
 
-	sec.para("Each trial: a fresh events table, one tenant whose head row exists, N goroutines calling `Emit` in a "+
-		"loop for %s (at most %d Emits), then the whole chain is read back and verified (every trial below verified). "+
-		"Events are order payloads sized so the event row is %d bytes (DynamoDB's item-size rules; under 1 KB). "+
-		"%d repetitions per emitter count. 8 and 32 emitters: the two modes run one after the other, alternating which "+
-		"goes first (A B, B A, …); rates are events ÷ summed wall time, latencies pooled. 1 emitter: one goroutine "+
-		"alternates its Emits between a group-commit store and a naive store (A B, B A, … per Emit), so both see the same "+
-		"moments of this shared machine; a mode's rate is its Emits ÷ the sum of their latencies. A warm-up trial per mode "+
-		"ran first and is not counted.", o.emitTrial, o.emitMax, rowBytes, o.emitReps)
-	sec.para("**The tables have no stream here.** The schema is the deployed one (`eventstore.TableSchema`) minus "+
-		"`StreamSpecification`, so the trials measure the emit path alone: what a local server spends on stream records "+
-		"says nothing about AWS, whose streams are read apart from the table's writes. "+
-		"Measured in this run (naive, one emitter, paired as above): %.0f Emits/s with the stream, %.0f without "+
-		"(%.2f×). Both modes pay the same per transaction, so the stream would mostly scale the absolute numbers.",
-		streamCost[0].eventsPerSec(), streamCost[1].eventsPerSec(), streamCost[0].eventsPerSec()/streamCost[1].eventsPerSec())
-	sec.para("**What a commit is.** An *Emit commit* is one `Emit` call that returned committed: one event appended " +
-		"with its seq. A *transaction* is one successful `TransactWriteItems` (one head-row move). " +
-		"Naive: one transaction per Emit, so Emit commits/s = transactions/s. Group commit: concurrent Emits of the " +
-		"tenant share one transaction (one head write, many event rows), so Emit commits/s = events/transaction × " +
-		"transactions/s. The issue's \"commits/s\" is read as Emit commits/s (= events/s), the rate callers see; " +
-		"transactions/s is shown beside it.")
-	sec.para("**WCU.** *Local* is what the local DynamoDB reported through `ReturnConsumedCapacity`. *Model* is AWS's rule applied to the real item sizes of every " +
-		"committed transaction: 2 WCU per started KB per item, head row included. The model minimum for a 1-KB event is 2 WCU.")
+	sec.para("**The server.** Our own DynamoDB (`internal/twin/ddb`), served in the bench's process for this section with "+
+		"`Conflicts` on (a transaction racing another on an item fails with `TransactionConflict`, as on AWS; 2 ms window) and "+
+		"`PartitionWCU` %.0f (each partition key's writes are refused with `ProvisionedThroughputExceeded` above %.0f WCU/s, "+
+		"one second's burst: AWS's per-partition limit). A tenant's head row and its events share one partition key (the tenant), "+
+		"so one tenant's writes share one budget here as on AWS. The tables have no stream (the emit path alone).", partitionWCU, partitionWCU)
+	sec.para("**Each trial:** a fresh events table; every tenant's first event emitted first (so heads exist); then the shape's "+
+		"emitters run for %s (at most %d Emits); then every tenant's chain is read back and verified (every trial below verified, "+
+		"gap-free, every committed Emit present). Events are order payloads whose event row is %d bytes (under 1 KB). "+
+		"*Independent stores* each have their own `eventstore.Store` and their own SDK client (own connections): what separate "+
+		"processes or Lambda instances are; group commit cannot coalesce across them. Designs rotate their order per repetition; "+
+		"%d repetitions of each closed-loop configuration, pooled (rates: events ÷ summed wall time). "+
+		"The *mutex* baseline holds one `sync.Mutex` per tenant across every store of the trial (a perfect cross-process lock at "+
+		"no cost, which real separate processes would not have): one transaction per event, never racing.",
+		o.emitTrial, o.emitMax, rowBytes, o.emitReps)
+	sec.para("**AWS ceiling by model** = %s: 1,000 ÷ (model WCU per event) events/s per tenant (× tenants). *WCU (server)* is what "+
+		"the server reported in `ConsumedCapacity` for the committed transactions; *WCU (model)* is AWS's rule (2 WCU per started KB per "+
+		"item written in a transaction) applied by the bench to the real item sizes (`eventstore.ItemSize`). The two must agree.", awsCeilingRef)
 
-	t := &table{head: []string{"emitters", "mode", "Emit commits/s (= events/s)", "transactions/s", "events / transaction",
-		"p50 Emit", "p99 Emit", "failed attempts / transaction", "failed attempts / event", "Emit errors",
-		"WCU/event (Local)", "WCU/event (model)", "model ÷ minimum"}}
-	for _, n := range emitterCounts {
-		for _, m := range emitModes {
-			r := sum[key{n, m.name}]
-			errs := fmt.Sprint(r.errors)
-			if r.firstErr != nil {
-				errs += fmt.Sprintf(" (first: %v)", r.firstErr)
-			}
-			t.add(fmt.Sprint(n), m.name, f0(r.eventsPerSec()), f0(r.txnsPerSec()), f1(float64(r.events)/float64(r.txns)),
-				ms(percentile(r.lat, 50)), ms(percentile(r.lat, 99)),
-				f2(float64(r.failed)/float64(r.txns)), f2(float64(r.failed)/float64(r.events)), errs,
-				f2(r.localWCU/float64(r.events)), f2(r.modelWCU/float64(r.events)), ratio(r.modelWCU/float64(r.events)/2))
+	head := []string{"shape", "design", "events/s (local)", "÷ mutex", "AWS ceiling by model (events/s)", "events / tx",
+		"p50", "p99", "max", "failed Emits", "failed attempts / event (throttled)", "WCU/event server / model"}
+	row := func(sh shape, d design) []string {
+		r := sum[key{sh.name, d.name}]
+		m := sum[key{sh.name, mutexed.name}]
+		errs := fmt.Sprint(r.errors)
+		if r.unserved > 0 {
+			errs += fmt.Sprintf(" + %d arrivals unserved", r.unserved)
+		}
+		if r.firstErr != nil {
+			errs += fmt.Sprintf(" (first: %.160v)", r.firstErr)
+		}
+		return []string{sh.name, d.name, f0(r.eventsPerSec()), ratio(r.eventsPerSec() / m.eventsPerSec()), f0(r.ceiling(sh.tenants)),
+			f1(float64(r.events) / float64(r.txns)), ms(percentile(r.lat, 50)), ms(percentile(r.lat, 99)), ms(percentile(r.lat, 100)),
+			errs, fmt.Sprintf("%.2f (%.2f)", float64(r.failed)/float64(r.events), float64(r.throttled)/float64(r.events)),
+			f2(r.localWCU/float64(r.events)) + " / " + f2(r.wcuPerEvent())}
+	}
+	t := &table{head: head}
+	for _, sh := range closedShapes {
+		for _, d := range designs {
+			t.add(row(sh, d)...)
 		}
 	}
+	sec.para("**Closed loop** (every emitter emits again as soon as its Emit returns):")
 	sec.table(t)
-
-	s := &table{head: []string{"emitters", "group ÷ naive Emit commits/s", "per repetition (min – max)", "group ÷ naive transactions/s",
-		"p99 group / naive", "group WCU/event (model) ÷ minimum"}}
-	for _, n := range emitterCounts {
-		g, nv := sum[key{n, emitModes[0].name}], sum[key{n, emitModes[1].name}]
-		lo, hi := minMax(perRep[n])
-		s.add(fmt.Sprint(n), ratio(g.eventsPerSec()/nv.eventsPerSec()), ratio(lo)+" – "+ratio(hi),
-			ratio(g.txnsPerSec()/nv.txnsPerSec()),
-			ms(percentile(g.lat, 99))+" / "+ms(percentile(nv.lat, 99)), ratio(g.modelWCU/float64(g.events)/2))
+	ot := &table{head: append([]string{"offered events/s"}, head...)}
+	for _, sh := range openShapes {
+		for _, d := range designs {
+			ot.add(append([]string{f0(sum[key{sh.name, d.name}].offered)}, row(sh, d)...)...)
+		}
 	}
-	sec.table(s)
+	sec.para("**Open loop** (a fixed offered rate: each emitter's arrivals come on a fixed schedule, staggered across emitters, "+
+		"whether or not it kept up; latency counts from the scheduled arrival, so queueing behind a slow Emit is in it). "+
+		"Ran for %s.", o.emitTrial+o.emitTrial/2)
+	sec.table(ot)
+	sec.table(raw)
 
-	g32, n32 := sum[key{32, emitModes[0].name}], sum[key{32, emitModes[1].name}]
-	g1, n1 := sum[key{1, emitModes[0].name}], sum[key{1, emitModes[1].name}]
-	r32 := g32.eventsPerSec() / n32.eventsPerSec()
-	wcu32 := g32.modelWCU / float64(g32.events) / 2
-	r1 := g1.eventsPerSec() / n1.eventsPerSec()
-	lo1, hi1 := minMax(perRep[1])
-	sec.para("Targets (issue 7):\n\n"+
-		"- 32 emitters, group commit ≥ 5× naive Emit commits/s: %.2f× — %s.\n"+
-		"- 32 emitters, lower p99: %s vs %s — %s.\n"+
-		"- 32 emitters, WCU/event within 1.2× the model minimum: %.2f× — %s.\n"+
-		"- 1 emitter, no slower than naive: %.2f× (repetitions %.2f–%.2f; counted as met from 0.95×, for the noise that remains) — %s.",
-		r32, verdict(r32 >= 5),
-		ms(percentile(g32.lat, 99)), ms(percentile(n32.lat, 99)), verdict(percentile(g32.lat, 99) < percentile(n32.lat, 99)),
-		wcu32, verdict(wcu32 <= 1.2),
-		r1, lo1, hi1, verdict(r1 >= 0.95))
+	// Verdicts (issue 15).
+	agree := true
+	for _, r := range sum {
+		if r.events > 0 && (r.localWCU-r.modelWCU > 0.005*r.modelWCU || r.modelWCU-r.localWCU > 0.005*r.modelWCU) {
+			agree = false
+		}
+	}
+	open50 := sum[key{openShapes[0].name, grouped.name}]
+	lambda := sum[key{closedShapes[1].name, grouped.name}]
+	lambdaM := sum[key{closedShapes[1].name, mutexed.name}]
+	p32 := sum[key{closedShapes[0].name, grouped.name}]
+	p32M := sum[key{closedShapes[0].name, mutexed.name}]
+	sec.para("Targets (issue 15):\n\n"+
+		"- 16 independent emitters, one tenant, offered 50 %% of 470/s (%.0f/s), open loop, conflicts on: %d failed Emits, p99 %s "+
+		"(want 0 and ≤ 250 ms) — %s.\n"+
+		"- The same 16, closed loop: %.0f events/s, %.2f× the mutex baseline's %.0f, %d failed Emits (want ≥ 3× and 0) — %s.\n"+
+		"- One process × 32 emitters: %.0f events/s, %.2f× the mutex baseline's %.0f (want ≥ 4×) — %s.\n"+
+		"- One tenant's AWS ceiling by model with this design: %.0f events/s at %.2f WCU/event (one process × 32); want ≥ 3 × 470 = 1,410 "+
+		"or a written reason — %s (see DESIGN-NOTES.md: one head item per tenant caps any one-chain design at 1,000 ÷ 2 = 500 events/s "+
+		"for 1-KB events; only chain shards lift it, and this design keeps one chain per tenant).\n"+
+		"- Server's ConsumedCapacity and the bench's model agree within 0.5 %% in every trial: %s.",
+		open50.offered, open50.errors, ms(percentile(open50.lat, 99)),
+		verdict(open50.errors == 0 && open50.unserved == 0 && percentile(open50.lat, 99) <= 250*time.Millisecond),
+		lambda.eventsPerSec(), lambda.eventsPerSec()/lambdaM.eventsPerSec(), lambdaM.eventsPerSec(), lambda.errors,
+		verdict(lambda.errors == 0 && lambda.eventsPerSec() >= 3*lambdaM.eventsPerSec()),
+		p32.eventsPerSec(), p32.eventsPerSec()/p32M.eventsPerSec(), p32M.eventsPerSec(), verdict(p32.eventsPerSec() >= 4*p32M.eventsPerSec()),
+		p32.ceiling(1), p32.wcuPerEvent(), verdict(p32.ceiling(1) >= 3*issueCeiling),
+		verdict(agree))
 	return sec, nil
+}
+
+// serverThroughput measures the server alone: single-item PutItem of a
+// 1-KB item over many partition keys (no budget reached), and a consistent
+// Query of 100 such items from one partition, 8 goroutines each.
+func serverThroughput(ctx context.Context, bs *budgetServer, o options, payload map[string]any) (*table, error) {
+	schema := eventstore.TableSchema(uniqueName("raw"))
+	schema.StreamSpecification = nil
+	tbl, drop, err := createTable(ctx, bs.admin, schema)
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	e := sampleEnvelope(payload)
+	it, err := e.ToItem()
+	if err != nil {
+		return nil, err
+	}
+	db := bs.admin
+	dur := o.emitTrial / 2
+	const workers = 8
+	measure := func(op func(w, i int) (int, error)) (calls, items int64, d time.Duration, err error) {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		begin := time.Now()
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var c, n int64
+				for i := 0; time.Since(begin) < dur && ctx.Err() == nil; i++ {
+					k, e := op(w, i)
+					if e != nil {
+						mu.Lock()
+						err = errors.Join(err, e)
+						mu.Unlock()
+						return
+					}
+					c++
+					n += int64(k)
+				}
+				mu.Lock()
+				calls += c
+				items += n
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		return calls, items, time.Since(begin), err
+	}
+	puts, _, pd, err := measure(func(w, i int) (int, error) {
+		item := maps.Clone(it)
+		item[keys.AttrTenant] = &types.AttributeValueMemberS{Value: fmt.Sprintf("raw-%d-%d", w, i)}
+		_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &tbl, Item: item})
+		return 1, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("PutItem: %w", err)
+	}
+	// One partition of 100 events for the Query (written under its budget).
+	for i := range 100 {
+		item := maps.Clone(it)
+		item[keys.AttrTenant] = &types.AttributeValueMemberS{Value: "raw-query"}
+		item[keys.AttrSeq] = &types.AttributeValueMemberN{Value: fmt.Sprint(i + 1)}
+		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &tbl, Item: item}); err != nil {
+			return nil, fmt.Errorf("fill the queried partition: %w", err)
+		}
+	}
+	queries, qitems, qd, err := measure(func(w, i int) (int, error) {
+		out, err := db.Query(ctx, &dynamodb.QueryInput{TableName: &tbl, ConsistentRead: aws.Bool(true),
+			KeyConditionExpression:    aws.String("#t = :t"),
+			ExpressionAttributeNames:  map[string]string{"#t": keys.AttrTenant},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberS{Value: "raw-query"}}})
+		if err != nil {
+			return 0, err
+		}
+		return int(out.Count), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("Query: %w", err)
+	}
+	t := &table{head: []string{"server alone (8 goroutines, one SDK client)", "calls/s", "items/s"}}
+	t.add(fmt.Sprintf("PutItem, one %d-byte item per call, a new partition key each", itemBytes(it)), f0(float64(puts)/pd.Seconds()), f0(float64(puts)/pd.Seconds()))
+	t.add("Query, consistent, 100 such items of one partition per call", f0(float64(queries)/qd.Seconds()), f0(float64(qitems)/qd.Seconds()))
+	return t, nil
 }
 
 // errNotLanded marks a section whose code under test is not in the tree.
