@@ -365,13 +365,16 @@ func TestAuditNotInLogNeverDelivered(t *testing.T) {
 		lines := s.grep(consumer, `"reason":"not_in_log"`)
 		found := false
 		for _, l := range lines {
-			if strings.Contains(l, `"level":"ERROR"`) && strings.Contains(l, e.Hash) {
+			if strings.Contains(l, `"level":"ERROR"`) && strings.Contains(l, `"event_id":"`+e.ID+`"`) && strings.Contains(l, fmt.Sprintf(`"seq":%d,`, e.Seq)) {
 				found = true
 			}
 		}
 		if !found {
-			t.Errorf("seq %d: no ERROR line with reason not_in_log naming its hash", e.Seq)
+			t.Errorf("seq %d: no ERROR line with reason not_in_log naming its event and seq", e.Seq)
 		}
+	}
+	if len(s.grep(consumer, "the log's hash is "+placed.Hash+", the envelope's "+other.Hash)) == 0 {
+		t.Error("the refusal of the other payload does not name both hashes")
 	}
 	if len(s.grep(consumer, `"`+keys.MetricNotInLog+`"`)) == 0 {
 		t.Errorf("no %s metric", keys.MetricNotInLog)
