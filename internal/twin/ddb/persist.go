@@ -19,8 +19,9 @@ import (
 // attribute, stream settings and items, and the streams when the stream state can
 // snapshot itself) is written to DataDir/stateFile at most every flushEvery after a
 // change, and on Close, atomically (temporary file, fsync, rename). New loads it.
-// A snapshot clones each table's B-tree under its read lock (copy-on-write, O(1)) and
-// encodes outside the lock, so writers wait only for the clone.
+// A snapshot read-locks every table, clones each B-tree (copy-on-write, O(1)) and copies
+// the streams' record lists, then encodes outside the locks, so writers wait only for
+// the copies, and items and stream records are one consistent cut.
 
 const (
 	stateFile    = "ddb-state.json"
@@ -141,13 +142,23 @@ func (p *persister) flush(timer bool) error {
 			return nil
 		}
 	}
-	var tables []tableSnap
-	for _, t := range p.db.Tables() {
-		tables = append(tables, snapshotTable(t))
+	// One consistent cut: every table stays read-locked until the streams are copied.
+	// A write appends its stream record under its table's write lock, so no record in
+	// the snapshot lacks its item change, and no item change lacks its record.
+	all := p.db.Tables()
+	unlock := rlockTables(all)
+	tables := make([]tableSnap, 0, len(all))
+	for _, t := range all {
+		tables = append(tables, snapshotTableLocked(t))
 	}
-	var streams json.RawMessage
+	var streamCopy any
 	if s, ok := any(&p.db.streams).(streamSnapshotter); ok {
-		b, err := json.Marshal(s.snapshot())
+		streamCopy = s.snapshot()
+	}
+	unlock()
+	var streams json.RawMessage
+	if streamCopy != nil {
+		b, err := json.Marshal(streamCopy)
 		if err != nil {
 			return fmt.Errorf("ddb: encoding the streams: %w", err)
 		}
@@ -187,9 +198,8 @@ func (p *persister) flush(timer bool) error {
 	return nil
 }
 
-func snapshotTable(t *Table) tableSnap {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
+// snapshotTableLocked copies t's settings and clones its items; the caller holds t.mu.
+func snapshotTableLocked(t *Table) tableSnap {
 	pt := persistedTable{
 		Name: t.Name, ARN: t.ARN, ID: t.ID, Created: t.Created,
 		Hash: t.Hash, Range: t.Range, AttrDefs: t.AttrDefs,

@@ -183,12 +183,76 @@ func AddNumbers(a, b string, sub bool) (string, error) {
 	return formatDecimal(d), nil
 }
 
-// CompareNumbers orders two canonical number texts numerically.
+// CompareNumbers orders two canonical number texts numerically. Canonical texts (what
+// ParseNumber returns) compare without parsing, which key order does on every tree
+// step: sign, then integer-digit count, then the digits. Any other text is compared as
+// decimals.
 func CompareNumbers(a, b string) int {
 	if a == b {
 		return 0
 	}
-	return Decimal(a).Cmp(Decimal(b))
+	aNeg, aInt, aFrac, okA := splitCanonical(a)
+	bNeg, bInt, bFrac, okB := splitCanonical(b)
+	if !okA || !okB {
+		return Decimal(a).Cmp(Decimal(b))
+	}
+	if aNeg != bNeg {
+		if aNeg {
+			return -1
+		}
+		return 1
+	}
+	// Without leading zeros a longer integer part is larger; without trailing zeros
+	// the fractions order as text.
+	c := len(aInt) - len(bInt)
+	if c == 0 {
+		c = strings.Compare(aInt, bInt)
+	}
+	if c == 0 {
+		c = strings.Compare(aFrac, bFrac)
+	}
+	if aNeg {
+		c = -c
+	}
+	switch {
+	case c < 0:
+		return -1
+	case c > 0:
+		return 1
+	}
+	return 0
+}
+
+// splitCanonical splits a canonical number's text: an optional "-" (never on zero), an
+// integer part without leading zeros ("0" below one), and an optional "." with a
+// fraction that does not end in zero. ok is false for any other text.
+func splitCanonical(s string) (neg bool, intPart, frac string, ok bool) {
+	if len(s) > 0 && s[0] == '-' {
+		neg, s = true, s[1:]
+	}
+	intPart = s
+	if i := strings.IndexByte(s, '.'); i >= 0 {
+		intPart, frac = s[:i], s[i+1:]
+		if frac == "" || frac[len(frac)-1] == '0' || !allDigits(frac) {
+			return false, "", "", false
+		}
+	}
+	if intPart == "" || !allDigits(intPart) || (intPart[0] == '0' && len(intPart) > 1) {
+		return false, "", "", false
+	}
+	if neg && intPart == "0" && frac == "" {
+		return false, "", "", false // "-0"
+	}
+	return neg, intPart, frac, true
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // ---- comparison and equality ----
