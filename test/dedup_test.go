@@ -53,11 +53,7 @@ func TestSharedDedupIDIsDropped(t *testing.T) {
 	if all := twin.FormatEntries(sent); strings.Count(all, "DROPPED as duplicate") != 1 || strings.Count(all, "dedup=acme") != 2 {
 		t.Errorf("the Pipe's sends: want two messages with dedup id acme, one dropped:\n%s", all)
 	}
-	// The function's log lines arrive on their own pipe and may trail the journal's entry.
-	eventually(t, 10*time.Second, "durable-consumer says the dedup id is not the event id", func() (bool, string) {
-		n := len(s.grep(s.fn[keys.FnDurableConsumer], "is not the event id"))
-		return n > 0, fmt.Sprintf("%d such lines", n)
-	})
+	s.waitLines(t, s.fn[keys.FnDurableConsumer], "is not the event id") // the consumer says why it refused
 	if st, _ := s.tw.Poller(s.durableMap); st.Delivered != 0 || st.Read != 1 {
 		t.Errorf("durable mapping: %+v, want the one surviving message received and none completed", st)
 	}
