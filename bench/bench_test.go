@@ -116,7 +116,7 @@ func TestDynamoSections(t *testing.T) {
 		{name: "open", stores: 2, emitters: 1, tenants: 1, openLoopRateShare: 0.1},
 	} {
 		for _, d := range designs {
-			r, err := emitTrial(ctx, bs, sh, d, o.emitTrial, o.emitMax, orderPayload(1, note))
+			r, err := emitTrial(ctx, bs, sh, d, o.emitWarm, o.emitTrial, o.emitMax, orderPayload(1, note))
 			if err != nil {
 				t.Fatalf("%s, %s: %v", sh.name, d.name, err)
 			}

@@ -59,8 +59,9 @@ func (s shape) total() int { return s.stores * s.emitters }
 
 // emitResult is one trial, or the sum of a configuration's trials.
 type emitResult struct {
-	events, errors     int64 // Emits that returned committed / returned an error
-	elapsed            time.Duration
+	events, errors     int64           // Emits that returned committed / returned an error (whole trial)
+	counted            int64           // committed Emits inside the measured window (after the warm-up)
+	elapsed            time.Duration   // the measured window
 	lat                []time.Duration // of the committed Emits (open loop: from the scheduled arrival)
 	txns, attempts     int64           // transactions committed / TransactWriteItems calls
 	failed, throttled  int64           // attempts lost to contention / of them, throttled
@@ -73,6 +74,7 @@ type emitResult struct {
 
 func (r *emitResult) add(x emitResult) {
 	r.events += x.events
+	r.counted += x.counted
 	r.errors += x.errors
 	r.elapsed += x.elapsed
 	r.lat = append(r.lat, x.lat...)
@@ -93,7 +95,7 @@ func (r *emitResult) add(x emitResult) {
 	}
 }
 
-func (r emitResult) eventsPerSec() float64 { return float64(r.events) / r.elapsed.Seconds() }
+func (r emitResult) eventsPerSec() float64 { return float64(r.counted) / r.elapsed.Seconds() }
 func (r emitResult) wcuPerEvent() float64  { return r.modelWCU / float64(r.events) }
 
 // ceiling is AWS's events/s for tenants tenants by model: each tenant's
@@ -125,9 +127,12 @@ const openGrace = 2 * time.Second
 func tenantName(i int) string { return fmt.Sprintf("%s-%02d", benchTenant, i) }
 
 // emitTrial runs one trial of sh with design d on a fresh events table (the
-// deployed schema minus its stream) for dur or maxEvents Emits, whichever
-// comes first, then reads every tenant's chain back and verifies it.
-func emitTrial(ctx context.Context, bs *budgetServer, sh shape, d design, dur time.Duration, maxEvents int64, payload map[string]any) (emitResult, error) {
+// deployed schema minus its stream) for warm + dur or maxEvents Emits,
+// whichever comes first, then reads every tenant's chain back and verifies
+// it. Rates and latencies count only the Emits after warm (closed loop: that
+// completed after it; open loop: that arrived after it): a partition's budget
+// holds one second's burst, which a shorter trial would count as throughput.
+func emitTrial(ctx context.Context, bs *budgetServer, sh shape, d design, warm, dur time.Duration, maxEvents int64, payload map[string]any) (emitResult, error) {
 	schema := eventstore.TableSchema(uniqueName("events"))
 	schema.StreamSpecification = nil
 	table, drop, err := createTable(ctx, bs.admin, schema)
@@ -180,7 +185,9 @@ func emitTrial(ctx context.Context, bs *budgetServer, sh shape, d design, dur ti
 	rate := sh.openLoopRateShare * issueCeiling * float64(sh.tenants)
 	res.offered = rate
 	begin := time.Now()
-	deadline := begin.Add(dur)
+	from := begin.Add(warm)
+	deadline := from.Add(dur)
+	var committed atomic.Int64
 	for k := range n {
 		store := stores[k%sh.stores]
 		ti := k % sh.tenants
@@ -191,7 +198,7 @@ func emitTrial(ctx context.Context, bs *budgetServer, sh shape, d design, dur ti
 			var lat []time.Duration
 			var errs, unserved int64
 			var firstErr error
-			emit := func(from time.Time) {
+			emit := func(at time.Time, counts func() bool) {
 				if d.mutex {
 					locks[ti].Lock()
 					defer locks[ti].Unlock()
@@ -204,11 +211,14 @@ func emitTrial(ctx context.Context, bs *budgetServer, sh shape, d design, dur ti
 					}
 					return
 				}
-				lat = append(lat, time.Since(from))
+				committed.Add(1)
+				if counts() {
+					lat = append(lat, time.Since(at))
+				}
 			}
 			if rate == 0 { // closed loop: as fast as it can
 				for time.Now().Before(deadline) && started.Add(1) <= maxEvents && ctx.Err() == nil {
-					emit(time.Now())
+					emit(time.Now(), func() bool { return !time.Now().Before(from) })
 				}
 			} else {
 				// Open loop: this emitter's arrivals come every period,
@@ -225,7 +235,7 @@ func emitTrial(ctx context.Context, bs *budgetServer, sh shape, d design, dur ti
 						continue
 					}
 					time.Sleep(time.Until(at))
-					emit(at)
+					emit(at, func() bool { return !at.Before(from) })
 				}
 			}
 			mu.Lock()
@@ -239,10 +249,11 @@ func emitTrial(ctx context.Context, bs *budgetServer, sh shape, d design, dur ti
 		}()
 	}
 	wg.Wait()
-	res.elapsed = time.Since(begin)
+	res.elapsed = time.Since(from)
 
 	s1, c1 := sum()
-	res.events = int64(len(res.lat))
+	res.events = committed.Load()
+	res.counted = int64(len(res.lat))
 	res.txns = s1.Commits - s0.Commits
 	res.attempts = s1.Attempts - s0.Attempts
 	res.failed = s1.FailedAttempts - s0.FailedAttempts
@@ -299,7 +310,7 @@ func benchEmit(ctx context.Context, env *benchEnv, o options) (section, error) {
 	payload := orderPayload(1, note)
 
 	if o.emitReps > 1 { // warm the server and the clients; not counted
-		if _, err := emitTrial(ctx, bs, closedShapes[0], grouped, time.Second, o.emitMax, payload); err != nil {
+		if _, err := emitTrial(ctx, bs, closedShapes[0], grouped, 0, time.Second, o.emitMax, payload); err != nil {
 			return sec, fmt.Errorf("warm-up: %w", err)
 		}
 	}
@@ -312,7 +323,7 @@ func benchEmit(ctx context.Context, env *benchEnv, o options) (section, error) {
 		for rep := range reps {
 			for i := range designs {
 				d := designs[(i+rep)%len(designs)] // rotate which design goes first
-				r, err := emitTrial(ctx, bs, sh, d, dur, o.emitMax, payload)
+				r, err := emitTrial(ctx, bs, sh, d, o.emitWarm, dur, o.emitMax, payload)
 				if err != nil {
 					return fmt.Errorf("%s, %s: %w", sh.name, d.name, err)
 				}
@@ -352,14 +363,15 @@ func benchEmit(ctx context.Context, env *benchEnv, o options) (section, error) {
 		"one second's burst: AWS's per-partition limit). A tenant's head row and its events share one partition key (the tenant), "+
 		"so one tenant's writes share one budget here as on AWS. The tables have no stream (the emit path alone).", partitionWCU, partitionWCU)
 	sec.para("**Each trial:** a fresh events table; every tenant's first event emitted first (so heads exist); then the shape's "+
-		"emitters run for %s (at most %d Emits); then every tenant's chain is read back and verified (every trial below verified, "+
+		"emitters run for %s, of which the first %s are not counted (a partition's budget holds a one-second burst, "+
+		"which a short trial would count as throughput), at most %d Emits; then every tenant's chain is read back and verified (every trial below verified, "+
 		"gap-free, every committed Emit present). Events are order payloads whose event row is %d bytes (under 1 KB). "+
 		"*Independent stores* each have their own `eventstore.Store` and their own SDK client (own connections): what separate "+
 		"processes or Lambda instances are; group commit cannot coalesce across them. Designs rotate their order per repetition; "+
 		"%d repetitions of each closed-loop configuration, pooled (rates: events ÷ summed wall time). "+
 		"The *mutex* baseline holds one `sync.Mutex` per tenant across every store of the trial (a perfect cross-process lock at "+
 		"no cost, which real separate processes would not have): one transaction per event, never racing.",
-		o.emitTrial, o.emitMax, rowBytes, o.emitReps)
+		o.emitWarm+o.emitTrial, o.emitWarm, o.emitMax, rowBytes, o.emitReps)
 	sec.para("**AWS ceiling by model** = %s: 1,000 ÷ (model WCU per event) events/s per tenant (× tenants). *WCU (server)* is what "+
 		"the server reported in `ConsumedCapacity` for the committed transactions; *WCU (model)* is AWS's rule (2 WCU per started KB per "+
 		"item written in a transaction) applied by the bench to the real item sizes (`eventstore.ItemSize`). The two must agree.", awsCeilingRef)

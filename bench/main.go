@@ -49,7 +49,8 @@ import (
 type options struct {
 	out        string
 	only       map[string]bool
-	emitTrial  time.Duration // one emit trial (bounded also by emitMax)
+	emitTrial  time.Duration // one emit trial's measured part (bounded also by emitMax)
+	emitWarm   time.Duration // run before it, not counted
 	emitReps   int           // interleaved repetitions per emitter count
 	emitMax    int64         // events per emit trial at most
 	emitShapes string        // only the emit shapes whose name contains this (no tables)
@@ -63,6 +64,7 @@ func defaults() options {
 	return options{
 		out:        "", // bench/RESULTS.md in the repository
 		emitTrial:  3 * time.Second,
+		emitWarm:   time.Second,
 		emitReps:   2,
 		emitMax:    30000,
 		verifyN:    2000,
@@ -73,7 +75,7 @@ func defaults() options {
 }
 
 func (o *options) quick() {
-	o.emitTrial, o.emitReps, o.emitMax = 300*time.Millisecond, 1, 500
+	o.emitTrial, o.emitReps, o.emitMax, o.emitWarm = 300*time.Millisecond, 1, 500, 0
 	o.verifyN, o.verifyReps = 100, 2
 	o.coldReps = 1
 	o.reconcileN = 30
