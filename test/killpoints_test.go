@@ -38,16 +38,20 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
-// The kill points of issue 12: a process killed at the worst moment of each
-// step between the producer and the subscriber, and afterwards every event is
-// in the log once, delivered once, its effect (an email) had once.
+// The kill points of issue 12: a process killed (SIGKILL) at the worst
+// moment of each step between the producer and the subscriber, and
+// afterwards every event is in the log once, chained, delivered once, its
+// effect (an email) had once, and reconcile's delivery audit settled.
 //
-// Where a kill point has no log line to kill at, the test makes one with our
-// own DynamoDB's fault injection (internal/twin/ddb faults.go, armed over its
-// admin API from this process): a "delay" fault lets the write commit and
-// holds the answer, so the process is killed after the write and before it
-// learnt of it, deterministically; a "drop" fault lets it commit and closes
-// the connection unanswered.
+// No kill needs a hook in the code under test. Where a point has no output
+// line to kill at, the test holds the process there: our own DynamoDB's
+// fault injection (internal/twin/ddb faults.go, armed over its admin API)
+// lets a write commit and then holds its answer ("delay") or drops it
+// ("drop"), so the process is killed after the write and before it learnt of
+// it; for dlq-repair an SQS endpoint in front of the twin's holds its
+// DeleteMessage. Only stream-filter is killed at an output line, which can
+// race its answer, so that test repeats until the twin's journal shows an
+// invocation ended by the kill.
 
 // fault is one rule of the admin API, POST /_fourlanes/faults.
 type fault struct {
