@@ -55,20 +55,20 @@ func (r *Reserver) OnOrderPlaced(ctx context.Context, e envelope.Envelope) error
 // concurrent use.
 type MemoryStock struct {
 	mu       sync.Mutex
-	levels   map[string]int  // tenant/sku → available
-	reserved map[string]bool // tenant/order → reserved
+	levels   map[string]int     // tenant/sku → available
+	reserved map[[2]string]bool // (tenant, order) → reserved; a pair, since a tenant id may hold any punctuation
 }
 
 // NewMemoryStock returns stock with the given levels per SKU, for every tenant.
 func NewMemoryStock(levels map[string]int) *MemoryStock {
-	return &MemoryStock{levels: levels, reserved: map[string]bool{}}
+	return &MemoryStock{levels: levels, reserved: map[[2]string]bool{}}
 }
 
 // Reserve takes every line or none.
 func (m *MemoryStock) Reserve(_ context.Context, tenant, orderID string, items []orders.Item) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.reserved[tenant+"/"+orderID] {
+	if m.reserved[[2]string{tenant, orderID}] {
 		return nil
 	}
 	for _, it := range items {
@@ -79,7 +79,7 @@ func (m *MemoryStock) Reserve(_ context.Context, tenant, orderID string, items [
 	for _, it := range items {
 		m.levels[it.SKU] -= it.Qty
 	}
-	m.reserved[tenant+"/"+orderID] = true
+	m.reserved[[2]string{tenant, orderID}] = true
 	return nil
 }
 

@@ -175,7 +175,7 @@ func TestParkedRowsLiveInTheStateTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(state), Key: map[string]types.AttributeValue{
-		keys.AttrPK: &types.AttributeValueMemberS{Value: "park#search#t1#ORDER#o4"},
+		keys.AttrPK: &types.AttributeValueMemberS{Value: "park#search#2:t1#5:ORDER#o4"},
 		keys.AttrSK: &types.AttributeValueMemberS{Value: "00000000000000000002"},
 	}})
 	if err != nil || out.Item == nil {

@@ -32,7 +32,7 @@ type DynamoDB interface {
 
 // DynamoStore keeps docs in the search table (pk = tenant, sk =
 // <ENTITY>#<id>) and parked changes in the state table (pk =
-// park#search#<tenant>#<ENTITY>#<id>, sk = version in 20 digits, with a TTL).
+// park#search#<len>:<tenant>#<len>:<ENTITY>#<id>, sk = version in 20 digits, with a TTL).
 type DynamoStore struct {
 	DB          DynamoDB
 	SearchTable string
@@ -63,7 +63,9 @@ func docKey(tenant, entity, id string) map[string]types.AttributeValue {
 
 func parkKey(tenant, entity, id string, v int64) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		keys.AttrPK: sv(keys.StateParkedPrefix + ProjectionName + "#" + tenant + "#" + entity + "#" + id),
+		// Tenant ids may hold '#' (any punctuation SQS allows): the tenant and the entity are
+		// length-prefixed so that no two (tenant, entity, id) share a key.
+		keys.AttrPK: sv(fmt.Sprintf("%s%s#%d:%s#%d:%s#%s", keys.StateParkedPrefix, ProjectionName, len(tenant), tenant, len(entity), entity, id)),
 		keys.AttrSK: sv(fmt.Sprintf("%020d", v)),
 	}
 }
