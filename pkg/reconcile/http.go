@@ -14,8 +14,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/obs"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
 // Request limits.
@@ -192,8 +192,12 @@ func parseParams(req events.LambdaFunctionURLRequest) (params, error) {
 		switch {
 		case p.tenant == "":
 			return p, &ParamError{Param: "tenant", Msg: "is empty; pass tenant=<tenant id>, or omit it to reconcile every tenant"}
-		case len(p.tenant) > envelope.MaxTenantLen:
-			return p, &ParamError{Param: "tenant", Msg: fmt.Sprintf("is %d characters; tenant ids have at most %d", len(p.tenant), envelope.MaxTenantLen)}
+		default:
+			// The one tenant id rule (pkg/tenancy): a tenant that could never have been
+			// emitted is a caller's mistake, said as such, not an empty report.
+			if err := tenancy.CheckTenant(p.tenant); err != nil {
+				return p, &ParamError{Param: "tenant", Msg: err.Error()}
+			}
 		}
 	}
 	if v, ok := q["full"]; ok {

@@ -613,6 +613,8 @@ func TestBadRequests(t *testing.T) {
 	}{
 		{"GET", "/", "tenant=", 400, "tenant"},
 		{"GET", "/", "tenant=" + strings.Repeat("x", 129), 400, "tenant"},
+		{"GET", "/", "tenant=acme%20corp", 400, "not allowed"},
+		{"GET", "/", "tenant=t%C3%A9", 400, "not allowed"},
 		{"GET", "/", "tenant=acme&full=yes", 400, "full"},
 		{"GET", "/", "limit=0", 400, "limit"},
 		{"GET", "/", "limit=101", 400, "limit"},
