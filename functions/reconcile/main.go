@@ -48,7 +48,8 @@ func main() {
 	}
 	claims := delivery.NewDynamoStore(db, env[keys.EnvStateTable])
 	// Checkpoints: signed with the KMS key, kept in the Object Lock bucket.
-	state, err := checkpointState(ctx, cfg, reconcile.NewDynamoState(db, env[keys.EnvStateTable]), log)
+	rows := reconcile.NewDynamoState(db, env[keys.EnvStateTable])
+	state, err := checkpointState(ctx, cfg, rows, log)
 	if err != nil {
 		fail("signed checkpoints", err)
 	}
@@ -58,12 +59,13 @@ func main() {
 		Subscriptions: delivery.DurableSubscriptions(cat),
 		DeadLetters:   claims,
 		State:         state,
+		Rounds:        rows, // scheduled rounds' cursors (scheduled=true)
 		Logger:        log,
 	})
 	if err != nil {
 		fail("reconciler", err)
 	}
-	log.InfoContext(ctx, "reconcile serving GET /?tenant=T and GET / (every tenant, paged) on its Function URL",
+	log.InfoContext(ctx, "reconcile serving GET /?tenant=T and GET / (every tenant, paged) on its Function URL, and scheduled rounds (scheduled=true, direct invoke only)",
 		slog.String(obs.KeyFunction, keys.FnReconcile), slog.String("events_table", env[keys.EnvEventsTable]),
 		slog.String("state_table", env[keys.EnvStateTable]), slog.String("tracing", tracing.Mode()),
 		slog.Bool("tracing_compiled", tracing.Available))

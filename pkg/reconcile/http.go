@@ -49,7 +49,7 @@ func NewHandler(r *Reconciler, log *slog.Logger) *Handler {
 	return &Handler{r: r, log: log}
 }
 
-var accepted = []string{"cursor", "full", "limit", "max_events", "tenant"}
+var accepted = []string{"cursor", "full", "limit", "max_events", "scheduled", "tenant"}
 
 type params struct {
 	tenant    string
@@ -58,9 +58,12 @@ type params struct {
 	cursor    string
 	limit     int
 	maxEvents int64
+	scheduled bool
 }
 
-// Handle answers GET ?tenant=T (one tenant) or GET (every tenant, paged).
+// Handle answers GET ?tenant=T (one tenant) or GET (every tenant, paged),
+// and, for EventBridge Scheduler's direct invoke only, GET ?scheduled=true
+// (the next share of a scheduled round, Reconciler.Scheduled).
 // It never returns an error: a bad request is a 400, a failure a 500 with
 // the request id, both as JSON.
 func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
@@ -82,9 +85,21 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 		return h.fail(ctx, http.StatusBadRequest, err.Error()), nil
 	}
 	var body any
-	if p.hasTenant {
+	switch {
+	case p.scheduled:
+		// A scheduled round moves state every tenant's scheduled coverage
+		// depends on: only EventBridge Scheduler's direct invoke may ask for
+		// it. A Function URL request always carries the IAM caller its SigV4
+		// signature verified; a direct invoke carries none (and callers of
+		// the URL may not invoke the function directly: CallerPolicy).
+		if a := req.RequestContext.Authorizer; a != nil && a.IAM != nil {
+			return h.fail(ctx, http.StatusForbidden, "scheduled: only EventBridge Scheduler's direct invoke runs scheduled rounds; "+
+				"through the Function URL omit it (GET / pages every tenant with a cursor you pass back)"), nil
+		}
+		body, err = h.r.Scheduled(ctx, ScheduledRequest{Mode: p.mode, Limit: p.limit})
+	case p.hasTenant:
 		body, err = h.r.Tenant(ctx, TenantRequest{Tenant: p.tenant, Mode: p.mode, Cursor: p.cursor, MaxEvents: p.maxEvents})
-	} else {
+	default:
 		body, err = h.r.All(ctx, AllRequest{Mode: p.mode, Cursor: p.cursor, Limit: p.limit, MaxEvents: p.maxEvents})
 	}
 	switch {
@@ -233,6 +248,19 @@ func parseParams(req events.LambdaFunctionURLRequest) (params, error) {
 			return p, &ParamError{Param: "max_events", Msg: fmt.Sprintf("%q: use an integer from 1 to %d (events verified per call before it answers with a cursor)", v[0], MaxEvents)}
 		}
 		p.maxEvents = n
+	}
+	if v, ok := q["scheduled"]; ok {
+		var err error
+		if p.scheduled, err = strconv.ParseBool(v[0]); err != nil {
+			return p, &ParamError{Param: "scheduled", Msg: fmt.Sprintf("%q is not a boolean; scheduled=true is sent by EventBridge Scheduler only", v[0])}
+		}
+		if p.scheduled {
+			for _, other := range []string{"tenant", "cursor", "max_events"} {
+				if _, ok := q[other]; ok {
+					return p, &ParamError{Param: other, Msg: "does not apply to a scheduled round, which resumes from the cursor it stores and is bounded by the function's deadline; remove it"}
+				}
+			}
+		}
 	}
 	return p, nil
 }

@@ -68,6 +68,9 @@ type Config struct {
 	Log         Log         // required
 	DeadLetters DeadLetters // required
 	State       State       // required
+	// Rounds keeps scheduled rounds (Scheduled); NewDynamoState on the
+	// state table implements it.
+	Rounds Rounds
 	// Watermarks and Subscriptions (the application's DURABLE
 	// subscriptions, delivery.DurableSubscriptions) enable the delivery
 	// audit (watermark.go); without them a report has no subscriptions.
@@ -241,7 +244,11 @@ func (r *Reconciler) Tenant(ctx context.Context, req TenantRequest) (TenantResul
 // page (listed with complete=false); the cursor resumes that walk, and the
 // tenant is listed again, with the rest of its walk, on the next page.
 func (r *Reconciler) All(ctx context.Context, req AllRequest) (AllResult, error) {
-	b := r.budget(ctx, req.MaxEvents)
+	return r.all(ctx, req, r.budget(ctx, req.MaxEvents))
+}
+
+// all is All within b, which a scheduled invocation shares across pages.
+func (r *Reconciler) all(ctx context.Context, req AllRequest, b *budget) (AllResult, error) {
 	limit := req.Limit
 	if limit <= 0 {
 		limit = 20

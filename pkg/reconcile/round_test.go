@@ -1,0 +1,234 @@
+package reconcile_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/reconcile"
+)
+
+// invoke calls the handler as EventBridge Scheduler does: a direct invoke of
+// the Function URL request shape, with no IAM authorizer.
+func (e *env) invoke(t *testing.T, query string) (int, map[string]any) {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(request(t, "GET", "/", query), &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m["requestContext"].(map[string]any), "authorizer")
+	raw, _ := json.Marshal(m)
+	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "scheduler-1"})
+	out, err := lambda.NewHandler(e.handler.Handle).Invoke(ctx, raw)
+	if err != nil {
+		t.Fatalf("invoke ?%s: handler error %v", query, err)
+	}
+	var resp events.LambdaFunctionURLResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		t.Fatalf("response %s: %v", out, err)
+	}
+	var body map[string]any
+	if err := json.Unmarshal([]byte(resp.Body), &body); err != nil {
+		t.Fatalf("body %q: %v", resp.Body, err)
+	}
+	return resp.StatusCode, body
+}
+
+func strs(t *testing.T, body map[string]any, field string) []string {
+	t.Helper()
+	xs, ok := body[field].([]any)
+	if !ok {
+		t.Fatalf("%s: got %v, want a list in %v", field, body[field], body)
+	}
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = x.(string)
+	}
+	return out
+}
+
+// runRound invokes scheduled=true (with query) until the round completes and
+// returns how many times each tenant was reported done, and the invocations.
+func (e *env) runRound(t *testing.T, query string) (map[string]int, int) {
+	t.Helper()
+	done := map[string]int{}
+	var started any
+	for n := 1; n <= 100; n++ {
+		status, body := e.invoke(t, query)
+		if status != 200 {
+			t.Fatalf("invocation %d: status %d %v, want 200", n, status, body)
+		}
+		if body["saved"] != true {
+			t.Fatalf("invocation %d: saved %v, want true (no other invocation ran)", n, body["saved"])
+		}
+		if started == nil {
+			started = body["round_started"]
+		} else if body["round_started"] != started {
+			t.Fatalf("invocation %d: round_started %v, want %v (the same round until it completes)", n, body["round_started"], started)
+		}
+		for _, tn := range strs(t, body, "tenants") {
+			done[tn]++
+		}
+		total := 0
+		for _, c := range done {
+			total += c
+		}
+		if got := num(t, body, "round_tenants"); got != int64(total) {
+			t.Errorf("invocation %d: round_tenants %d, want %d (tenants done so far)", n, got, total)
+		}
+		if body["round_complete"] == true {
+			return done, n
+		}
+	}
+	t.Fatal("round not complete after 100 invocations")
+	return nil, 0
+}
+
+// TestScheduledRounds: successive scheduled invocations, each bounded by its
+// budget, resume from the cursor the state table keeps and together cover
+// every tenant exactly once per round; the round after starts over.
+func TestScheduledRounds(t *testing.T) {
+	e := newEnv(t, func(c *reconcile.Config) {
+		c.Rounds = c.State.(*reconcile.DynamoState)
+		c.PageSize = 4
+		c.MaxDuration = 25 * time.Second // the clock moves 1 s per reading
+	})
+	e.clock.step = time.Second
+	var tenants []string
+	for i := range 23 {
+		tn := fmt.Sprintf("t-%02d", i)
+		n := 1 + i%3
+		if i == 7 {
+			n = 40 // its walk outlasts one invocation's budget
+		}
+		e.emit(t, tn, n)
+		tenants = append(tenants, tn)
+	}
+	e.editPayload(t, "t-11", 1)
+
+	check := func(round int, done map[string]int, invocations, atLeast int) {
+		t.Helper()
+		if invocations < atLeast {
+			t.Errorf("round %d: %d invocations, want several (the budget must split the round)", round, invocations)
+		}
+		var got []string
+		for tn, c := range done {
+			got = append(got, tn)
+			if c != 1 {
+				t.Errorf("round %d: tenant %s done %d times, want once", round, tn, c)
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tenants) {
+			t.Errorf("round %d: tenants done %v, want %v", round, got, tenants)
+		}
+	}
+	done, n := e.runRound(t, "scheduled=true&limit=3")
+	check(1, done, n, 3)
+	t.Logf("round 1: %d invocations for %d tenants", n, len(tenants))
+
+	// A walk interrupted by the budget resumed on the next invocation: t-07
+	// was verified through its 40 events in all.
+	var partial, whole bool
+	for _, line := range strings.Split(e.logs.String(), "\n") {
+		if strings.Contains(line, `"tenant reconciled"`) && strings.Contains(line, `"t-07"`) {
+			partial = partial || strings.Contains(line, `"complete":false`)
+			whole = whole || strings.Contains(line, `"complete":true`) && strings.Contains(line, `"verified":40`)
+		}
+	}
+	if !partial || !whole {
+		t.Errorf("t-07: walk interrupted %v, completed with 40 verified %v; want both", partial, whole)
+	}
+	if !strings.Contains(e.logs.String(), "scheduled round completed") {
+		t.Error("no 'scheduled round completed' log line")
+	}
+	emf := e.emf.String()
+	for _, m := range []string{keys.MetricRoundAge, keys.MetricRoundTenants, keys.MetricRoundsCompleted} {
+		if !strings.Contains(emf, `"`+m+`"`) || !strings.Contains(emf, `"Mode":"incremental"`) {
+			t.Errorf("EMF: no %s with Mode incremental in %s", m, emf)
+		}
+	}
+
+	// The next round starts over, from the first tenant.
+	e.clock.jump(15 * time.Minute)
+	done, n = e.runRound(t, "scheduled=true&limit=3")
+	check(2, done, n, 2)
+
+	// Full rounds keep their own cursor.
+	done, n = e.runRound(t, "scheduled=true&full=true&limit=3")
+	check(3, done, n, 3)
+	rd, err := reconcile.NewDynamoState(e.db, e.stateTable).Round(context.Background(), reconcile.Incremental)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rd.Started.IsZero() || rd.Cursor != "" || rd.LastTenants != int64(len(tenants)) || rd.Completed.IsZero() {
+		t.Errorf("incremental round row after completion: %+v, want no cursor, no start, last round %d tenants", rd, len(tenants))
+	}
+}
+
+// TestScheduledOnlyByDirectInvoke: a Function URL caller (SigV4-verified
+// IAM identity) may not run the scheduled round; scheduled takes no tenant
+// or cursor.
+func TestScheduledOnlyByDirectInvoke(t *testing.T) {
+	e := newEnv(t, func(c *reconcile.Config) { c.Rounds = c.State.(*reconcile.DynamoState) })
+	e.emit(t, "t-a", 1)
+	if status, body := e.call(t, "GET", "/", "scheduled=true"); status != 403 {
+		t.Errorf("scheduled=true through the URL: status %d %v, want 403", status, body)
+	}
+	for _, q := range []string{"scheduled=true&tenant=t-a", "scheduled=true&cursor=x", "scheduled=maybe"} {
+		if status, body := e.invoke(t, q); status != 400 {
+			t.Errorf("%s: status %d %v, want 400", q, status, body)
+		}
+	}
+	rd, err := reconcile.NewDynamoState(e.db, e.stateTable).Round(context.Background(), reconcile.Incremental)
+	if err != nil || rd.Version != 0 {
+		t.Errorf("round after refused calls: %+v %v, want none saved", rd, err)
+	}
+	if status, body := e.invoke(t, "scheduled=true"); status != 200 || body["round_complete"] != true {
+		t.Errorf("direct invoke: status %d %v, want 200, round complete", status, body)
+	}
+}
+
+// TestSaveRoundConditional: of two invocations that read the same round,
+// only the first save wins; the second gets ErrRoundMoved.
+func TestSaveRoundConditional(t *testing.T) {
+	e := newEnv(t, nil)
+	st := reconcile.NewDynamoState(e.db, e.stateTable)
+	ctx := context.Background()
+	prev, err := st.Round(ctx, reconcile.Incremental)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := prev
+	next.Version, next.Cursor, next.Started = 1, "c1", time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	if err := st.SaveRound(ctx, prev, next); err != nil {
+		t.Fatal(err)
+	}
+	other := next
+	other.Cursor = "c2"
+	if err := st.SaveRound(ctx, prev, other); !errors.Is(err, reconcile.ErrRoundMoved) {
+		t.Errorf("second save from version 0: got %v, want ErrRoundMoved", err)
+	}
+	got, err := st.Round(ctx, reconcile.Incremental)
+	if err != nil || got.Cursor != "c1" || got.Version != 1 || !got.Started.Equal(next.Started) {
+		t.Errorf("round: got %+v %v, want cursor c1 version 1", got, err)
+	}
+	third := got
+	third.Version, third.Cursor = 2, "c3"
+	if err := st.SaveRound(ctx, got, third); err != nil {
+		t.Errorf("save from version 1: %v", err)
+	}
+	if err := st.SaveRound(ctx, got, third); !errors.Is(err, reconcile.ErrRoundMoved) {
+		t.Errorf("replayed save from version 1: got %v, want ErrRoundMoved", err)
+	}
+}
