@@ -129,7 +129,9 @@ func (s *SignedState) Latest(ctx context.Context, tenant string) (*checkpoint.Ch
 			cp, msg, err := s.read(ctx, tenant, key)
 			if err != nil {
 				if errors.Is(err, checkpoint.ErrInvalid) {
-					s.Metrics.Count(keys.MetricCheckpointInvalid, 1)
+					// One dimension, as every EMF metric of the stack has: a
+					// directive with no dimension set is not one to rely on.
+					s.Metrics.Count(keys.MetricCheckpointInvalid, 1, "Log", s.Log)
 					s.logger().ErrorContext(ctx, "checkpoint object does not verify; passed over",
 						slog.String("bucket", s.Bucket), slog.String("key", key), slog.String(obs.KeyErr, err.Error()))
 					continue

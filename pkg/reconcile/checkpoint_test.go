@@ -203,6 +203,13 @@ func TestUnsignedCheckpointObjectIgnored(t *testing.T) {
 	if n := emfCount(t, s.emf, keys.MetricCheckpointInvalid); n < 1 {
 		t.Errorf("%s = %d, want >= 1", keys.MetricCheckpointInvalid, n)
 	}
+	// The alarm's query (infra/backbone) reads it from a directive with a
+	// dimension set: the signing log.
+	for _, m := range lines(t, s.emf) {
+		if _, ok := m[keys.MetricCheckpointInvalid]; ok && m["Log"] == nil {
+			t.Errorf("%s line without its Log dimension: %v", keys.MetricCheckpointInvalid, m)
+		}
+	}
 }
 
 // A signed checkpoint cannot be deleted or overwritten on the twin's S3.
