@@ -271,6 +271,11 @@ func TestFunctions(t *testing.T) {
 		keys.FnReconcile: {st.Reconcile.Function, fnSpec{reserved: 2.0, env: map[string]any{
 			keys.EnvEventsTable: table(LogicalEventsTable),
 			keys.EnvStateTable:  table(LogicalStateTable),
+			// Signed checkpoints: the Object Lock bucket, the signing key, and the log's
+			// name (fourlanes/<stack name>) that every note's origin line carries.
+			keys.EnvCheckpointBucket: ref("CheckpointBucket"),
+			keys.EnvCheckpointKey:    getAtt("CheckpointSigningKey", "Arn"),
+			keys.EnvCheckpointLog:    map[string]any{"Fn::Join": []any{"", []any{"fourlanes/", ref("AWS::StackName")}}},
 		}}},
 		keys.FnTamperWatch: {st.Tamper.Function, fnSpec{env: map[string]any{}}},
 		keys.FnDLQRepair: {st.Repair.Function, fnSpec{reserved: 1.0, env: map[string]any{
