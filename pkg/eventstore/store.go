@@ -548,6 +548,16 @@ func (s *Store) keepWithinBudget(tenant string, batch []*request, last error) []
 	}
 	w := s.pacer(tenant).lost(s.cfg.BaseDelay, s.cfg.MaxDelay)
 	if len(keep) > 0 {
+		// The longer the batch's oldest caller has waited, the sooner it
+		// tries again (w² / (w + age): the whole window when fresh, a
+		// quarter of it after three windows): old callers get ahead of new
+		// ones, across processes too, so losing never compounds into
+		// starvation the way a window that only widens would let it.
+		oldest := now.Sub(keep[0].start)
+		for _, r := range keep[1:] {
+			oldest = max(oldest, now.Sub(r.start))
+		}
+		w = time.Duration(float64(w) * float64(w) / float64(w+oldest))
 		if limit := min(w, time.Until(earliest)); limit > 0 {
 			time.Sleep(rand.N(limit) + time.Microsecond)
 		}
