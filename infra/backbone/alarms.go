@@ -42,6 +42,10 @@ const (
 	// the watermark stopped while events wait (the lane settles an event in
 	// seconds; dlq-repair sweeps after 5 minutes).
 	unsettledAgeThresholdS = 15 * 60
+	// roundStalledS: the incremental schedule runs every 15 minutes; a round
+	// over every tenant that is not done in 2 hours (8 runs) is stuck or no
+	// longer fits.
+	roundStalledS = 2 * 3600
 )
 
 // camel turns a function name such as "dlq-repair" into "DlqRepair", for
@@ -131,7 +135,7 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(props.AlarmEmail), nil))
 	}
 	action := awscloudwatchactions.NewSnsAction(topic)
-	alarm := func(name, description string, metric awscloudwatch.IMetric, threshold, periods float64) {
+	alarmMissing := func(name, description string, metric awscloudwatch.IMetric, threshold, periods float64, missing awscloudwatch.TreatMissingData) {
 		al := awscloudwatch.NewAlarm(c, jsii.String(name), &awscloudwatch.AlarmProps{
 			AlarmDescription:   jsii.String(description),
 			Metric:             metric,
@@ -139,13 +143,16 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 			EvaluationPeriods:  jsii.Number(periods),
 			DatapointsToAlarm:  jsii.Number(periods),
 			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-			// No data means no traffic (or no failures), not trouble.
-			TreatMissingData: awscloudwatch.TreatMissingData_NOT_BREACHING,
+			TreatMissingData:   missing,
 		})
 		al.AddAlarmAction(action)
 		al.AddOkAction(action)
 		a.ByName[name] = al
 		all = append(all, al)
+	}
+	alarm := func(name, description string, metric awscloudwatch.IMetric, threshold, periods float64) {
+		// No data means no traffic (or no failures), not trouble.
+		alarmMissing(name, description, metric, threshold, periods, awscloudwatch.TreatMissingData_NOT_BREACHING)
 	}
 
 	pipeName := props.Durable.Pipe.Ref()
@@ -217,6 +224,26 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 	alarm("ChainBreaks",
 		"reconcile found a broken hash chain (EMF ChainBreaks). The log of a tenant was altered or lost an event. Call reconcile for the tenant to see the first break; this is a data-integrity incident.",
 		chainBreaks, 1, 1)
+
+	// Signed checkpoints: an object in the checkpoint bucket that does not
+	// verify under the stack's key was not written by reconcile.
+	alarm("CheckpointInvalid",
+		"reconcile found an object in the checkpoint bucket that does not verify as a checkpoint signed by the stack's KMS key, or names another tenant or seq than its key (EMF CheckpointInvalid, by Log). reconcile passed over it and trusts only signed checkpoints, but someone with write access to the bucket put it there: this is a data-integrity incident. reconcile's ERROR line 'checkpoint object does not verify' names the bucket and key; find the writer in CloudTrail (S3 data events).",
+		emfQuery("SUM", keys.MetricCheckpointInvalid, fiveMin), 1, 1)
+
+	// Scheduled rounds: the incremental schedule must cover every tenant
+	// well within two hours. Missing data breaches: no invocation reported a
+	// round for half an hour (two scheduled runs) means the schedule or the
+	// function stopped.
+	alarmMissing("ReconcileRoundStalled",
+		"The incremental scheduled reconcile round has not completed for 2 hours, or no scheduled reconcile reported for 30 minutes (EMF ReconcileRoundAgeSeconds, Mode incremental; missing data alarms). Either EventBridge Scheduler stopped invoking reconcile (check the ReconcileIncremental schedule and its role), reconcile fails (its Errors alarm and log), or a round over every tenant no longer fits in eight 15-minute runs: reconcile's 'scheduled round' log lines give tenants done and the round's age; raise the function's timeout or run the schedule more often.",
+		awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace:     jsii.String(keys.MetricNamespace),
+			MetricName:    jsii.String(keys.MetricRoundAge),
+			DimensionsMap: &map[string]*string{"Mode": jsii.String("incremental")},
+			Statistic:     jsii.String("Maximum"),
+			Period:        awscdk.Duration_Minutes(jsii.Number(30)),
+		}), roundStalledS, 1, awscloudwatch.TreatMissingData_BREACHING)
 
 	// The delivery audit: reconcile (every 15 minutes) reports, per DURABLE
 	// subscription, the age of the oldest event above its watermark.

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/reconcile"
 )
 
 // alarmOn finds an alarm on a plain metric with exactly these dimensions.
@@ -225,6 +226,53 @@ func TestQueueAndDeadLetterAlarms(t *testing.T) {
 	}
 }
 
+// TestCheckpointInvalidAlarm: any checkpoint object that does not verify
+// alarms within its five minutes, whatever Log dimension it carries.
+func TestCheckpointInvalidAlarm(t *testing.T) {
+	s := synth(t)
+	q := fmt.Sprintf(`SELECT SUM(%s) FROM "%s"`, keys.MetricCheckpointInvalid, keys.MetricNamespace)
+	p, ok := s.alarmOnQuery(q)
+	if !ok {
+		t.Fatalf("no alarm on %s", q)
+	}
+	if p["Threshold"] != 1.0 || p["EvaluationPeriods"] != 1.0 || p["DatapointsToAlarm"] != 1.0 || p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" {
+		t.Errorf("CheckpointInvalid alarm %v %v over %v/%v periods, want >= 1 in one period", p["ComparisonOperator"], p["Threshold"], p["DatapointsToAlarm"], p["EvaluationPeriods"])
+	}
+	for _, m := range list(p["Metrics"]) {
+		if period, _ := m.(map[string]any)["Period"].(float64); period != 300 {
+			t.Errorf("CheckpointInvalid alarm period %vs, want 300", period)
+		}
+	}
+	if diff := cmp.Diff([]any{ref(LogicalAlarmTopic)}, p["AlarmActions"]); diff != "" {
+		t.Errorf("CheckpointInvalid alarm actions (-want +got):\n%s", diff)
+	}
+}
+
+// TestReconcileRoundStalledAlarm: the incremental round's age (the metric
+// reconcile emits with Mode incremental) over 2 hours alarms, and so does
+// silence: a stopped schedule emits nothing.
+func TestReconcileRoundStalledAlarm(t *testing.T) {
+	s := synth(t)
+	p, ok := s.alarmOn(keys.MetricNamespace, keys.MetricRoundAge, map[string]any{"Mode": string(reconcile.Incremental)})
+	if !ok {
+		t.Fatalf("no alarm on %s with Mode %s", keys.MetricRoundAge, reconcile.Incremental)
+	}
+	if p["Statistic"] != "Maximum" || p["Threshold"] != 7200.0 || p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" {
+		t.Errorf("round alarm %v %v %v, want Maximum >= 7200 s", p["Statistic"], p["ComparisonOperator"], p["Threshold"])
+	}
+	if p["TreatMissingData"] != "breaching" {
+		t.Errorf("round alarm TreatMissingData %v, want breaching (a stopped schedule emits nothing)", p["TreatMissingData"])
+	}
+	// The period must hold at least one scheduled run, or silence between
+	// two runs would page.
+	if period, _ := p["Period"].(float64); period < 2*15*60 || period*p["EvaluationPeriods"].(float64) > 3600 {
+		t.Errorf("round alarm %vs x %v periods: want at least two 15-minute runs per period, and silence paging within an hour", period, p["EvaluationPeriods"])
+	}
+	if diff := cmp.Diff([]any{ref(LogicalAlarmTopic)}, p["AlarmActions"]); diff != "" {
+		t.Errorf("round alarm actions (-want +got):\n%s", diff)
+	}
+}
+
 // TestAlarmActionsAndDashboard walks every alarm in the template: each one
 // notifies the stack's own topic on ALARM and on OK, and says what it means;
 // the topic has the context's email subscription; the dashboard exists.
@@ -257,8 +305,14 @@ func TestAlarmActionsAndDashboard(t *testing.T) {
 		if d, _ := p["AlarmDescription"].(string); len(d) < 40 {
 			t.Errorf("%s: description %q does not say what to do", id, d)
 		}
-		if p["TreatMissingData"] != "notBreaching" {
-			t.Errorf("%s TreatMissingData = %v, want notBreaching", id, p["TreatMissingData"])
+		// Only the stalled-round alarm treats silence as trouble: its metric
+		// comes from a schedule that must keep running.
+		wantMissing := "notBreaching"
+		if id == s.id(s.stack.Alarms.ByName["ReconcileRoundStalled"]) {
+			wantMissing = "breaching"
+		}
+		if p["TreatMissingData"] != wantMissing {
+			t.Errorf("%s TreatMissingData = %v, want %s", id, p["TreatMissingData"], wantMissing)
 		}
 	}
 	if n := len(s.resources("AWS::CloudWatch::Dashboard")); n != 1 {

@@ -26,6 +26,62 @@ const (
 	OutputCheckpointKey    = "CheckpointKeyArn"
 )
 
+// CheckpointKeyAdminActions are what the account (its IAM principals with
+// IAM permission for them, the deploying CloudFormation role among them) may
+// do to the checkpoint key: everything that keeps it manageable, explicitly
+// listed, and neither kms:Sign nor kms:CreateGrant (a grant could give Sign
+// to anyone). No wildcard: kms:Create* would include CreateGrant.
+var CheckpointKeyAdminActions = []string{
+	"kms:DescribeKey", "kms:GetKeyPolicy", "kms:PutKeyPolicy", "kms:ListKeyPolicies",
+	"kms:ListResourceTags", "kms:TagResource", "kms:UntagResource",
+	"kms:ListGrants", "kms:RevokeGrant",
+	"kms:EnableKey", "kms:DisableKey", "kms:UpdateKeyDescription",
+	"kms:CreateAlias", "kms:UpdateAlias", "kms:DeleteAlias",
+	"kms:ScheduleKeyDeletion", "kms:CancelKeyDeletion",
+}
+
+// CheckpointKeyPolicy is the checkpoint key's policy, in place of CDK's
+// default, whose "Enable IAM User Permissions" statement (the account
+// principal, kms:*) lets any IAM policy of the account grant kms:Sign. Here:
+//
+//   - only signer (reconcile's role) may kms:Sign, named in the key policy
+//     itself: no IAM policy can grant Sign to anyone else, since the key
+//     policy delegates no Sign to the account;
+//   - the account may kms:GetPublicKey (through IAM), so auditors can fetch
+//     the key that verifies checkpoints;
+//   - the account may administer the key (CheckpointKeyAdminActions, through
+//     IAM), PutKeyPolicy included: the key stays manageable (AWS warns that
+//     a key whose policy lets no principal manage it becomes unmanageable,
+//     and KMS's lockout safety check refuses a policy that would not let the
+//     caller, here CloudFormation's role, put the policy again).
+//
+// An administrator can still put a policy that grants itself Sign; that is
+// an audited PutKeyPolicy call (CloudTrail management event), not a silent
+// IAM grant.
+func CheckpointKeyPolicy(signer awsiam.IRole) awsiam.PolicyDocument {
+	account := awsiam.NewAccountRootPrincipal()
+	return awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{Statements: &[]awsiam.PolicyStatement{
+		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("KeyAdministrationWithoutSign"),
+			Principals: &[]awsiam.IPrincipal{account},
+			Actions:    jsii.Strings(CheckpointKeyAdminActions...),
+			Resources:  jsii.Strings("*"),
+		}),
+		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("AccountReadsPublicKey"),
+			Principals: &[]awsiam.IPrincipal{account},
+			Actions:    jsii.Strings("kms:GetPublicKey"),
+			Resources:  jsii.Strings("*"),
+		}),
+		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("OnlyReconcileSigns"),
+			Principals: &[]awsiam.IPrincipal{awsiam.NewArnPrincipal(signer.RoleArn())},
+			Actions:    jsii.Strings("kms:Sign"),
+			Resources:  jsii.Strings("*"),
+		}),
+	}})
+}
+
 // CheckpointRetentionDays is the COMPLIANCE-mode default retention of every
 // signed checkpoint: no one, the account's root included, can delete or
 // overwrite a checkpoint object for this long, nor shorten it.
@@ -54,7 +110,9 @@ type Checkpoints struct {
 // CHECKPOINT_KEY_ID and CHECKPOINT_LOG (fourlanes/<stack name>).
 func NewCheckpoints(scope constructs.Construct, id string, props *CheckpointsProps) *Checkpoints {
 	c := constructs.NewConstruct(scope, jsii.String(id))
+	fn := props.Reconcile.Function
 	key := awskms.NewKey(c, jsii.String("SigningKey"), &awskms.KeyProps{
+		Policy:        CheckpointKeyPolicy(fn.Role),
 		Description:   jsii.String("fourlanes: signs reconcile's checkpoints (ECDSA P-256, C2SP signed notes)"),
 		KeySpec:       awskms.KeySpec_ECC_NIST_P256,
 		KeyUsage:      awskms.KeyUsage_SIGN_VERIFY,
@@ -94,7 +152,6 @@ func NewCheckpoints(scope constructs.Construct, id string, props *CheckpointsPro
 		Conditions: &map[string]interface{}{"Null": map[string]interface{}{"s3:if-none-match": "true"}},
 	}))
 
-	fn := props.Reconcile.Function
 	allow(fn.Role, []string{"kms:Sign", "kms:GetPublicKey"}, key.KeyArn())
 	checkpointObjects := bucket.ArnForObjects(jsii.String(keys.CheckpointObjectPrefix + "*"))
 	allow(fn.Role, []string{"s3:PutObject", "s3:GetObject"}, checkpointObjects)

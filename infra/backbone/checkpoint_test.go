@@ -2,6 +2,7 @@ package backbone
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -114,5 +115,73 @@ func TestCheckpointGrants(t *testing.T) {
 	}
 	if diff := cmp.Diff(ref(LogicalCheckpointBucket), env[keys.EnvCheckpointBucket]); diff != "" {
 		t.Errorf("%s (-want +got):\n%s", keys.EnvCheckpointBucket, diff)
+	}
+}
+
+// TestCheckpointKeyPolicy: the key policy, not CDK's default, decides who
+// signs. Only reconcile's role may kms:Sign; the account (through IAM) may
+// read the public key and administer the key, PutKeyPolicy included so the
+// key stays manageable, but neither sign nor create grants; no statement
+// delegates kms:* or any wildcard.
+func TestCheckpointKeyPolicy(t *testing.T) {
+	s := synth(t)
+	k := s.resources("AWS::KMS::Key")[LogicalCheckpointKey]
+	doc, ok := props(k)["KeyPolicy"].(map[string]any)
+	if !ok {
+		t.Fatalf("key %s has no KeyPolicy", LogicalCheckpointKey)
+	}
+	signerRole := getAtt(s.id(s.stack.Reconcile.Function.Role), "Arn")
+	isRoot := func(p any) bool {
+		raw, _ := json.Marshal(p)
+		return strings.Contains(string(raw), `":root"`) && strings.Contains(string(raw), `"AWS::AccountId"`)
+	}
+	var signers []any
+	var rootActions []string
+	for _, st := range list(doc["Statement"]) {
+		m := st.(map[string]any)
+		if m["Effect"] != "Allow" {
+			continue
+		}
+		if _, ok := m["NotAction"]; ok {
+			t.Errorf("statement %v uses NotAction", m["Sid"])
+		}
+		if _, ok := m["NotPrincipal"]; ok {
+			t.Errorf("statement %v uses NotPrincipal", m["Sid"])
+		}
+		principal := m["Principal"].(map[string]any)["AWS"]
+		var actions []string
+		for _, a := range list(m["Action"]) { // list wraps a single action
+			actions = append(actions, a.(string))
+		}
+		for _, a := range actions {
+			if strings.Contains(a, "*") {
+				t.Errorf("statement %v allows %s: wildcards would delegate Sign or CreateGrant", m["Sid"], a)
+			}
+			if a == "kms:CreateGrant" {
+				t.Errorf("statement %v allows kms:CreateGrant: a grant can give Sign to anyone", m["Sid"])
+			}
+			if a == "kms:Sign" {
+				signers = append(signers, principal)
+			}
+		}
+		if isRoot(principal) {
+			rootActions = append(rootActions, actions...)
+		}
+	}
+	if diff := cmp.Diff([]any{signerRole}, signers); diff != "" {
+		t.Errorf("principals allowed kms:Sign (-want +got):\n%s", diff)
+	}
+	for _, a := range append([]string{"kms:GetPublicKey"}, CheckpointKeyAdminActions...) {
+		if !slices.Contains(rootActions, a) {
+			t.Errorf("the account may not %s on the key (through IAM): %v", a, rootActions)
+		}
+	}
+	for _, must := range []string{"kms:PutKeyPolicy", "kms:GetKeyPolicy", "kms:DescribeKey", "kms:ScheduleKeyDeletion"} {
+		if !slices.Contains(CheckpointKeyAdminActions, must) {
+			t.Errorf("administration lacks %s: the key could become unmanageable", must)
+		}
+	}
+	if slices.Contains(rootActions, "kms:Sign") {
+		t.Error("the account may kms:Sign: any IAM policy could grant it")
 	}
 }

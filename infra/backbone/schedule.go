@@ -22,15 +22,18 @@ const (
 )
 
 // ReconcileScheduleInput is what Scheduler hands reconcile: the Function URL
-// request (payload format 2.0) reconcile answers, GET / with the query a
-// person would send (full=true for a walk from genesis), so the scheduled
-// call and a person's call take the same path through the handler. Scheduler
-// invokes the function directly, so the request carries no IAM authorizer;
-// reconcile logs that as the caller.
+// request (payload format 2.0) reconcile answers, GET / with
+// scheduled=true (full=true for a walk from genesis). A scheduled call does
+// its share of a round: it resumes from the round's cursor in the state
+// table, walks pages of limit tenants until its deadline, and saves the
+// cursor, so successive runs cover every tenant however many there are.
+// Scheduler invokes the function directly, so the request carries no IAM
+// authorizer; reconcile accepts scheduled=true only then (a Function URL
+// request always names its SigV4-verified caller).
 func ReconcileScheduleInput(full bool) string {
-	q := "limit=100"
+	q := "scheduled=true&limit=100"
 	if full {
-		q = "full=true&limit=100"
+		q = "scheduled=true&full=true&limit=100"
 	}
 	b, err := json.Marshal(map[string]any{
 		"version":        "2.0",

@@ -2,6 +2,7 @@ package backbone
 
 import (
 	"encoding/json"
+	"net/url"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -65,12 +66,21 @@ func TestSchedules(t *testing.T) {
 			if req.RequestContext.HTTP.Method != "GET" || req.RawPath != "/" {
 				t.Errorf("input %s: want GET /", input)
 			}
-			wantQ := "limit=100"
+			// scheduled=true: each run resumes the round from the cursor the
+			// state table keeps; without it every run would redo the first page.
+			wantQ := url.Values{"scheduled": {"true"}, "limit": {"100"}}
 			if *w.full {
-				wantQ = "full=true&limit=100"
+				wantQ.Set("full", "true")
 			}
-			if req.RawQueryString != wantQ {
-				t.Errorf("query %q, want %q", req.RawQueryString, wantQ)
+			q, err := url.ParseQuery(req.RawQueryString)
+			if err != nil {
+				t.Fatalf("query %q: %v", req.RawQueryString, err)
+			}
+			if diff := cmp.Diff(wantQ, q); diff != "" {
+				t.Errorf("query %q (-want +got):\n%s", req.RawQueryString, diff)
+			}
+			if req.RequestContext.Authorizer != nil {
+				t.Errorf("input names an authorizer %+v: reconcile accepts scheduled=true only from a direct invoke, which has none", req.RequestContext.Authorizer)
 			}
 		})
 	}
