@@ -7,6 +7,7 @@
 //	fourlanes export -tenant T       write a tenant's chain as an export (JSON Lines)
 //	fourlanes verify FILE            re-verify an exported chain (JSON Lines) offline
 //	fourlanes emit -tenant T -type TYPE -payload JSON   append one event
+//	fourlanes watermarks [-set-to-head -tenant T|-all -yes]  delivery watermarks against the heads
 //
 // Against AWS, reconcile signs with SigV4 and repair invokes through the
 // Lambda API, both with the default AWS credentials. Against `fourlanes
@@ -49,6 +50,8 @@ Usage:
   fourlanes verify     [-tenant T] FILE     re-verify an exported chain (JSON Lines; "-" reads stdin) offline
   fourlanes emit       -tenant T -type TYPE -payload JSON [-table NAME | -local]
                                             append one event to the log
+  fourlanes watermarks [-table NAME] [-state-table NAME] [-tenant T] [-set-to-head (-tenant T | -all) -yes]
+                                            list DURABLE subscriptions' delivery watermarks against each head, or set them to it
 
 Run 'fourlanes <command> -h' for a command's flags.
 Exit status: 0 ok, 1 error, 2 usage, 3 the command found a problem (broken chain, repairs left open).
@@ -79,13 +82,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	cmds := map[string]command{
-		"dev":       runDev,
-		"dynamodb":  runDynamoDB,
-		"reconcile": runReconcile,
-		"repair":    runRepair,
-		"verify":    runVerify,
-		"export":    runExport,
-		"emit":      runEmit,
+		"dev":        runDev,
+		"dynamodb":   runDynamoDB,
+		"reconcile":  runReconcile,
+		"repair":     runRepair,
+		"verify":     runVerify,
+		"export":     runExport,
+		"emit":       runEmit,
+		"watermarks": runWatermarks,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/fourlanes/fourlanes/pkg/awsenv"
+	"github.com/fourlanes/fourlanes/pkg/delivery"
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/example"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
+)
+
+const watermarksSynopsis = "watermarks [-table NAME] [-state-table NAME] [-tenant T] [-set-to-head (-tenant T | -all) -yes]"
+
+func runWatermarks(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+	fs := flags(watermarksSynopsis, "watermarks", stderr)
+	table := fs.String("table", os.Getenv(keys.EnvEventsTable), "the events table (default $"+keys.EnvEventsTable+"; the stack output EventsTableName)")
+	stateTable := fs.String("state-table", os.Getenv(keys.EnvStateTable), "the state table (default $"+keys.EnvStateTable+"; reconcile's "+keys.EnvStateTable+")")
+	tenant := fs.String("tenant", "", "only this tenant")
+	all := fs.Bool("all", false, "with -set-to-head: every tenant")
+	setToHead := fs.Bool("set-to-head", false, "declare every event through each tenant's head settled for every DURABLE subscription: "+
+		"for a stack upgraded to delivery watermarks, whose earlier deliveries left none (reconcile would report them unsettled from seq 1)")
+	yes := fs.Bool("yes", false, "with -set-to-head: do it (without -yes it refuses)")
+	if err := parse(fs, args); err != nil {
+		return 0, err
+	}
+	if fs.NArg() > 0 {
+		return 0, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if *tenant != "" {
+		if err := tenancy.CheckTenant(*tenant); err != nil {
+			return 0, fmt.Errorf("%w: -tenant: %v", errUsage, err)
+		}
+	}
+	switch {
+	case *all && !*setToHead:
+		return 0, fmt.Errorf("%w: -all applies to -set-to-head; listing covers every tenant unless -tenant", errUsage)
+	case *setToHead && (*tenant == "") == !*all:
+		return 0, fmt.Errorf("%w: -set-to-head needs exactly one of -tenant T and -all", errUsage)
+	case *setToHead && !*yes:
+		return 0, fmt.Errorf("%w: refusing -set-to-head without -yes: it declares every event through the head settled, "+
+			"so an event that was never delivered would no longer show as unsettled; run without -set-to-head first to see the watermarks", errUsage)
+	case *yes && !*setToHead:
+		return 0, fmt.Errorf("%w: -yes applies to -set-to-head only", errUsage)
+	}
+	if *table == "" || *stateTable == "" {
+		return 0, fmt.Errorf("%w: pass -table and -state-table (or set $%s and $%s)", errUsage, keys.EnvEventsTable, keys.EnvStateTable)
+	}
+	cfg, err := awsenv.Load(ctx)
+	if err != nil {
+		return 0, err
+	}
+	w, err := newWatermarkTool(awsenv.DynamoDB(cfg), *table, *stateTable)
+	if err != nil {
+		return 0, err
+	}
+	if *setToHead {
+		return w.setToHead(ctx, *tenant, stdout)
+	}
+	return w.list(ctx, *tenant, stdout)
+}
+
+// watermarkTool lists and sets delivery watermarks (pkg/delivery) of the
+// application's DURABLE subscriptions against each tenant's head.
+type watermarkTool struct {
+	log   *eventstore.Store
+	marks *delivery.DynamoStore
+	subs  []string
+	now   func() time.Time
+}
+
+func newWatermarkTool(db *dynamodb.Client, eventsTable, stateTable string) (*watermarkTool, error) {
+	cat, err := example.Catalog()
+	if err != nil {
+		return nil, err
+	}
+	log, err := eventstore.New(db, eventstore.Config{Table: eventsTable, Catalog: cat})
+	if err != nil {
+		return nil, err
+	}
+	subs := delivery.DurableSubscriptions(cat)
+	if len(subs) == 0 {
+		return nil, errors.New("the catalog declares no DURABLE subscription: there are no watermarks")
+	}
+	return &watermarkTool{log: log, marks: delivery.NewDynamoStore(db, stateTable), subs: subs, now: time.Now}, nil
+}
+
+// each calls f for tenant, or for every tenant with a head row.
+func (w *watermarkTool) each(ctx context.Context, tenant string, f func(tenant string) error) error {
+	if tenant != "" {
+		return f(tenant)
+	}
+	cursor := ""
+	for {
+		ts, next, err := w.log.Tenants(ctx, cursor, 0)
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			if err := f(t); err != nil {
+				return err
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		cursor = next
+	}
+}
+
+// list prints one line per (tenant, DURABLE subscription): its watermark,
+// the head, and how many events lie between.
+func (w *watermarkTool) list(ctx context.Context, tenant string, stdout io.Writer) (int, error) {
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TENANT\tSUBSCRIPTION\tWATERMARK\tHEAD\tBEHIND\tUPDATED")
+	err := w.each(ctx, tenant, func(t string) error {
+		head, err := w.log.Head(ctx, t)
+		if err != nil {
+			return err
+		}
+		last := int64(0)
+		if head != nil {
+			last = head.LastSeq
+		}
+		marks, err := w.marks.Watermarks(ctx, t)
+		if err != nil {
+			return err
+		}
+		for _, sub := range w.subs {
+			m, ok := marks[sub]
+			updated := "(none)"
+			if ok {
+				updated = m.UpdatedAt.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", t, sub, m.Seq, last, max(0, last-m.Seq), updated)
+		}
+		return nil
+	})
+	if ferr := tw.Flush(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return 0, err
+	}
+	return exitOK, nil
+}
+
+// setToHead moves each watermark below the head up to it, with the same
+// conditional write the consumer uses: a watermark the consumer moved
+// meanwhile is left as it is, and said so.
+func (w *watermarkTool) setToHead(ctx context.Context, tenant string, stdout io.Writer) (int, error) {
+	changed := 0
+	err := w.each(ctx, tenant, func(t string) error {
+		head, err := w.log.Head(ctx, t)
+		if err != nil {
+			return err
+		}
+		if head == nil || head.LastSeq == 0 {
+			fmt.Fprintf(stdout, "%s: no events; nothing to set\n", t)
+			return nil
+		}
+		marks, err := w.marks.Watermarks(ctx, t)
+		if err != nil {
+			return err
+		}
+		for _, sub := range w.subs {
+			from := marks[sub].Seq
+			if from >= head.LastSeq {
+				fmt.Fprintf(stdout, "%s %s: watermark %d, already at the head %d; unchanged\n", t, sub, from, head.LastSeq)
+				continue
+			}
+			moved, err := w.marks.Advance(ctx, t, sub, from+1, head.LastSeq, w.now())
+			if err != nil {
+				return err
+			}
+			if !moved {
+				fmt.Fprintf(stdout, "%s %s: watermark moved from %d while this ran (the consumer settled events); unchanged, run again to see it\n", t, sub, from)
+				continue
+			}
+			changed++
+			fmt.Fprintf(stdout, "%s %s: watermark %d -> %d (the head)\n", t, sub, from, head.LastSeq)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	fmt.Fprintf(stdout, "%d watermark(s) set to the head\n", changed)
+	return exitOK, nil
+}

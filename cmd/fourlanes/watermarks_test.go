@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/pkg/delivery"
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
+)
+
+// TestWatermarksRefuses: -set-to-head changes nothing without -yes, and
+// needs exactly one of -tenant and -all.
+func TestWatermarksRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-set-to-head", "-all"}, "refusing -set-to-head without -yes"},
+		{[]string{"-set-to-head", "-tenant", "t1"}, "refusing -set-to-head without -yes"},
+		{[]string{"-set-to-head", "-yes"}, "exactly one of -tenant T and -all"},
+		{[]string{"-set-to-head", "-yes", "-all", "-tenant", "t1"}, "exactly one of -tenant T and -all"},
+		{[]string{"-all"}, "-all applies to -set-to-head"},
+		{[]string{"-yes"}, "-yes applies to -set-to-head only"},
+		{[]string{"-tenant", "a b"}, "-tenant"},
+		{nil, "pass -table and -state-table"},
+	} {
+		t.Setenv("EVENTS_TABLE", "")
+		t.Setenv("STATE_TABLE", "")
+		code, _, stderr := runCLI(t, append([]string{"watermarks"}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("watermarks %v: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr, exitUsage, tc.want)
+		}
+	}
+}
+
+// TestWatermarksAgainstDynamoDB lists watermarks against the heads and sets
+// them to the heads, one tenant and then all, on the twin's DynamoDB.
+func TestWatermarksAgainstDynamoDB(t *testing.T) {
+	ctx := context.Background()
+	db := localaws.DynamoDB(t)
+	eventsTable := aws.ToString(localaws.CreateTable(t, db, eventstore.TableSchema(localaws.UniqueName(t, "events"))).TableName)
+	stateTable := aws.ToString(localaws.CreateTable(t, db, delivery.StateTableSchema(localaws.UniqueName(t, "state"))).TableName)
+	store, err := eventstore.New(db, eventstore.Config{Table: eventsTable, Catalog: anyCatalog{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tenant, n := range map[string]int{"t1": 3, "t2": 2} {
+		tctx := tenancy.MustWithTenant(ctx, tenant)
+		for i := range n {
+			if _, err := store.Emit(tctx, "order.placed", map[string]any{"n": i}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	w, err := newWatermarkTool(db, eventsTable, stateTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.now = func() time.Time { return time.Date(2026, 12, 1, 0, 30, 0, 0, time.UTC) }
+	sub := w.subs[0]
+	if moved, err := w.marks.Advance(ctx, "t1", sub, 1, 1, w.now()); err != nil || !moved {
+		t.Fatalf("advance t1/%s to 1: moved %v, %v", sub, moved, err)
+	}
+
+	listed := func() map[string][]string {
+		t.Helper()
+		var out bytes.Buffer
+		if code, err := w.list(ctx, "", &out); err != nil || code != exitOK {
+			t.Fatalf("list: exit %d, %v", code, err)
+		}
+		rows := map[string][]string{}
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n")[1:] {
+			f := strings.Fields(line)
+			rows[f[0]+" "+f[1]] = f[2:5] // watermark, head, behind
+		}
+		return rows
+	}
+	row := func(rows map[string][]string, tenant, s string) string {
+		return strings.Join(rows[tenant+" "+s], " ")
+	}
+	rows := listed()
+	if len(rows) != 2*len(w.subs) {
+		t.Errorf("listed %d rows, want %d (2 tenants x %d DURABLE subscriptions): %v", len(rows), 2*len(w.subs), len(w.subs), rows)
+	}
+	if got := row(rows, "t1", sub); got != "1 3 2" {
+		t.Errorf("t1 %s: got %q, want watermark 1, head 3, behind 2", sub, got)
+	}
+	for _, s := range w.subs[1:] {
+		if got := row(rows, "t1", s); got != "0 3 3" {
+			t.Errorf("t1 %s: got %q, want 0 3 3 (no watermark row)", s, got)
+		}
+	}
+
+	var out bytes.Buffer
+	if _, err := w.setToHead(ctx, "t1", &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("t1 %s: watermark 1 -> 3 (the head)", sub)) ||
+		!strings.Contains(out.String(), fmt.Sprintf("%d watermark(s) set", len(w.subs))) {
+		t.Errorf("set t1 to head printed:\n%s", out.String())
+	}
+	rows = listed()
+	for _, s := range w.subs {
+		if got := row(rows, "t1", s); got != "3 3 0" {
+			t.Errorf("t1 %s after -set-to-head: got %q, want 3 3 0", s, got)
+		}
+		if got := row(rows, "t2", s); got != "0 2 2" {
+			t.Errorf("t2 %s after -set-to-head -tenant t1: got %q, want 0 2 2 (untouched)", s, got)
+		}
+	}
+
+	out.Reset()
+	if _, err := w.setToHead(ctx, "", &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "already at the head 3; unchanged") ||
+		!strings.Contains(out.String(), fmt.Sprintf("%d watermark(s) set", len(w.subs))) {
+		t.Errorf("set all to head printed:\n%s", out.String())
+	}
+	rows = listed()
+	for _, s := range w.subs {
+		if got := row(rows, "t2", s); got != "2 2 0" {
+			t.Errorf("t2 %s after -set-to-head -all: got %q, want 2 2 0", s, got)
+		}
+	}
+}
