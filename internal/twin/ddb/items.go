@@ -57,6 +57,49 @@ func (w *writeCommon) prepare(db *DB, p *expr.Params) (*Table, *expr.Condition, 
 	return t, cond, nil
 }
 
+// start checks what every single-item write shares, in AWS's order: ReturnValues (only
+// ALL_OLD or NONE when allOldOnly: PutItem, DeleteItem), the legacy and expression
+// parameters, the condition, then what the operation parses itself (parse, may be nil),
+// and last that every expression name and value is used.
+func (w *writeCommon) start(db *DB, allOldOnly bool, parse func(*Table, *expr.Params) error) (*Table, *expr.Condition, error) {
+	if err := checkEnum("returnValues", w.ReturnValues, "NONE", "ALL_OLD", "UPDATED_OLD", "ALL_NEW", "UPDATED_NEW"); err != nil {
+		return nil, nil, err
+	}
+	if allOldOnly && w.ReturnValues != "" && w.ReturnValues != "NONE" && w.ReturnValues != "ALL_OLD" {
+		return nil, nil, validationf("ReturnValues can only be ALL_OLD or NONE")
+	}
+	p, err := w.params()
+	if err != nil {
+		return nil, nil, err
+	}
+	t, cond, err := w.prepare(db, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	if parse != nil {
+		if err := parse(t, p); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := p.CheckUnused(); err != nil {
+		return nil, nil, exprError(err)
+	}
+	return t, cond, nil
+}
+
+// runWriteOld runs w and answers as PutItem and DeleteItem do: the old item only for
+// ReturnValues ALL_OLD.
+func (db *DB) runWriteOld(ctx context.Context, w *singleWrite, c *writeCommon) (any, error) {
+	old, _, err := db.runWrite(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	if c.ReturnValues != "ALL_OLD" {
+		old = nil
+	}
+	return writeOutput(old, &w.capacity, c.ReturnConsumedCapacity), nil
+}
+
 // singleWrite is one item's read-check-write, done under the table's write lock.
 type singleWrite struct {
 	t        *Table
@@ -138,22 +181,9 @@ func opPutItem(ctx context.Context, db *DB, body []byte) (any, error) {
 	if err := decodeInput(body, &in); err != nil {
 		return nil, err
 	}
-	if err := checkEnum("returnValues", in.ReturnValues, "NONE", "ALL_OLD", "UPDATED_OLD", "ALL_NEW", "UPDATED_NEW"); err != nil {
-		return nil, err
-	}
-	if in.ReturnValues != "" && in.ReturnValues != "NONE" && in.ReturnValues != "ALL_OLD" {
-		return nil, validationf("ReturnValues can only be ALL_OLD or NONE")
-	}
-	p, err := in.params()
+	t, cond, err := in.start(db, true, nil)
 	if err != nil {
 		return nil, err
-	}
-	t, cond, err := in.prepare(db, p)
-	if err != nil {
-		return nil, err
-	}
-	if err := p.CheckUnused(); err != nil {
-		return nil, exprError(err)
 	}
 	if in.Item == nil {
 		return nil, validationf("1 validation error detected: Value null at 'item' failed to satisfy constraint: Member must not be null")
@@ -163,14 +193,7 @@ func opPutItem(ctx context.Context, db *DB, body []byte) (any, error) {
 	}
 	w := &singleWrite{t: t, key: t.KeyItem(in.Item), cond: cond, failOld: in.ReturnValuesOnConditionCheckFailure,
 		next: func(attr.Item) (attr.Item, error) { return in.Item, nil }}
-	old, _, err := db.runWrite(ctx, w)
-	if err != nil {
-		return nil, err
-	}
-	if in.ReturnValues != "ALL_OLD" {
-		old = nil
-	}
-	return writeOutput(old, &w.capacity, in.ReturnConsumedCapacity), nil
+	return db.runWriteOld(ctx, w, &in.writeCommon)
 }
 
 type deleteItemInput struct {
@@ -183,36 +206,16 @@ func opDeleteItem(ctx context.Context, db *DB, body []byte) (any, error) {
 	if err := decodeInput(body, &in); err != nil {
 		return nil, err
 	}
-	if err := checkEnum("returnValues", in.ReturnValues, "NONE", "ALL_OLD", "UPDATED_OLD", "ALL_NEW", "UPDATED_NEW"); err != nil {
-		return nil, err
-	}
-	if in.ReturnValues != "" && in.ReturnValues != "NONE" && in.ReturnValues != "ALL_OLD" {
-		return nil, validationf("ReturnValues can only be ALL_OLD or NONE")
-	}
-	p, err := in.params()
+	t, cond, err := in.start(db, true, nil)
 	if err != nil {
 		return nil, err
-	}
-	t, cond, err := in.prepare(db, p)
-	if err != nil {
-		return nil, err
-	}
-	if err := p.CheckUnused(); err != nil {
-		return nil, exprError(err)
 	}
 	if err := t.validateKey(in.Key); err != nil {
 		return nil, err
 	}
 	w := &singleWrite{t: t, key: in.Key, cond: cond, failOld: in.ReturnValuesOnConditionCheckFailure,
 		next: func(attr.Item) (attr.Item, error) { return nil, nil }}
-	old, _, err := db.runWrite(ctx, w)
-	if err != nil {
-		return nil, err
-	}
-	if in.ReturnValues != "ALL_OLD" {
-		old = nil
-	}
-	return writeOutput(old, &w.capacity, in.ReturnConsumedCapacity), nil
+	return db.runWriteOld(ctx, w, &in.writeCommon)
 }
 
 type updateItemInput struct {
@@ -262,23 +265,13 @@ func opUpdateItem(ctx context.Context, db *DB, body []byte) (any, error) {
 	if err := decodeInput(body, &in); err != nil {
 		return nil, err
 	}
-	if err := checkEnum("returnValues", in.ReturnValues, "NONE", "ALL_OLD", "UPDATED_OLD", "ALL_NEW", "UPDATED_NEW"); err != nil {
-		return nil, err
-	}
-	p, err := in.params()
+	var u *expr.Update
+	t, cond, err := in.start(db, false, func(t *Table, p *expr.Params) (err error) {
+		u, err = parseUpdate(t, in.UpdateExpression, p)
+		return err
+	})
 	if err != nil {
 		return nil, err
-	}
-	t, cond, err := in.prepare(db, p)
-	if err != nil {
-		return nil, err
-	}
-	u, err := parseUpdate(t, in.UpdateExpression, p)
-	if err != nil {
-		return nil, err
-	}
-	if err := p.CheckUnused(); err != nil {
-		return nil, exprError(err)
 	}
 	if err := t.validateKey(in.Key); err != nil {
 		return nil, err
@@ -368,10 +361,8 @@ func opGetItem(ctx context.Context, db *DB, body []byte) (any, error) {
 	if err := db.injectedFault(ctx, t.Name); err != nil {
 		return nil, err
 	}
-	t.mu.RLock()
-	if t.deleted {
-		t.mu.RUnlock()
-		return nil, notFoundf("Requested resource not found: Table: %s not found", t.Name)
+	if err := t.rlockLive(); err != nil {
+		return nil, err
 	}
 	item := t.getLocked(in.Key)
 	t.mu.RUnlock()

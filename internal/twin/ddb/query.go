@@ -263,6 +263,43 @@ func (pg *page) output() map[string]any {
 	return out
 }
 
+// decodePlan decodes a Query or Scan request into in and plans the read.
+func decodePlan(db *DB, body []byte, in interface{ plan(*DB) (*readPlan, error) }) (*readPlan, error) {
+	if err := decodeInput(body, in); err != nil {
+		return nil, err
+	}
+	return in.plan(db)
+}
+
+// read runs walk, which fills a page, under the read lock of pl's table (after any
+// injected fault; a table deleted meanwhile is not found), and answers with the page.
+func (pl *readPlan) read(ctx context.Context, db *DB, walk func(pg *page)) (any, error) {
+	if err := db.injectedFault(ctx, pl.t.Name); err != nil {
+		return nil, err
+	}
+	pg := &page{pl: pl, countOnly: pl.sel == "COUNT"}
+	if err := pl.t.rlockLive(); err != nil {
+		return nil, err
+	}
+	walk(pg)
+	pl.t.mu.RUnlock()
+	if pg.err != nil {
+		return nil, pg.err
+	}
+	return pg.output(), nil
+}
+
+// rlockLive takes t's read lock, or answers ResourceNotFound (lock not held) when t was
+// deleted meanwhile.
+func (t *Table) rlockLive() error {
+	t.mu.RLock()
+	if t.deleted {
+		t.mu.RUnlock()
+		return notFoundf("Requested resource not found: Table: %s not found", t.Name)
+	}
+	return nil
+}
+
 type queryInput struct {
 	KeyConditionExpression *string
 	ScanIndexForward       *bool
@@ -271,10 +308,7 @@ type queryInput struct {
 
 func opQuery(ctx context.Context, db *DB, body []byte) (any, error) {
 	var in queryInput
-	if err := decodeInput(body, &in); err != nil {
-		return nil, err
-	}
-	pl, err := in.plan(db)
+	pl, err := decodePlan(db, body, &in)
 	if err != nil {
 		return nil, err
 	}
@@ -329,64 +363,51 @@ func opQuery(ctx context.Context, db *DB, body []byte) (any, error) {
 			return nil, validationf("The provided starting key does not match the range key predicate")
 		}
 	}
-	if err := db.injectedFault(ctx, pl.t.Name); err != nil {
-		return nil, err
-	}
 	lower, lowerIncl, upper, upperIncl := bounds(rng)
-	pg := &page{pl: pl, countOnly: pl.sel == "COUNT"}
-	t := pl.t
-	t.mu.RLock()
-	if t.deleted {
-		t.mu.RUnlock()
-		return nil, notFoundf("Requested resource not found: Table: %s not found", t.Name)
-	}
-	tree := pl.tree()
-	visit := func(e *entry) bool {
-		if compareKey(e.hk, kc.Hash) != 0 {
-			return false
-		}
-		if pl.start != nil && !lessEntries(e, pl.start) && !lessEntries(pl.start, e) {
-			return true // ExclusiveStartKey itself
-		}
-		if rng != nil {
-			if forward && upper != nil {
-				if c := compareKey(e.rk, upper); c > 0 || (c == 0 && !upperIncl) {
-					return false
+	return pl.read(ctx, db, func(pg *page) {
+		tree := pl.tree()
+		visit := func(e *entry) bool {
+			if compareKey(e.hk, kc.Hash) != 0 {
+				return false
+			}
+			if pl.start != nil && !lessEntries(e, pl.start) && !lessEntries(pl.start, e) {
+				return true // ExclusiveStartKey itself
+			}
+			if rng != nil {
+				if forward && upper != nil {
+					if c := compareKey(e.rk, upper); c > 0 || (c == 0 && !upperIncl) {
+						return false
+					}
+				}
+				if !forward && lower != nil {
+					if c := compareKey(e.rk, lower); c < 0 || (c == 0 && !lowerIncl) {
+						return false
+					}
+				}
+				if !rng.Match(e.rk) {
+					return true
 				}
 			}
-			if !forward && lower != nil {
-				if c := compareKey(e.rk, lower); c < 0 || (c == 0 && !lowerIncl) {
-					return false
+			return pg.visit(e)
+		}
+		if forward {
+			pivot := pl.start
+			if pivot == nil {
+				pivot = &entry{hk: kc.Hash, rk: lower}
+			}
+			tree.AscendGreaterOrEqual(pivot, visit)
+		} else {
+			pivot := pl.start
+			if pivot == nil {
+				rk := upper
+				if rk == nil {
+					rk = maxKey
 				}
+				pivot = &entry{hk: kc.Hash, rk: rk, pk: maxKey, sk: maxKey}
 			}
-			if !rng.Match(e.rk) {
-				return true
-			}
+			tree.DescendLessOrEqual(pivot, visit)
 		}
-		return pg.visit(e)
-	}
-	if forward {
-		pivot := pl.start
-		if pivot == nil {
-			pivot = &entry{hk: kc.Hash, rk: lower}
-		}
-		tree.AscendGreaterOrEqual(pivot, visit)
-	} else {
-		pivot := pl.start
-		if pivot == nil {
-			rk := upper
-			if rk == nil {
-				rk = maxKey
-			}
-			pivot = &entry{hk: kc.Hash, rk: rk, pk: maxKey, sk: maxKey}
-		}
-		tree.DescendLessOrEqual(pivot, visit)
-	}
-	t.mu.RUnlock()
-	if pg.err != nil {
-		return nil, pg.err
-	}
-	return pg.output(), nil
+	})
 }
 
 func nameOr(a, b string) string {
@@ -454,10 +475,7 @@ type scanInput struct {
 
 func opScan(ctx context.Context, db *DB, body []byte) (any, error) {
 	var in scanInput
-	if err := decodeInput(body, &in); err != nil {
-		return nil, err
-	}
-	pl, err := in.plan(db)
+	pl, err := decodePlan(db, body, &in)
 	if err != nil {
 		return nil, err
 	}
@@ -478,35 +496,23 @@ func opScan(ctx context.Context, db *DB, body []byte) (any, error) {
 			return nil, validationf("The Segment parameter is zero-based and must be less than parameter TotalSegments: Segment: %d is not less than TotalSegments: %d", seg, total)
 		}
 	}
-	if err := db.injectedFault(ctx, pl.t.Name); err != nil {
-		return nil, err
-	}
-	pg := &page{pl: pl, countOnly: pl.sel == "COUNT"}
 	t := pl.t
-	t.mu.RLock()
-	if t.deleted {
-		t.mu.RUnlock()
-		return nil, notFoundf("Requested resource not found: Table: %s not found", t.Name)
-	}
-	visit := func(e *entry) bool {
-		if pl.start != nil && !lessEntries(pl.start, e) {
-			return true // up to and including ExclusiveStartKey
+	return pl.read(ctx, db, func(pg *page) {
+		visit := func(e *entry) bool {
+			if pl.start != nil && !lessEntries(pl.start, e) {
+				return true // up to and including ExclusiveStartKey
+			}
+			if total > 1 && segmentOf(t, e.item, total) != seg {
+				return true
+			}
+			return pg.visit(e)
 		}
-		if total > 1 && segmentOf(t, e.item, total) != seg {
-			return true
+		if pl.start != nil {
+			pl.tree().AscendGreaterOrEqual(pl.start, visit)
+		} else {
+			pl.tree().Ascend(visit)
 		}
-		return pg.visit(e)
-	}
-	if pl.start != nil {
-		pl.tree().AscendGreaterOrEqual(pl.start, visit)
-	} else {
-		pl.tree().Ascend(visit)
-	}
-	t.mu.RUnlock()
-	if pg.err != nil {
-		return nil, pg.err
-	}
-	return pg.output(), nil
+	})
 }
 
 // segmentOf assigns an item to a parallel-scan segment by its partition key.
