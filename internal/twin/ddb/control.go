@@ -230,12 +230,17 @@ type tableNameInput struct {
 	TableName string
 }
 
-func opDescribeTable(ctx context.Context, db *DB, body []byte) (any, error) {
+// namedTable decodes a request that names only a table and finds the table.
+func (db *DB) namedTable(body []byte) (*Table, error) {
 	var in tableNameInput
 	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
-	t, err := db.table(in.TableName)
+	return db.table(in.TableName)
+}
+
+func opDescribeTable(ctx context.Context, db *DB, body []byte) (any, error) {
+	t, err := db.namedTable(body)
 	if err != nil {
 		return nil, err
 	}
@@ -392,11 +397,7 @@ func opUpdateTimeToLive(ctx context.Context, db *DB, body []byte) (any, error) {
 }
 
 func opDescribeTimeToLive(ctx context.Context, db *DB, body []byte) (any, error) {
-	var in tableNameInput
-	if err := decode(body, &in); err != nil {
-		return nil, err
-	}
-	t, err := db.table(in.TableName)
+	t, err := db.namedTable(body)
 	if err != nil {
 		return nil, err
 	}
