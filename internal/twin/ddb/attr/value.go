@@ -522,48 +522,13 @@ func (v *Value) appendJSON(buf *bytes.Buffer) {
 	case KindNULL:
 		buf.WriteString("true")
 	case KindM:
-		buf.WriteByte('{')
-		keys := make([]string, 0, len(v.M))
-		for k := range v.M {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for i, k := range keys {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			writeJSONString(buf, k)
-			buf.WriteByte(':')
-			v.M[k].appendJSON(buf)
-		}
-		buf.WriteByte('}')
+		v.appendMembers(buf)
 	case KindL:
-		buf.WriteByte('[')
-		for i, e := range v.L {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			e.appendJSON(buf)
-		}
-		buf.WriteByte(']')
+		appendArray(buf, len(v.L), func(i int) { v.L[i].appendJSON(buf) })
 	case KindSS, KindNS:
-		buf.WriteByte('[')
-		for i, s := range v.SS {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			writeJSONString(buf, s)
-		}
-		buf.WriteByte(']')
+		appendArray(buf, len(v.SS), func(i int) { writeJSONString(buf, v.SS[i]) })
 	case KindBS:
-		buf.WriteByte('[')
-		for i, b := range v.BS {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			writeBase64(buf, b)
-		}
-		buf.WriteByte(']')
+		appendArray(buf, len(v.BS), func(i int) { writeBase64(buf, v.BS[i]) })
 	default:
 		buf.WriteString("null")
 	}
@@ -591,6 +556,12 @@ func (it Item) MarshalJSON() ([]byte, error) {
 
 func (v *Value) marshalMembers() []byte {
 	var buf bytes.Buffer
+	v.appendMembers(&buf)
+	return buf.Bytes()
+}
+
+// appendMembers writes v's map as a JSON object, its keys sorted.
+func (v *Value) appendMembers(buf *bytes.Buffer) {
 	buf.WriteByte('{')
 	keys := make([]string, 0, len(v.M))
 	for k := range v.M {
@@ -601,12 +572,23 @@ func (v *Value) marshalMembers() []byte {
 		if i > 0 {
 			buf.WriteByte(',')
 		}
-		writeJSONString(&buf, k)
+		writeJSONString(buf, k)
 		buf.WriteByte(':')
-		v.M[k].appendJSON(&buf)
+		v.M[k].appendJSON(buf)
 	}
 	buf.WriteByte('}')
-	return buf.Bytes()
+}
+
+// appendArray writes a JSON array of n elements, elem(i) writing the i-th.
+func appendArray(buf *bytes.Buffer, n int, elem func(i int)) {
+	buf.WriteByte('[')
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		elem(i)
+	}
+	buf.WriteByte(']')
 }
 
 // UnmarshalJSON reads one AttributeValue and validates it as DynamoDB does on input:
