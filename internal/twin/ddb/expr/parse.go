@@ -458,22 +458,18 @@ func (ps *parser) checkDistinct(op string, args []*operand) {
 
 // ---- conditions: OR < AND < NOT < comparisons, functions and parentheses ----
 
-func (ps *parser) parseOr() *cond {
-	c := ps.parseAnd()
-	for ps.keyword("OR") {
-		ps.next()
-		ps.ops++
-		c = ps.cnd(cond{kind: cOr, kids: ps.conds(c, ps.parseAnd())})
-	}
-	return c
-}
+func (ps *parser) parseOr() *cond { return ps.parseChain("OR", cOr, ps.parseAnd) }
 
-func (ps *parser) parseAnd() *cond {
-	c := ps.parseNot()
-	for ps.keyword("AND") {
+func (ps *parser) parseAnd() *cond { return ps.parseChain("AND", cAnd, ps.parseNot) }
+
+// parseChain parses operands (each by operand) joined by the keyword kw, left to right,
+// into conditions of kind.
+func (ps *parser) parseChain(kw string, kind condKind, operand func() *cond) *cond {
+	c := operand()
+	for ps.keyword(kw) {
 		ps.next()
 		ps.ops++
-		c = ps.cnd(cond{kind: cAnd, kids: ps.conds(c, ps.parseNot())})
+		c = ps.cnd(cond{kind: kind, kids: ps.conds(c, operand())})
 	}
 	return c
 }

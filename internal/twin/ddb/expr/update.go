@@ -97,6 +97,17 @@ func comparePaths(a, b path) int {
 	return len(a) - len(b)
 }
 
+// evalSetPair computes o's two operands (list_append's, or + and -'s), in order.
+func evalSetPair(o *operand, item attr.Item) (a, b *attr.Value, err error) {
+	if a, err = evalSet(o.args[0], item); err != nil {
+		return nil, nil, err
+	}
+	if b, err = evalSet(o.args[1], item); err != nil {
+		return nil, nil, err
+	}
+	return a, b, nil
+}
+
 // evalSet computes a SET value against the original item.
 func evalSet(o *operand, item attr.Item) (*attr.Value, error) {
 	switch o.kind {
@@ -115,11 +126,7 @@ func evalSet(o *operand, item attr.Item) (*attr.Value, error) {
 			return evalSet(o.args[1], item)
 		}
 		// list_append
-		a, err := evalSet(o.args[0], item)
-		if err != nil {
-			return nil, err
-		}
-		b, err := evalSet(o.args[1], item)
+		a, b, err := evalSetPair(o, item)
 		if err != nil {
 			return nil, err
 		}
@@ -129,11 +136,7 @@ func evalSet(o *operand, item attr.Item) (*attr.Value, error) {
 		l := make([]*attr.Value, 0, len(a.L)+len(b.L))
 		return attr.List(append(append(l, a.L...), b.L...)), nil
 	case oArith:
-		a, err := evalSet(o.args[0], item)
-		if err != nil {
-			return nil, err
-		}
-		b, err := evalSet(o.args[1], item)
+		a, b, err := evalSetPair(o, item)
 		if err != nil {
 			return nil, err
 		}
