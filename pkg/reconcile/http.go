@@ -89,10 +89,11 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 	case p.scheduled:
 		// A scheduled round moves state every tenant's scheduled coverage
 		// depends on: only EventBridge Scheduler's direct invoke may ask for
-		// it. A Function URL request always carries the IAM caller its SigV4
-		// signature verified; a direct invoke carries none (and callers of
-		// the URL may not invoke the function directly: CallerPolicy).
-		if a := req.RequestContext.Authorizer; a != nil && a.IAM != nil {
+		// it. A Function URL request always carries the URL's domain name and
+		// (AWS_IAM auth) the IAM caller its SigV4 signature verified; the
+		// schedule's input carries neither (and callers of the URL may not
+		// invoke the function directly: CallerPolicy).
+		if rc := req.RequestContext; rc.DomainName != "" || rc.APIID != "" || rc.Authorizer != nil && rc.Authorizer.IAM != nil {
 			return h.fail(ctx, http.StatusForbidden, "scheduled: only EventBridge Scheduler's direct invoke runs scheduled rounds; "+
 				"through the Function URL omit it (GET / pages every tenant with a cursor you pass back)"), nil
 		}

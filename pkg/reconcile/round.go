@@ -178,6 +178,7 @@ func (r *Reconciler) Scheduled(ctx context.Context, req ScheduledRequest) (Sched
 	res := ScheduledResult{Mode: mode, RoundStarted: next.Started, Tenants: []string{}, Broken: []string{}, Unsettled: []string{}}
 	b := r.budget(ctx, 0)
 	cur := next.Cursor
+	var walkErr error // saved progress first, then returned
 	for !res.RoundComplete && !b.timeUp() {
 		page, err := r.all(ctx, AllRequest{Mode: mode, Cursor: cur, Limit: req.Limit}, b)
 		if errors.Is(err, ErrBadCursor) {
@@ -188,7 +189,11 @@ func (r *Reconciler) Scheduled(ctx context.Context, req ScheduledRequest) (Sched
 			continue
 		}
 		if err != nil {
-			return res, err
+			// Keep the pages done: the next invocation resumes at the page
+			// that failed. One that fails every time stalls the round, and
+			// the stalled-round alarm says so.
+			walkErr = err
+			break
 		}
 		res.Pages++
 		res.Reads += page.Reads
@@ -230,7 +235,7 @@ func (r *Reconciler) Scheduled(ctx context.Context, req ScheduledRequest) (Sched
 		// (checkpoints moved), only its place in the round is dropped.
 		r.log.WarnContext(ctx, "scheduled round moved by another invocation; this invocation's progress is not saved",
 			slog.String("mode", string(mode)), slog.String(obs.KeyErr, err.Error()))
-		return res, nil
+		return res, walkErr
 	case err != nil:
 		return res, err
 	}
@@ -240,10 +245,15 @@ func (r *Reconciler) Scheduled(ctx context.Context, req ScheduledRequest) (Sched
 	attrs := []any{slog.String("mode", string(mode)), slog.Time("round_started", res.RoundStarted),
 		slog.Int64("round_age_s", int64(age.Seconds())), slog.Int64("round_tenants", res.RoundTenants),
 		slog.Int("tenants", len(res.Tenants)), slog.Int("broken", len(res.Broken)), slog.Int("pages", res.Pages)}
-	if res.RoundComplete {
+	switch {
+	case walkErr != nil:
+		r.log.ErrorContext(ctx, "scheduled round stopped by an error; its progress so far is saved",
+			append(attrs, slog.String(obs.KeyErr, walkErr.Error()))...)
+		return res, walkErr
+	case res.RoundComplete:
 		r.cfg.Metrics.Count(keys.MetricRoundsCompleted, 1, "Mode", string(mode))
 		r.log.InfoContext(ctx, "scheduled round completed", attrs...)
-	} else {
+	default:
 		r.log.InfoContext(ctx, "scheduled round in progress; the next scheduled invocation resumes it", attrs...)
 	}
 	return res, nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/reconcile"
 )
@@ -26,7 +28,10 @@ func (e *env) invoke(t *testing.T, query string) (int, map[string]any) {
 	if err := json.Unmarshal(request(t, "GET", "/", query), &m); err != nil {
 		t.Fatal(err)
 	}
-	delete(m["requestContext"].(map[string]any), "authorizer")
+	rc := m["requestContext"].(map[string]any)
+	for _, k := range []string{"authorizer", "domainName", "domainPrefix", "apiId"} {
+		delete(rc, k) // what the Function URL adds; the schedule's input has none of it
+	}
 	raw, _ := json.Marshal(m)
 	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "scheduler-1"})
 	out, err := lambda.NewHandler(e.handler.Handle).Invoke(ctx, raw)
@@ -59,7 +64,8 @@ func strs(t *testing.T, body map[string]any, field string) []string {
 
 // runRound invokes scheduled=true (with query) until the round completes and
 // returns how many times each tenant was reported done, and the invocations.
-func (e *env) runRound(t *testing.T, query string) (map[string]int, int) {
+// base is the number of tenants the round had done before.
+func (e *env) runRound(t *testing.T, query string, base int) (map[string]int, int) {
 	t.Helper()
 	done := map[string]int{}
 	var started any
@@ -79,7 +85,7 @@ func (e *env) runRound(t *testing.T, query string) (map[string]int, int) {
 		for _, tn := range strs(t, body, "tenants") {
 			done[tn]++
 		}
-		total := 0
+		total := base
 		for _, c := range done {
 			total += c
 		}
@@ -133,7 +139,7 @@ func TestScheduledRounds(t *testing.T) {
 			t.Errorf("round %d: tenants done %v, want %v", round, got, tenants)
 		}
 	}
-	done, n := e.runRound(t, "scheduled=true&limit=3")
+	done, n := e.runRound(t, "scheduled=true&limit=3", 0)
 	check(1, done, n, 3)
 	t.Logf("round 1: %d invocations for %d tenants", n, len(tenants))
 
@@ -161,11 +167,11 @@ func TestScheduledRounds(t *testing.T) {
 
 	// The next round starts over, from the first tenant.
 	e.clock.jump(15 * time.Minute)
-	done, n = e.runRound(t, "scheduled=true&limit=3")
+	done, n = e.runRound(t, "scheduled=true&limit=3", 0)
 	check(2, done, n, 2)
 
 	// Full rounds keep their own cursor.
-	done, n = e.runRound(t, "scheduled=true&full=true&limit=3")
+	done, n = e.runRound(t, "scheduled=true&full=true&limit=3", 0)
 	check(3, done, n, 3)
 	rd, err := reconcile.NewDynamoState(e.db, e.stateTable).Round(context.Background(), reconcile.Incremental)
 	if err != nil {
@@ -184,6 +190,14 @@ func TestScheduledOnlyByDirectInvoke(t *testing.T) {
 	e.emit(t, "t-a", 1)
 	if status, body := e.call(t, "GET", "/", "scheduled=true"); status != 403 {
 		t.Errorf("scheduled=true through the URL: status %d %v, want 403", status, body)
+	}
+	// A URL with auth type NONE would carry no authorizer; its domain name
+	// still tells it from the schedule's direct invoke.
+	noAuth := events.LambdaFunctionURLRequest{RawPath: "/", RawQueryString: "scheduled=true",
+		RequestContext: events.LambdaFunctionURLRequestContext{DomainName: "abc.lambda-url.eu-west-1.on.aws",
+			HTTP: events.LambdaFunctionURLRequestContextHTTPDescription{Method: "GET", Path: "/"}}}
+	if resp, _ := e.handler.Handle(context.Background(), noAuth); resp.StatusCode != 403 {
+		t.Errorf("scheduled=true through a URL without IAM auth: status %d %s, want 403", resp.StatusCode, resp.Body)
 	}
 	for _, q := range []string{"scheduled=true&tenant=t-a", "scheduled=true&cursor=x", "scheduled=maybe"} {
 		if status, body := e.invoke(t, q); status != 400 {
@@ -230,5 +244,66 @@ func TestSaveRoundConditional(t *testing.T) {
 	}
 	if err := st.SaveRound(ctx, got, third); !errors.Is(err, reconcile.ErrRoundMoved) {
 		t.Errorf("replayed save from version 1: got %v, want ErrRoundMoved", err)
+	}
+}
+
+// flakyLog fails the first read of one tenant's events.
+type flakyLog struct {
+	reconcile.Log
+	mu     sync.Mutex
+	failOn string
+	failed bool
+}
+
+func (f *flakyLog) Events(ctx context.Context, tenant string, after int64, limit int32) (eventstore.Page, error) {
+	f.mu.Lock()
+	fail := tenant == f.failOn && !f.failed
+	f.failed = f.failed || fail
+	f.mu.Unlock()
+	if fail {
+		return eventstore.Page{}, errors.New("injected read failure")
+	}
+	return f.Log.Events(ctx, tenant, after, limit)
+}
+
+// TestScheduledRoundKeepsProgressOnError: an invocation that fails mid-round
+// saves the pages it finished; the next ones resume there, and the round
+// still counts every tenant once.
+func TestScheduledRoundKeepsProgressOnError(t *testing.T) {
+	flaky := &flakyLog{}
+	e := newEnv(t, func(c *reconcile.Config) {
+		c.Rounds = c.State.(*reconcile.DynamoState)
+		flaky.Log = c.Log
+		c.Log = flaky
+	})
+	for i := range 10 {
+		e.emit(t, fmt.Sprintf("t-%02d", i), 2)
+	}
+	order, _, err := e.store.Tenants(context.Background(), "", 0)
+	if err != nil || len(order) != 10 {
+		t.Fatalf("tenants: %v %v", order, err)
+	}
+	flaky.failOn = order[4] // on the second page of 3
+
+	if status, body := e.invoke(t, "scheduled=true&limit=3"); status != 500 {
+		t.Fatalf("invocation with a failing read: status %d %v, want 500", status, body)
+	}
+	rd, err := reconcile.NewDynamoState(e.db, e.stateTable).Round(context.Background(), reconcile.Incremental)
+	if err != nil || rd.Tenants != 3 || rd.Cursor == "" || rd.Started.IsZero() {
+		t.Fatalf("round after the failure: %+v %v, want the first page's 3 tenants and a cursor", rd, err)
+	}
+	done, _ := e.runRound(t, "scheduled=true&limit=3", 3)
+	var rest []string
+	for tn, c := range done {
+		rest = append(rest, tn)
+		if c != 1 {
+			t.Errorf("tenant %s done %d times after the failure, want once", tn, c)
+		}
+	}
+	slices.Sort(rest)
+	want := slices.Clone(order[3:])
+	slices.Sort(want)
+	if !slices.Equal(rest, want) {
+		t.Errorf("tenants done after the failure: %v, want %v (the first page was saved)", rest, want)
 	}
 }
