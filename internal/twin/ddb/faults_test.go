@@ -98,8 +98,8 @@ func TestFaultDelayAndAdminAPI(t *testing.T) {
 }
 
 func TestPartitionBudget(t *testing.T) {
-	clock := &dpClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	e := newDP(t, Options{Now: clock.now, PartitionWCU: 10})
+	clock := NewTestClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	e := newDP(t, Options{Now: clock.Now, PartitionWCU: 10})
 	e.create(t, "budget", tableSpec{sk: types.ScalarAttributeTypeN})
 	ctx := context.Background()
 	putN := func(pk string, i int) error {
@@ -126,7 +126,7 @@ func TestPartitionBudget(t *testing.T) {
 	if e.get(t, "budget", map[string]av{"pk": s("cold"), "sk": ni(1)}) != nil {
 		t.Fatal("a cancelled transaction wrote")
 	}
-	clock.add(500 * time.Millisecond) // refills 5 WCU
+	clock.Advance(500 * time.Millisecond) // refills 5 WCU
 	for i := 0; i < 5; i++ {
 		if err := putN("hot", 20+i); err != nil {
 			t.Fatalf("after refill, write %d: %v", i, err)
@@ -134,7 +134,7 @@ func TestPartitionBudget(t *testing.T) {
 	}
 	wantCode(t, putN("hot", 30), "ProvisionedThroughputExceededException", "")
 	// BatchWriteItem: throttled writes come back unprocessed; all throttled is an error.
-	clock.add(time.Second)
+	clock.Advance(time.Second)
 	var reqs []types.WriteRequest
 	for i := 0; i < 12; i++ {
 		reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]av{"pk": s("hot"), "sk": ni(100 + i)}}})

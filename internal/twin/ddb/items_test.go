@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -32,36 +28,8 @@ func newDP(t testing.TB, opts Options) *dpEnv {
 		opts.TTLSweep = -1
 	}
 	db := New(opts)
-	srv := httptest.NewServer(db.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		db.Close()
-	})
-	cfg := aws.Config{
-		Region:      "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
-		Retryer:     func() aws.Retryer { return aws.NopRetryer{} },
-		HTTPClient:  ownBodyClient{&http.Client{}}, // aws-sdk-go-v2#2737: see localaws.HTTPClient
-	}
-	return &dpEnv{db: db, url: srv.URL, c: dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(srv.URL) })}
-}
-
-// dpClock is a clock a test moves by hand.
-type dpClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *dpClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *dpClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+	srv := startServer(t, db)
+	return &dpEnv{db: db, url: srv.URL, c: newDDBClient(srv.URL)}
 }
 
 // tableSpec describes a test table: pk (S) and optionally sk (N or S), GSI "gsi" on

@@ -18,18 +18,14 @@ package ddb_test
 // conformance suites run against AWS), noted beside the case.
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,6 +37,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/smithy-go"
 
+	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/internal/twin/ddb"
 )
 
@@ -83,29 +80,11 @@ const (
 	docBatchGet      = "https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_BatchGetItem.html"
 )
 
-// fakeClock is Options.Now: tests move it to expire tokens, iterators, records and TTLs.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // parity is one server (in-process, over HTTP) and the SDK clients real users have.
 type parity struct {
 	t     *testing.T
 	db    *ddb.DB
-	clock *fakeClock
+	clock *ddb.TestClock
 	url   string
 	c     *dynamodb.Client
 	s     *dynamodbstreams.Client
@@ -119,7 +98,7 @@ var tableSeq atomic.Int64
 // error the server sends reaches the test as sent.
 func newParity(t *testing.T, opts ddb.Options) *parity {
 	t.Helper()
-	clock := &fakeClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	clock := ddb.NewTestClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	if opts.Now == nil {
 		opts.Now = clock.Now
 	}
@@ -138,32 +117,13 @@ func newParity(t *testing.T, opts ddb.Options) *parity {
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDPARITY", "parity-secret", ""),
 		Retryer:     func() aws.Retryer { return aws.NopRetryer{} },
-		HTTPClient:  ownBodyClient{&http.Client{}},
+		HTTPClient:  localaws.HTTPClient(), // aws-sdk-go-v2#2737: its own copy of each request body
 	}
 	return &parity{
 		t: t, db: db, clock: clock, url: srv.URL, ctx: context.Background(),
 		c: dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(srv.URL) }),
 		s: dynamodbstreams.NewFromConfig(cfg, func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(srv.URL) }),
 	}
-}
-
-// ownBodyClient gives the transport its own copy of each request body: smithy-go closes
-// the body when Do returns, and when the response beats the transport's last read of the
-// body (its read for EOF) the connection is torn down and a 200 response fails to
-// deserialize (aws/aws-sdk-go-v2#2737; about 1 call in 100 against this fast local
-// server, measured in stream_test.go). With retries off, that would fail cases at random.
-type ownBodyClient struct{ c *http.Client }
-
-func (o ownBodyClient) Do(r *http.Request) (*http.Response, error) {
-	if r.Body != nil && r.Body != http.NoBody {
-		b, err := io.ReadAll(r.Body)
-		if err != nil {
-			return nil, err
-		}
-		r.Body = io.NopCloser(bytes.NewReader(b))
-		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
-	}
-	return o.c.Do(r)
 }
 
 // tableSpec is a table to create: key names and types ("S", "N", "B"), an optional stream.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
@@ -23,13 +21,7 @@ import (
 // serve starts an HTTP server and a client for db; stop closes the server only.
 func serve(db *DB) (c *dynamodb.Client, stop func()) {
 	srv := httptest.NewServer(db.Handler())
-	cfg := aws.Config{
-		Region:      "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
-		Retryer:     func() aws.Retryer { return aws.NopRetryer{} },
-		HTTPClient:  ownBodyClient{&http.Client{}},
-	}
-	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(srv.URL) }), srv.Close
+	return newDDBClient(srv.URL), srv.Close
 }
 
 func TestPersistenceAcrossRestart(t *testing.T) {
@@ -117,8 +109,7 @@ func streamRecords(t *testing.T, db *DB, arn string) int {
 	t.Helper()
 	srv := httptest.NewServer(db.Handler())
 	defer srv.Close()
-	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""), Retryer: func() aws.Retryer { return aws.NopRetryer{} }, HTTPClient: ownBodyClient{&http.Client{}}}
-	sc := dynamodbstreams.NewFromConfig(cfg, func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(srv.URL) })
+	sc := newStreamsClient(srv.URL)
 	ctx := context.Background()
 	d, err := sc.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
 	if err != nil {

@@ -99,11 +99,11 @@ func TestTTLSweepDeletesExpiredItems(t *testing.T) {
 
 	// Time passes: "now" expires just after its second; the future item at 100 s is
 	// still there at 100 s and gone a moment later.
-	e.clock.Add(100 * time.Second)
+	e.clock.Advance(100 * time.Second)
 	if n := e.db.SweepTTL(); n != 1 || e.has(t, "ttl", "now") || !e.has(t, "ttl", "future") {
 		t.Errorf("100 s later: deleted %d, want only the item that was at now", n)
 	}
-	e.clock.Add(time.Millisecond)
+	e.clock.Advance(time.Millisecond)
 	if n := e.db.SweepTTL(); n != 1 || e.has(t, "ttl", "future") {
 		t.Errorf("just after its TTL: deleted %d, want the future item", n)
 	}

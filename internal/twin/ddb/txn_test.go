@@ -127,18 +127,18 @@ func TestClientRequestToken(t *testing.T) {
 	}
 
 	// The token expires after 10 minutes: then the same call runs again.
-	clock := &dpClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	e2 := newDP(t, Options{Now: clock.now})
+	clock := NewTestClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	e2 := newDP(t, Options{Now: clock.Now})
 	e2.create(t, "tok", tableSpec{})
 	in.ClientRequestToken = aws.String("token-3")
 	if _, err := e2.c.TransactWriteItems(ctx, in); err != nil {
 		t.Fatal(err)
 	}
-	clock.add(9 * time.Minute)
+	clock.Advance(9 * time.Minute)
 	if _, err := e2.c.TransactWriteItems(ctx, in); err != nil {
 		t.Fatal(err)
 	}
-	clock.add(2 * time.Minute)
+	clock.Advance(2 * time.Minute)
 	if _, err := e2.c.TransactWriteItems(ctx, in); err != nil {
 		t.Fatal(err)
 	}
