@@ -22,7 +22,7 @@
 // The machine is shared and noisy, so compared things run interleaved in the
 // same run and the tables give ratios beside absolute numbers.
 //
-//	go run ./bench                  # everything, about eight minutes
+//	go run ./bench                  # everything, about five minutes
 //	go run ./bench -only emit -emit-shapes independent   # some emit shapes, log only
 //	go run ./bench -quick -out /tmp/r.md -only verify,coldstart
 package main
