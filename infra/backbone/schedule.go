@@ -16,6 +16,11 @@ const (
 	ReconcileIncrementalEvery = "rate(15 minutes)"
 	// ReconcileFullAt: walk each tenant from genesis, once a day.
 	ReconcileFullAt = "cron(0 3 * * ? *)"
+	// ReconcileFullContinueAt: continue a full round that one run could not
+	// finish, every hour at half past (never beside the 03:00 start), so a
+	// daily round over many tenants completes within hours, not days, and
+	// resumes a tenant's walk well within the walk row's 24 hours.
+	ReconcileFullContinueAt = "cron(30 * * * ? *)"
 	// RepairEvery: drain the dead-letter queues well within the 18 hours a
 	// Pipe or change-feed range has left in its stream.
 	RepairEvery = "rate(1 hour)"
@@ -35,6 +40,16 @@ func ReconcileScheduleInput(full bool) string {
 	if full {
 		q = "scheduled=true&full=true&limit=100"
 	}
+	return reconcileRequest(q)
+}
+
+// ReconcileFullContinueInput continues the full round in progress
+// (resume=true), and never starts one.
+func ReconcileFullContinueInput() string {
+	return reconcileRequest("scheduled=true&full=true&resume=true&limit=100")
+}
+
+func reconcileRequest(q string) string {
 	b, err := json.Marshal(map[string]any{
 		"version":        "2.0",
 		"routeKey":       "$default",
@@ -107,6 +122,8 @@ func NewSchedules(scope constructs.Construct, id string, props *SchedulesProps) 
 		props.Reconcile.Function, ReconcileScheduleInput(false))
 	schedule("ReconcileFull", "fourlanes: reconcile every tenant from genesis, daily", ReconcileFullAt,
 		props.Reconcile.Function, ReconcileScheduleInput(true))
+	schedule("ReconcileFullContinue", "fourlanes: continue the daily from-genesis reconcile round until every tenant is done", ReconcileFullContinueAt,
+		props.Reconcile.Function, ReconcileFullContinueInput())
 	schedule("DLQRepair", "fourlanes: drain the dead-letter queues", RepairEvery, props.Repair.Function, "{}")
 	return s
 }

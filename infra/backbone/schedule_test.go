@@ -18,19 +18,22 @@ func TestSchedules(t *testing.T) {
 	s := synth(t)
 	st := s.stack
 	scheds := s.resources("AWS::Scheduler::Schedule")
-	if len(scheds) != 3 {
-		t.Fatalf("%d schedules, want 3", len(scheds))
+	if len(scheds) != 4 {
+		t.Fatalf("%d schedules, want 4", len(scheds))
 	}
 	type want struct {
-		expr string
-		fn   Function
-		full *bool
+		expr   string
+		fn     Function
+		full   *bool
+		resume bool
 	}
 	yes, no := true, false
 	wants := map[string]want{
-		"ReconcileIncremental": {ReconcileIncrementalEvery, st.Reconcile.Function, &no},
-		"ReconcileFull":        {ReconcileFullAt, st.Reconcile.Function, &yes},
-		"DLQRepair":            {RepairEvery, st.Repair.Function, nil},
+		"ReconcileIncremental": {ReconcileIncrementalEvery, st.Reconcile.Function, &no, false},
+		"ReconcileFull":        {ReconcileFullAt, st.Reconcile.Function, &yes, false},
+		// Continues the daily round hourly; resume=true never starts one.
+		"ReconcileFullContinue": {ReconcileFullContinueAt, st.Reconcile.Function, &yes, true},
+		"DLQRepair":             {RepairEvery, st.Repair.Function, nil, false},
 	}
 	for name, w := range wants {
 		t.Run(name, func(t *testing.T) {
@@ -71,6 +74,9 @@ func TestSchedules(t *testing.T) {
 			wantQ := url.Values{"scheduled": {"true"}, "limit": {"100"}}
 			if *w.full {
 				wantQ.Set("full", "true")
+			}
+			if w.resume {
+				wantQ.Set("resume", "true")
 			}
 			q, err := url.ParseQuery(req.RawQueryString)
 			if err != nil {

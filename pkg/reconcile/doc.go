@@ -78,4 +78,23 @@
 // next page (limit tenants per page). A tenant whose walk ran out of time ends
 // its page with complete=false and is listed again on the next page, where
 // its walk resumes.
+//
+// # Scheduled rounds (scheduled=true)
+//
+// EventBridge Scheduler invokes the function directly (infra/backbone
+// schedule.go) with scheduled=true: every 15 minutes incremental, daily full,
+// and hourly resume=true to continue a full round in progress (never to start
+// one). A scheduled call does its share of the mode's round
+// (Reconciler.Scheduled): it resumes from the cursor the state table keeps
+// (pk round#<mode>), walks pages of tenants until its budget is spent, and
+// saves the cursor; when the last page is done it clears it and the next call
+// starts a new round. Every tenant is done once per round, however many
+// there are. The save is conditional on the row's version, so of two
+// overlapping calls only one moves the round. Only a direct invoke may pass
+// scheduled=true: a request through the Function URL (it names the URL's
+// domain and its SigV4-verified caller) is refused with 403. Each call logs
+// the round's progress and emits ReconcileRoundAgeSeconds and
+// ReconcileRoundTenants (and ReconcileRoundsCompleted), by Mode; the
+// incremental round's age, or its silence, alarms after 2 hours (30 minutes
+// of silence).
 package reconcile

@@ -49,7 +49,7 @@ func NewHandler(r *Reconciler, log *slog.Logger) *Handler {
 	return &Handler{r: r, log: log}
 }
 
-var accepted = []string{"cursor", "full", "limit", "max_events", "scheduled", "tenant"}
+var accepted = []string{"cursor", "full", "limit", "max_events", "resume", "scheduled", "tenant"}
 
 type params struct {
 	tenant    string
@@ -59,6 +59,7 @@ type params struct {
 	limit     int
 	maxEvents int64
 	scheduled bool
+	resume    bool
 }
 
 // Handle answers GET ?tenant=T (one tenant) or GET (every tenant, paged),
@@ -97,7 +98,7 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 			return h.fail(ctx, http.StatusForbidden, "scheduled: only EventBridge Scheduler's direct invoke runs scheduled rounds; "+
 				"through the Function URL omit it (GET / pages every tenant with a cursor you pass back)"), nil
 		}
-		body, err = h.r.Scheduled(ctx, ScheduledRequest{Mode: p.mode, Limit: p.limit})
+		body, err = h.r.Scheduled(ctx, ScheduledRequest{Mode: p.mode, Limit: p.limit, ResumeOnly: p.resume})
 	case p.hasTenant:
 		body, err = h.r.Tenant(ctx, TenantRequest{Tenant: p.tenant, Mode: p.mode, Cursor: p.cursor, MaxEvents: p.maxEvents})
 	default:
@@ -261,6 +262,12 @@ func parseParams(req events.LambdaFunctionURLRequest) (params, error) {
 					return p, &ParamError{Param: other, Msg: "does not apply to a scheduled round, which resumes from the cursor it stores and is bounded by the function's deadline; remove it"}
 				}
 			}
+		}
+	}
+	if v, ok := q["resume"]; ok {
+		var err error
+		if p.resume, err = strconv.ParseBool(v[0]); err != nil || !p.scheduled {
+			return p, &ParamError{Param: "resume", Msg: fmt.Sprintf("%q: resume=true (continue a scheduled round in progress, never start one) applies with scheduled=true only", v[0])}
 		}
 	}
 	return p, nil

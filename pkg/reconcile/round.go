@@ -124,6 +124,10 @@ func (d *DynamoState) SaveRound(ctx context.Context, prev, next Round) error {
 type ScheduledRequest struct {
 	Mode  Mode // "" means Incremental
 	Limit int  // tenants per page (default 20)
+	// ResumeOnly continues a round in progress and never starts one: a
+	// schedule that runs more often than rounds should start (the full
+	// walk's hourly continuation of its daily round).
+	ResumeOnly bool
 }
 
 // ScheduledResult is what one scheduled invocation did.
@@ -131,6 +135,8 @@ type ScheduledResult struct {
 	Mode Mode `json:"mode"`
 	// RoundStarted is when the round this invocation worked on began.
 	RoundStarted time.Time `json:"round_started"`
+	// Idle: ResumeOnly, and no round was in progress; nothing was done.
+	Idle bool `json:"idle,omitempty"`
 	// RoundComplete: every tenant is reconciled; the next invocation
 	// starts a new round.
 	RoundComplete bool `json:"round_complete"`
@@ -167,6 +173,9 @@ func (r *Reconciler) Scheduled(ctx context.Context, req ScheduledRequest) (Sched
 	prev, err := r.cfg.Rounds.Round(ctx, mode)
 	if err != nil {
 		return ScheduledResult{}, err
+	}
+	if prev.Started.IsZero() && req.ResumeOnly {
+		return ScheduledResult{Mode: mode, Idle: true, Tenants: []string{}, Broken: []string{}, Unsettled: []string{}}, nil
 	}
 	now := r.cfg.Now()
 	next := prev

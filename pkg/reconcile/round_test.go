@@ -170,9 +170,26 @@ func TestScheduledRounds(t *testing.T) {
 	done, n = e.runRound(t, "scheduled=true&limit=3", 0)
 	check(2, done, n, 2)
 
-	// Full rounds keep their own cursor.
-	done, n = e.runRound(t, "scheduled=true&full=true&limit=3", 0)
-	check(3, done, n, 3)
+	// Full rounds keep their own cursor. resume=true (the hourly
+	// continuation) never starts a round; it continues the one in progress.
+	idle := func() {
+		t.Helper()
+		if status, body := e.invoke(t, "scheduled=true&full=true&resume=true&limit=3"); status != 200 || body["idle"] != true || len(strs(t, body, "tenants")) != 0 {
+			t.Errorf("resume=true with no full round in progress: status %d %v, want 200, idle, no tenants", status, body)
+		}
+	}
+	idle()
+	status, body := e.invoke(t, "scheduled=true&full=true&limit=3")
+	if status != 200 || body["round_complete"] == true {
+		t.Fatalf("first full invocation: status %d %v, want 200 and a round in progress", status, body)
+	}
+	first := strs(t, body, "tenants")
+	done, n = e.runRound(t, "scheduled=true&full=true&resume=true&limit=3", len(first))
+	for _, tn := range first {
+		done[tn]++
+	}
+	check(3, done, n+1, 3)
+	idle()
 	rd, err := reconcile.NewDynamoState(e.db, e.stateTable).Round(context.Background(), reconcile.Incremental)
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +216,7 @@ func TestScheduledOnlyByDirectInvoke(t *testing.T) {
 	if resp, _ := e.handler.Handle(context.Background(), noAuth); resp.StatusCode != 403 {
 		t.Errorf("scheduled=true through a URL without IAM auth: status %d %s, want 403", resp.StatusCode, resp.Body)
 	}
-	for _, q := range []string{"scheduled=true&tenant=t-a", "scheduled=true&cursor=x", "scheduled=maybe"} {
+	for _, q := range []string{"scheduled=true&tenant=t-a", "scheduled=true&cursor=x", "scheduled=maybe", "resume=true", "scheduled=true&resume=x"} {
 		if status, body := e.invoke(t, q); status != 400 {
 			t.Errorf("%s: status %d %v, want 400", q, status, body)
 		}
