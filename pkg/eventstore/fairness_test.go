@@ -260,3 +260,48 @@ func TestThrottledPartitionPacedNotFailed(t *testing.T) {
 		t.Errorf("got %+v, want 4 events and some throttled attempts", st)
 	}
 }
+
+// TestContendedBatchTakesLaterCallers: a batch that lost to contention goes
+// out again with the callers that queued while it was in flight, so the more
+// contended the head, the more events one winning transaction carries.
+func TestContendedBatchTakesLaterCallers(t *testing.T) {
+	td := newTwinDB(t)
+	release, held := make(chan struct{}), make(chan struct{})
+	w := &wire{DynamoDB: td.bare}
+	w.on = func(n int, in *dynamodb.TransactWriteItemsInput, forward func() (*dynamodb.TransactWriteItemsOutput, error)) (*dynamodb.TransactWriteItemsOutput, error) {
+		if n == 1 { // the lone first caller's transaction loses a race
+			close(held)
+			<-release
+			return nil, cancelled("None", "TransactionConflict")
+		}
+		return forward()
+	}
+	s := td.store(t, w, nil)
+	const callers = 5
+	errs := make([]error, callers)
+	var wg sync.WaitGroup
+	emit := func(i int) {
+		defer wg.Done()
+		_, errs[i] = s.Emit(ctxFor("t1"), "order.placed", map[string]any{"i": i})
+	}
+	wg.Add(1)
+	go emit(0)
+	<-held
+	for i := 1; i < callers; i++ {
+		wg.Add(1)
+		go emit(i)
+	}
+	waitFor(t, func() bool { return eventstore.PendingForTest(s, "t1") == callers-1 })
+	close(release)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("caller %d: %v", i, err)
+		}
+	}
+	calls := w.sent()
+	if len(calls) != 2 || len(calls[1].seqs) != callers {
+		t.Fatalf("sent %d transactions, the retry carrying %v; want 2, the retry carrying all %d callers", len(calls), calls[len(calls)-1].seqs, callers)
+	}
+	td.checkLog(t, "t1", callers)
+}
