@@ -190,7 +190,7 @@ func (r *Reconciler) Scheduled(ctx context.Context, req ScheduledRequest) (Sched
 	var walkErr error // saved progress first, then returned
 	for !res.RoundComplete && !b.timeUp() {
 		page, err := r.all(ctx, AllRequest{Mode: mode, Cursor: cur, Limit: req.Limit}, b)
-		if errors.Is(err, ErrBadCursor) {
+		if errors.Is(err, ErrBadCursor) && cur != "" {
 			// A cursor from an older release: the round resumes from the start.
 			r.log.WarnContext(ctx, "scheduled round cursor not understood; resuming the round from the first tenant",
 				slog.String("mode", string(mode)), slog.String(obs.KeyErr, err.Error()))

@@ -324,3 +324,24 @@ func TestScheduledRoundKeepsProgressOnError(t *testing.T) {
 		t.Errorf("tenants done after the failure: %v, want %v (the first page was saved)", rest, want)
 	}
 }
+
+// TestScheduledRoundBadStoredCursor: a stored cursor this release does not
+// understand restarts the round's walk from the first tenant, not the round.
+func TestScheduledRoundBadStoredCursor(t *testing.T) {
+	e := newEnv(t, func(c *reconcile.Config) { c.Rounds = c.State.(*reconcile.DynamoState) })
+	for _, tn := range []string{"t-a", "t-b", "t-c"} {
+		e.emit(t, tn, 1)
+	}
+	st := reconcile.NewDynamoState(e.db, e.stateTable)
+	started := time.Date(2026, 11, 29, 19, 0, 0, 0, time.UTC)
+	if err := st.SaveRound(context.Background(), reconcile.Round{}, reconcile.Round{Mode: reconcile.Incremental, Cursor: "not-a-cursor", Started: started, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	status, body := e.invoke(t, "scheduled=true")
+	if status != 200 || body["round_complete"] != true || len(strs(t, body, "tenants")) != 3 {
+		t.Fatalf("invocation over a bad stored cursor: status %d %v, want the round completed over 3 tenants", status, body)
+	}
+	if body["round_started"] != started.Format(time.RFC3339) {
+		t.Errorf("round_started %v, want %s (the same round)", body["round_started"], started.Format(time.RFC3339))
+	}
+}
