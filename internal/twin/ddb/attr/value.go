@@ -449,7 +449,7 @@ func (v *Value) Size() int {
 			n += len(s)
 		}
 		return n
-	case KindNS:
+	case KindNS: // SS, NS and BS differ in how a member is sized (bytes, numberSize, raw bytes)
 		n := 0
 		for _, s := range v.SS {
 			n += numberSize(s)
@@ -465,8 +465,10 @@ func (v *Value) Size() int {
 	return 0
 }
 
-// numberSize: one byte per two significant digits, plus one (the rule the bench's
-// eventstore.ItemSize model uses too).
+// numberSize: one byte per two significant digits, plus one; zero, with none, is one
+// byte (the documented rule read literally). pkg/eventstore's numberSize (the bench's
+// WCU model, eventstore.ItemSize) must stay in step with this one:
+// TestItemSizeMatchesEventstoreModel (package ddb_test) holds them to the same sizes.
 func numberSize(s string) int {
 	digits, lead, trailingZeros := 0, true, 0
 	for i := 0; i < len(s); i++ {
@@ -489,9 +491,6 @@ func numberSize(s string) int {
 		}
 	}
 	digits -= trailingZeros
-	if digits == 0 {
-		digits = 1
-	}
 	return (digits+1)/2 + 1
 }
 
