@@ -115,18 +115,8 @@ func TestParityScanSegments(t *testing.T) {
 	seen := map[string]int{}
 	for seg := int32(0); seg < 4; seg++ {
 		in := &dynamodb.ScanInput{TableName: aws.String(tbl), Segment: aws.Int32(seg), TotalSegments: aws.Int32(4), Limit: aws.Int32(7)}
-		for i := 0; i < 50; i++ {
-			out, err := p.c.Scan(p.ctx, in)
-			if !wantOK(t, "Scan segment", err, docParallelSc) {
-				return
-			}
-			for _, it := range out.Items {
-				seen[render(it["pk"])]++
-			}
-			if len(out.LastEvaluatedKey) == 0 {
-				break
-			}
-			in.ExclusiveStartKey = out.LastEvaluatedKey
+		if !p.scanPages(t, "Scan segment", in, 50, "pk", seen, docParallelSc) {
+			return
 		}
 	}
 	if len(seen) != total {

@@ -224,18 +224,8 @@ func TestParityPaging(t *testing.T) {
 	t.Run("Scan pages cover every item once", func(t *testing.T) {
 		seen := map[string]int{}
 		in := &dynamodb.ScanInput{TableName: aws.String(tbl), Limit: aws.Int32(3)}
-		for i := 0; i < 20; i++ {
-			out, err := p.c.Scan(p.ctx, in)
-			if !wantOK(t, "Scan", err, docAPIScan) {
-				return
-			}
-			for _, it := range out.Items {
-				seen[render(it["sk"])]++
-			}
-			if len(out.LastEvaluatedKey) == 0 {
-				break
-			}
-			in.ExclusiveStartKey = out.LastEvaluatedKey
+		if !p.scanPages(t, "Scan", in, 20, "sk", seen, docAPIScan) {
+			return
 		}
 		if len(seen) != 10 {
 			t.Errorf("Scan with Limit 3: got %d distinct items, want 10 (doc %s)", len(seen), docAPIScan)

@@ -368,3 +368,24 @@ func TestParityHarness(t *testing.T) {
 		t.Errorf("render ignores set order: got %s, want %s", got, want)
 	}
 }
+
+// scanPages follows in page by page (at most maxPages pages), counting the items it
+// returns in seen by the rendering of their attribute name; false when a page failed
+// (reported as what).
+func (p *parity) scanPages(t *testing.T, what string, in *dynamodb.ScanInput, maxPages int, name string, seen map[string]int, doc string) bool {
+	t.Helper()
+	for i := 0; i < maxPages; i++ {
+		out, err := p.c.Scan(p.ctx, in)
+		if !wantOK(t, what, err, doc) {
+			return false
+		}
+		for _, it := range out.Items {
+			seen[render(it[name])]++
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	return true
+}

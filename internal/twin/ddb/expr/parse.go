@@ -144,23 +144,19 @@ type parser struct {
 	tokBuf   [32]token
 }
 
-func (ps *parser) op(o operand) *operand {
-	if len(ps.opSlab) == 0 {
-		ps.opSlab = make([]operand, 8)
-	}
-	p := &ps.opSlab[0]
-	*p = o
-	ps.opSlab = ps.opSlab[1:]
-	return p
-}
+func (ps *parser) op(o operand) *operand { return slabNew(&ps.opSlab, o) }
 
-func (ps *parser) cnd(c cond) *cond {
-	if len(ps.condSlab) == 0 {
-		ps.condSlab = make([]cond, 8)
+func (ps *parser) cnd(c cond) *cond { return slabNew(&ps.condSlab, c) }
+
+// slabNew stores v in the next free element of *slab (allocating eight at a time) and
+// returns a pointer to it.
+func slabNew[T any](slab *[]T, v T) *T {
+	if len(*slab) == 0 {
+		*slab = make([]T, 8)
 	}
-	p := &ps.condSlab[0]
-	*p = c
-	ps.condSlab = ps.condSlab[1:]
+	p := &(*slab)[0]
+	*p = v
+	*slab = (*slab)[1:]
 	return p
 }
 
