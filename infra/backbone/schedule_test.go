@@ -1,14 +1,19 @@
 package backbone
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/url"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/reconcile"
 )
 
 // TestSchedules: reconcile runs incrementally every 15 minutes and from
@@ -92,5 +97,58 @@ func TestSchedules(t *testing.T) {
 	}
 	if _, ok := st.Schedules.Roles[keys.FnReconcile]; !ok {
 		t.Error("no scheduler role for reconcile")
+	}
+}
+
+// noTenants is a log with no tenant.
+type noTenants struct{ reconcile.Log }
+
+func (noTenants) Tenants(context.Context, string, int32) ([]string, string, error) {
+	return nil, "", nil
+}
+
+type noDeadLetters struct{}
+
+func (noDeadLetters) DeadLetters(context.Context, string, string, int32) ([]delivery.DeadLetter, string, error) {
+	return nil, "", nil
+}
+func (noDeadLetters) CountDeadLetters(context.Context, string) (int, error) { return 0, nil }
+
+// TestScheduleInputsReachScheduledRounds hands each reconcile schedule's
+// input, as Scheduler invokes it, to reconcile's own handler: each is taken
+// as a scheduled call (not a page of GET /), and the continuation never
+// starts a round.
+func TestScheduleInputsReachScheduledRounds(t *testing.T) {
+	state := reconcile.NewMemoryState()
+	r, err := reconcile.New(reconcile.Config{Log: noTenants{}, DeadLetters: noDeadLetters{}, State: state, Rounds: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := reconcile.NewHandler(r, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	call := func(input string) map[string]any {
+		t.Helper()
+		var req events.LambdaFunctionURLRequest
+		if err := json.Unmarshal([]byte(input), &req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := h.Handle(context.Background(), req)
+		var body map[string]any
+		if err != nil || resp.StatusCode != 200 || json.Unmarshal([]byte(resp.Body), &body) != nil {
+			t.Fatalf("input %s: %d %s %v, want 200", input, resp.StatusCode, resp.Body, err)
+		}
+		return body
+	}
+	if b := call(ReconcileFullContinueInput()); b["idle"] != true {
+		t.Errorf("continuation with no full round in progress: %v, want idle", b)
+	}
+	for _, full := range []bool{false, true} {
+		if b := call(ReconcileScheduleInput(full)); b["round_complete"] != true || b["saved"] != true {
+			t.Errorf("schedule input (full %v): %v, want a scheduled round, completed and saved", full, b)
+		}
+	}
+	for _, mode := range []reconcile.Mode{reconcile.Incremental, reconcile.Full} {
+		if rd, _ := state.Round(context.Background(), mode); rd.Completed.IsZero() {
+			t.Errorf("%s round not recorded as completed: %+v", mode, rd)
+		}
 	}
 }

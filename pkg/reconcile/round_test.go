@@ -230,37 +230,54 @@ func TestScheduledOnlyByDirectInvoke(t *testing.T) {
 	}
 }
 
-// TestSaveRoundConditional: of two invocations that read the same round,
-// only the first save wins; the second gets ErrRoundMoved.
+// TestSaveRoundConditional is the contract every Rounds keeps, on the
+// in-memory fake and the local DynamoDB: of two invocations that read the
+// same round, only the first save wins; the second gets ErrRoundMoved.
 func TestSaveRoundConditional(t *testing.T) {
-	e := newEnv(t, nil)
-	st := reconcile.NewDynamoState(e.db, e.stateTable)
-	ctx := context.Background()
-	prev, err := st.Round(ctx, reconcile.Incremental)
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := prev
-	next.Version, next.Cursor, next.Started = 1, "c1", time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	if err := st.SaveRound(ctx, prev, next); err != nil {
-		t.Fatal(err)
-	}
-	other := next
-	other.Cursor = "c2"
-	if err := st.SaveRound(ctx, prev, other); !errors.Is(err, reconcile.ErrRoundMoved) {
-		t.Errorf("second save from version 0: got %v, want ErrRoundMoved", err)
-	}
-	got, err := st.Round(ctx, reconcile.Incremental)
-	if err != nil || got.Cursor != "c1" || got.Version != 1 || !got.Started.Equal(next.Started) {
-		t.Errorf("round: got %+v %v, want cursor c1 version 1", got, err)
-	}
-	third := got
-	third.Version, third.Cursor = 2, "c3"
-	if err := st.SaveRound(ctx, got, third); err != nil {
-		t.Errorf("save from version 1: %v", err)
-	}
-	if err := st.SaveRound(ctx, got, third); !errors.Is(err, reconcile.ErrRoundMoved) {
-		t.Errorf("replayed save from version 1: got %v, want ErrRoundMoved", err)
+	for name, newRounds := range map[string]func(t *testing.T) reconcile.Rounds{
+		"memory": func(*testing.T) reconcile.Rounds { return reconcile.NewMemoryState() },
+		"dynamodb": func(t *testing.T) reconcile.Rounds {
+			e := newEnv(t, nil)
+			return reconcile.NewDynamoState(e.db, e.stateTable)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := newRounds(t)
+			ctx := context.Background()
+			prev, err := st.Round(ctx, reconcile.Incremental)
+			if err != nil || prev.Version != 0 || prev.Mode != reconcile.Incremental {
+				t.Fatalf("no round yet: got %+v, %v; want version 0", prev, err)
+			}
+			next := prev
+			next.Version, next.Cursor, next.Started, next.Tenants = 1, "c1", time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), 7
+			if err := st.SaveRound(ctx, prev, next); err != nil {
+				t.Fatal(err)
+			}
+			other := next
+			other.Cursor = "c2"
+			if err := st.SaveRound(ctx, prev, other); !errors.Is(err, reconcile.ErrRoundMoved) {
+				t.Errorf("second save from version 0: got %v, want ErrRoundMoved", err)
+			}
+			got, err := st.Round(ctx, reconcile.Incremental)
+			if err != nil || got.Cursor != "c1" || got.Version != 1 || got.Tenants != 7 || !got.Started.Equal(next.Started) {
+				t.Errorf("round: got %+v %v, want cursor c1 version 1, 7 tenants", got, err)
+			}
+			third := got
+			third.Version, third.Cursor, third.Started, third.Completed, third.LastTenants = 2, "", time.Time{}, next.Started.Add(time.Hour), 9
+			if err := st.SaveRound(ctx, got, third); err != nil {
+				t.Errorf("save from version 1: %v", err)
+			}
+			if err := st.SaveRound(ctx, got, third); !errors.Is(err, reconcile.ErrRoundMoved) {
+				t.Errorf("replayed save from version 1: got %v, want ErrRoundMoved", err)
+			}
+			got, err = st.Round(ctx, reconcile.Incremental)
+			if err != nil || got.Cursor != "" || !got.Started.IsZero() || !got.Completed.Equal(third.Completed) || got.LastTenants != 9 {
+				t.Errorf("completed round: got %+v %v, want no cursor, no start, completed with 9", got, err)
+			}
+			if full, err := st.Round(ctx, reconcile.Full); err != nil || full.Version != 0 {
+				t.Errorf("full round: got %+v %v, want none (each mode has its own)", full, err)
+			}
+		})
 	}
 }
 

@@ -179,18 +179,41 @@ func numAttr(it map[string]types.AttributeValue, name string) (int64, error) {
 	return n, nil
 }
 
-// MemoryState is an in-memory State for tests.
+// MemoryState is an in-memory State (and Rounds) for tests.
 type MemoryState struct {
-	mu    sync.Mutex
-	cps   map[string]Checkpoint
-	walks map[string]Walk
+	mu     sync.Mutex
+	cps    map[string]Checkpoint
+	walks  map[string]Walk
+	rounds map[Mode]Round
 }
 
-var _ State = (*MemoryState)(nil)
+var (
+	_ State  = (*MemoryState)(nil)
+	_ Rounds = (*MemoryState)(nil)
+)
 
 // NewMemoryState returns an empty MemoryState.
 func NewMemoryState() *MemoryState {
-	return &MemoryState{cps: map[string]Checkpoint{}, walks: map[string]Walk{}}
+	return &MemoryState{cps: map[string]Checkpoint{}, walks: map[string]Walk{}, rounds: map[Mode]Round{}}
+}
+
+func (m *MemoryState) Round(_ context.Context, mode Mode) (Round, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rd, ok := m.rounds[mode]; ok {
+		return rd, nil
+	}
+	return Round{Mode: mode}, nil
+}
+
+func (m *MemoryState) SaveRound(_ context.Context, prev, next Round) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rounds[next.Mode].Version != prev.Version {
+		return fmt.Errorf("save %s round at version %d: %w", next.Mode, prev.Version, ErrRoundMoved)
+	}
+	m.rounds[next.Mode] = next
+	return nil
 }
 
 func (m *MemoryState) Checkpoint(_ context.Context, tenant string) (*Checkpoint, error) {
