@@ -46,6 +46,9 @@ const (
 	// over every tenant that is not done in 2 hours (8 runs) is stuck or no
 	// longer fits.
 	roundStalledS = 2 * 3600
+	// fullRoundStalledS: the daily full round, continued hourly, must be
+	// done within 12 hours of its start.
+	fullRoundStalledS = 12 * 3600
 )
 
 // camel turns a function name such as "dlq-repair" into "DlqRepair", for
@@ -244,6 +247,19 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 			Statistic:     jsii.String("Maximum"),
 			Period:        awscdk.Duration_Minutes(jsii.Number(30)),
 		}), roundStalledS, 1, awscloudwatch.TreatMissingData_BREACHING)
+
+	// The daily full round continues hourly until done; one still running
+	// 12 hours after it started (12 hourly runs) no longer fits a day.
+	// Between rounds nothing is emitted, so silence is normal here.
+	alarm("ReconcileFullRoundStalled",
+		"The daily from-genesis reconcile round started over 12 hours ago and has not completed (EMF ReconcileRoundAgeSeconds, Mode full). Its hourly continuation (ReconcileFullContinue schedule) keeps failing, or full walks of every tenant no longer fit in 12 runs: reconcile's 'scheduled round' log lines (mode full) give tenants done and any error. Full walks re-prove what incremental walks trust, so fix it before the next 03:00 start; raise the function's timeout or the continuation's frequency if it is only slow.",
+		awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace:     jsii.String(keys.MetricNamespace),
+			MetricName:    jsii.String(keys.MetricRoundAge),
+			DimensionsMap: &map[string]*string{"Mode": jsii.String("full")},
+			Statistic:     jsii.String("Maximum"),
+			Period:        awscdk.Duration_Hours(jsii.Number(1)),
+		}), fullRoundStalledS, 1)
 
 	// The delivery audit: reconcile (every 15 minutes) reports, per DURABLE
 	// subscription, the age of the oldest event above its watermark.

@@ -273,6 +273,19 @@ func TestReconcileRoundStalledAlarm(t *testing.T) {
 	}
 }
 
+// TestReconcileFullRoundStalledAlarm: a daily full round still running 12
+// hours after its start alarms; silence between rounds does not.
+func TestReconcileFullRoundStalledAlarm(t *testing.T) {
+	s := synth(t)
+	p, ok := s.alarmOn(keys.MetricNamespace, keys.MetricRoundAge, map[string]any{"Mode": string(reconcile.Full)})
+	if !ok {
+		t.Fatalf("no alarm on %s with Mode %s", keys.MetricRoundAge, reconcile.Full)
+	}
+	if p["Statistic"] != "Maximum" || p["Threshold"] != 12*3600.0 || p["TreatMissingData"] != "notBreaching" {
+		t.Errorf("full round alarm %v >= %v, missing %v; want Maximum >= 43200 s, notBreaching", p["Statistic"], p["Threshold"], p["TreatMissingData"])
+	}
+}
+
 // TestAlarmActionsAndDashboard walks every alarm in the template: each one
 // notifies the stack's own topic on ALARM and on OK, and says what it means;
 // the topic has the context's email subscription; the dashboard exists.
