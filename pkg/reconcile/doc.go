@@ -95,6 +95,6 @@
 // domain and its SigV4-verified caller) is refused with 403. Each call logs
 // the round's progress and emits ReconcileRoundAgeSeconds and
 // ReconcileRoundTenants (and ReconcileRoundsCompleted), by Mode; the
-// incremental round's age, or its silence, alarms after 2 hours (30 minutes
-// of silence).
+// incremental round's age alarms after 2 hours, its silence after 30
+// minutes; the full round's age after 12 hours.
 package reconcile
