@@ -138,6 +138,17 @@ func (db *DB) arn(resource string) string {
 // lockTables write-locks the tables in name order (no deadlock between two multi-table
 // callers) and returns the function that unlocks them.
 func lockTables(ts []*Table) func() {
+	return lockInOrder(ts, (*sync.RWMutex).Lock, (*sync.RWMutex).Unlock)
+}
+
+// rlockTables read-locks the tables in name order and returns the unlock.
+func rlockTables(ts []*Table) func() {
+	return lockInOrder(ts, (*sync.RWMutex).RLock, (*sync.RWMutex).RUnlock)
+}
+
+// lockInOrder locks each distinct table of ts once, in name order, and returns the
+// function that unlocks them in reverse.
+func lockInOrder(ts []*Table, lock, unlock func(*sync.RWMutex)) func() {
 	uniq := map[*Table]struct{}{}
 	var list []*Table
 	for _, t := range ts {
@@ -148,11 +159,11 @@ func lockTables(ts []*Table) func() {
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
 	for _, t := range list {
-		t.mu.Lock()
+		lock(&t.mu)
 	}
 	return func() {
 		for i := len(list) - 1; i >= 0; i-- {
-			list[i].mu.Unlock()
+			unlock(&list[i].mu)
 		}
 	}
 }

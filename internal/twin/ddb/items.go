@@ -201,6 +201,8 @@ type deleteItemInput struct {
 	writeCommon
 }
 
+// opDeleteItem has opPutItem's shape on purpose; what differs is the point: a key, not an
+// item, is validated, and the write stores nothing.
 func opDeleteItem(ctx context.Context, db *DB, body []byte) (any, error) {
 	var in deleteItemInput
 	if err := decodeInput(body, &in); err != nil {

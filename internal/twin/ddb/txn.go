@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 
@@ -558,25 +557,4 @@ func opTransactGetItems(ctx context.Context, db *DB, body []byte) (any, error) {
 		out["ConsumedCapacity"] = r
 	}
 	return out, nil
-}
-
-// rlockTables read-locks the tables in name order and returns the unlock.
-func rlockTables(ts []*Table) func() {
-	uniq := map[*Table]bool{}
-	var list []*Table
-	for _, t := range ts {
-		if !uniq[t] {
-			uniq[t] = true
-			list = append(list, t)
-		}
-	}
-	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
-	for _, t := range list {
-		t.mu.RLock()
-	}
-	return func() {
-		for i := len(list) - 1; i >= 0; i-- {
-			list[i].mu.RUnlock()
-		}
-	}
 }
