@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 )
 
@@ -74,6 +75,17 @@ func newDDBClient(url string) *dynamodb.Client {
 // newStreamsClient is a DynamoDB Streams client (testConfig) for the server at url.
 func newStreamsClient(url string) *dynamodbstreams.Client {
 	return dynamodbstreams.NewFromConfig(testConfig(), func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(url) })
+}
+
+// pkTableInput is CreateTable for a pay-per-request table keyed by pk (S); callers add
+// sort keys, indexes and streams to it.
+func pkTableInput(name string) *dynamodb.CreateTableInput {
+	return &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	}
 }
 
 // ownBodyClient gives the transport its own copy of each request body. smithy-go's

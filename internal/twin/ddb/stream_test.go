@@ -47,12 +47,7 @@ func newStreamEnv(t *testing.T, opts Options) *streamEnv {
 // returns the stream ARN ("" without a stream).
 func (e *streamEnv) createTable(t *testing.T, name, viewType string) string {
 	t.Helper()
-	in := &dynamodb.CreateTableInput{
-		TableName:            aws.String(name),
-		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
-		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: ddbtypes.KeyTypeHash}},
-		BillingMode:          ddbtypes.BillingModePayPerRequest,
-	}
+	in := pkTableInput(name)
 	if viewType != "" {
 		in.StreamSpecification = &ddbtypes.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: ddbtypes.StreamViewType(viewType)}
 	}
