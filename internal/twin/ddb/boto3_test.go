@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/internal/twin/ddb"
 )
 
@@ -18,7 +19,10 @@ import (
 // It needs .cache/venv/bin/python with boto3 (scripts/deps.sh boto3); without them it
 // skips, except under CI=true, where it fails.
 func TestParityBoto3(t *testing.T) {
-	root := repoRoot(t)
+	root, err := localaws.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
 	py := filepath.Join(root, ".cache", "venv", "bin", "python")
 	if _, err := os.Stat(py); err != nil {
 		skipUnlessCI(t, "no "+py+" (run scripts/deps.sh boto3)")
@@ -51,25 +55,6 @@ func TestParityBoto3(t *testing.T) {
 		t.Fatalf("boto3 check against %s: %v\n%s", srv.URL, err, out)
 	}
 	t.Logf("%s", out)
-}
-
-// repoRoot finds the directory holding go.mod, upward from the test's directory.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
 }
 
 // skipUnlessCI skips the test, or fails it when CI=true (CI must run every check).

@@ -86,19 +86,16 @@ func (g *itemGen) value() (*attr.Value, types.AttributeValue) {
 	}
 	switch g.rng.IntN(kinds) {
 	case 0:
-		s := g.str(g.rng.IntN(40))
-		return attr.Str(s), &types.AttributeValueMemberS{Value: s}
+		return sameSent(attr.Str(g.str(g.rng.IntN(40))))
 	case 1:
 		canon, text := g.number()
 		return attr.Num(canon), &types.AttributeValueMemberN{Value: text}
 	case 2:
-		b := g.bytes()
-		return attr.Bin(b), &types.AttributeValueMemberB{Value: b}
+		return sameSent(attr.Bin(g.bytes()))
 	case 3:
-		b := g.rng.IntN(2) == 0
-		return attr.Boolean(b), &types.AttributeValueMemberBOOL{Value: b}
+		return sameSent(attr.Boolean(g.rng.IntN(2) == 0))
 	case 4:
-		return attr.Null(), &types.AttributeValueMemberNULL{Value: true}
+		return sameSent(attr.Null())
 	case 5:
 		var members []string
 		seen := map[string]bool{}
@@ -108,7 +105,7 @@ func (g *itemGen) value() (*attr.Value, types.AttributeValue) {
 				members = append(members, s)
 			}
 		}
-		return &attr.Value{Kind: attr.KindSS, SS: members}, &types.AttributeValueMemberSS{Value: members}
+		return sameSent(&attr.Value{Kind: attr.KindSS, SS: members})
 	case 6:
 		var canons, texts []string
 		seen := map[string]bool{}
@@ -124,7 +121,7 @@ func (g *itemGen) value() (*attr.Value, types.AttributeValue) {
 		for range 1 + g.rng.IntN(5) {
 			members = append(members, g.bytes())
 		}
-		return &attr.Value{Kind: attr.KindBS, BS: members}, &types.AttributeValueMemberBS{Value: members}
+		return sameSent(&attr.Value{Kind: attr.KindBS, BS: members})
 	case 8:
 		g.depth++
 		defer func() { g.depth-- }()
@@ -146,6 +143,9 @@ func (g *itemGen) value() (*attr.Value, types.AttributeValue) {
 		return attr.Map(m), &types.AttributeValueMemberM{Value: sent}
 	}
 }
+
+// sameSent pairs a value whose text is sent as stored (all but numbers) with its SDK form.
+func sameSent(v *attr.Value) (*attr.Value, types.AttributeValue) { return v, toSDK(v) }
 
 // str is n runes of ASCII, two-, three- and four-byte UTF-8.
 func (g *itemGen) str(n int) string {
