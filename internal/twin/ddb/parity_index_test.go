@@ -145,6 +145,7 @@ func TestParityScanSegments(t *testing.T) {
 func TestParityLocalSecondaryIndex(t *testing.T) {
 	p := newParity(t, ddb.Options{})
 	name := fmt.Sprintf("parity-%d-lsi", tableSeq.Add(1))
+	// Its own CreateTable, like TestParitySecondaryIndex's on purpose: the schema is the case.
 	_, err := p.c.CreateTable(p.ctx, &dynamodb.CreateTableInput{
 		TableName:   aws.String(name),
 		BillingMode: types.BillingModePayPerRequest,

@@ -124,6 +124,7 @@ func TestParityReturnValues(t *testing.T) {
 		_, err = p.c.PutItem(p.ctx, &dynamodb.PutItemInput{TableName: aws.String(tbl), Item: item{"pk": s("r")}, ReturnValues: types.ReturnValueAllNew})
 		wantErr(t, "PutItem ALL_NEW", err, "ValidationException", docAPIPut)
 	})
+	// Mirrors PutItem's case on purpose: each API's ReturnValues rules go through its own call.
 	t.Run("DeleteItem", func(t *testing.T) {
 		p.put(tbl, base)
 		out, err := p.c.DeleteItem(p.ctx, &dynamodb.DeleteItemInput{TableName: aws.String(tbl), Key: item{"pk": s("r")}, ReturnValues: types.ReturnValueAllOld})
