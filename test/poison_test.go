@@ -138,13 +138,36 @@ func TestPoisonRecordOnTheChangeFeed(t *testing.T) {
 // setMappingWindow sets the change feed mapping's batching window.
 func setMappingWindow(t *testing.T, tm *cfn.Template, seconds int) {
 	t.Helper()
+	m, _ := feedMapping(t, tm)
+	m.SetProp(seconds, "MaximumBatchingWindowInSeconds")
+}
+
+// feedMapping returns the change feed's stream mapping and its function:
+// the stream mapping whose function is given the change feed table. The
+// events table has stream mappings too (tamper-watch), so "the first
+// mapping with a StartingPosition" is not an answer.
+func feedMapping(t *testing.T, tm *cfn.Template) (mapping, function *cfn.Resource) {
+	t.Helper()
+	var found []*cfn.Resource
 	for _, r := range tm.OfType(cfn.TypeMapping) {
-		if _, ok := r.Prop("StartingPosition"); ok { // the stream mapping
-			r.SetProp(seconds, "MaximumBatchingWindowInSeconds")
-			return
+		if _, stream := r.Prop("StartingPosition"); !stream {
+			continue
+		}
+		ref, _ := r.Prop("FunctionName")
+		refs := tm.References(ref)
+		if len(refs) != 1 {
+			continue
+		}
+		fn := tm.Resources[refs[0]]
+		if _, ok := fn.Prop("Environment", "Variables", keys.EnvChangeFeedTable); ok {
+			mapping, function = r, fn
+			found = append(found, r)
 		}
 	}
-	t.Fatal("no stream mapping in the template")
+	if len(found) != 1 {
+		t.Fatalf("the template has %d stream mappings into a function given %s, want 1", len(found), keys.EnvChangeFeedTable)
+	}
+	return mapping, function
 }
 
 // repairAllowOpen invokes dlq-repair and accepts the exit status that says

@@ -85,6 +85,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	ctx = obs.WithLane(ctx, string(catalog.BestEffort))
 	log := h.cfg.Logger
 	n := len(ev.Records)
+	log.DebugContext(ctx, "stream batch received", slog.Int(obs.KeyCount, n))
 	recs := make([]Record, n)
 	bad := make([]error, n) // images that do not decode
 	groups := map[string][]int{}
