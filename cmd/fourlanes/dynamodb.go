@@ -42,11 +42,7 @@ func runDynamoDB(ctx context.Context, args []string, stdout, stderr io.Writer) (
 			return 0, err
 		}
 	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return 0, err
-	}
-	db := ddb.New(ddb.Options{
+	db, err := ddb.Open(ddb.Options{
 		Region:          localaws.Region,
 		AccountID:       localaws.AccountID,
 		Logger:          slog.New(slog.NewJSONHandler(stderr, nil)),
@@ -56,6 +52,14 @@ func runDynamoDB(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		StreamRetention: *retention,
 		ShardRecords:    *shardRecords,
 	})
+	if err != nil {
+		return 0, err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		db.Close()
+		return 0, err
+	}
 	hs := &http.Server{Handler: db.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()

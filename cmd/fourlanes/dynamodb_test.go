@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -146,5 +148,24 @@ func TestDynamoDBCommandUsage(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
 			t.Errorf("fourlanes %v: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr, exitUsage, tc.want)
 		}
+	}
+}
+
+// A -data folder whose state cannot be read stops the server before it
+// listens, with an error naming the file; the file is left as it was. (It
+// used to serve an empty database and log the problem, so a restart could
+// look like data loss.)
+func TestDynamoDBCommandRefusesAnUnreadableState(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ddb-state.json")
+	if err := os.WriteFile(file, []byte(`{"Version":1,"Tables":[`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "dynamodb", "-listen", "127.0.0.1:0", "-data", dir)
+	if code != exitError || stdout != "" || !strings.Contains(stderr, "ddb-state.json") || !strings.Contains(stderr, "cannot be loaded") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit %d, no endpoint and an error naming ddb-state.json", code, stdout, stderr, exitError)
+	}
+	if b, _ := os.ReadFile(file); string(b) != `{"Version":1,"Tables":[` {
+		t.Errorf("the unreadable state was changed: %q", b)
 	}
 }

@@ -68,11 +68,15 @@ func ServeDynamoDB(ctx context.Context, addr string, opts ddb.Options) (*Server,
 	if opts.AccountID == "" {
 		opts.AccountID = AccountID
 	}
-	ln, err := net.Listen("tcp", addr)
+	db, err := ddb.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("DynamoDB: %w", err)
 	}
-	db := ddb.New(opts)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("DynamoDB: %w", err)
+	}
 	hs := &http.Server{Handler: db.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()

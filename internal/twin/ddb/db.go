@@ -1,6 +1,7 @@
 package ddb
 
 import (
+	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
@@ -91,6 +92,21 @@ func New(opts Options) *DB {
 	db.ext.load() // persist.go: the DataDir's state, once the streams can take theirs
 	db.bg.start(db)
 	return db
+}
+
+// Open returns a DB made with opts, or an error when opts.DataDir holds a state
+// that cannot be loaded. The servers (`fourlanes dynamodb -data`, `make dev`)
+// use it: a state that silently went missing would be the worst outcome of a
+// restart. New, given the same folder, runs in memory and refuses to write
+// over the file instead.
+func Open(opts Options) (*DB, error) {
+	db := New(opts)
+	if err := db.ext.persist.broken; err != nil {
+		db.bg.stop()
+		return nil, fmt.Errorf("ddb: the state in %s cannot be loaded (move %s aside, or remove the folder to start afresh): %w",
+			opts.DataDir, stateFile, err)
+	}
+	return db, nil
 }
 
 // Close stops the DB's background work (the TTL sweeper) and, with a DataDir, writes

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,6 +154,17 @@ func TestPersistenceRefusesToOverwriteABadFile(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(file); string(b) != "{not json" {
 		t.Fatalf("the unreadable file was overwritten: %q", b)
+	}
+	// The servers open it with Open: the error names the folder, the file and
+	// what to do, and nothing runs.
+	if db, err := Open(Options{DataDir: dir, TTLSweep: -1}); err == nil {
+		db.Close()
+		t.Fatal("Open over an unreadable state file: no error")
+	} else if msg := err.Error(); !strings.Contains(msg, dir) || !strings.Contains(msg, stateFile) || !strings.Contains(msg, "move") {
+		t.Fatalf("Open's error %q: want the folder, the file and what to do", msg)
+	}
+	if b, _ := os.ReadFile(file); string(b) != "{not json" {
+		t.Fatalf("Open overwrote the unreadable file: %q", b)
 	}
 }
 
