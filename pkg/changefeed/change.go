@@ -107,12 +107,12 @@ func build(ent catalog.Entity, r Record, name func(tenant, id string, version in
 	default:
 		c.NameUnknown = true
 	}
-	if c.Deleted && (r.UserType == "Service" && r.UserPrincipal == "dynamodb.amazonaws.com" || c.NameUnknown) {
+	if c.Deleted && r.UserType == "Service" && r.UserPrincipal == "dynamodb.amazonaws.com" {
 		// TTL: AWS marks it REMOVE with the service identity (userIdentity
-		// Service, dynamodb.amazonaws.com). A delete under an event name
-		// that is none of INSERT, MODIFY, REMOVE counts as TTL too: local
-		// emulators have sent TTL deletes that way, and the feed logs a
-		// warning for every such record (feed.go).
+		// Service, dynamodb.amazonaws.com), and only then is it one. A
+		// delete under an unknown event name is not guessed to be TTL: its
+		// cause stays a write, and the feed logs a warning naming the event
+		// name for every such record (feed.go).
 		c.Cause = keys.ChangeCauseTTL
 	}
 	tenant, ok := img[ent.TenantAttr].(*types.AttributeValueMemberS)

@@ -610,8 +610,13 @@ func TestChangeEventRepresentation(t *testing.T) {
 	// An event name AWS does not document: classified by its images, and marked.
 	r, _ := changefeed.FromLambda(ev.Records[4])
 	r.EventName = "EXPIRE"
-	if c, err := changefeed.Build(ent, r); err != nil || !c.Deleted || !c.NameUnknown {
-		t.Errorf("delete under an unknown event name: got %+v, %v; want deleted and NameUnknown", c, err)
+	if c, err := changefeed.Build(ent, r); err != nil || !c.Deleted || !c.NameUnknown || c.Cause != keys.ChangeCauseTTL {
+		t.Errorf("TTL delete under an unknown event name: got %+v, %v; want deleted, NameUnknown, TTL (the service identity says so)", c, err)
+	}
+	// The same without the service identity is not guessed to be TTL.
+	r.UserType, r.UserPrincipal = "", ""
+	if c, err := changefeed.Build(ent, r); err != nil || !c.Deleted || !c.NameUnknown || c.Cause != keys.ChangeCauseWrite {
+		t.Errorf("delete under an unknown event name, no service identity: got %+v, %v; want deleted, NameUnknown, cause write", c, err)
 	}
 	r, _ = changefeed.FromLambda(ev.Records[5])
 	if _, err := changefeed.Build(ent, r); !errors.Is(err, changefeed.ErrRejected) {

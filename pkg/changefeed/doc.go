@@ -30,7 +30,8 @@
 // Deletion is decided by the images, not the event name: no NewImage is a
 // delete. AWS sends a TTL delete as REMOVE with userIdentity
 // Service/dynamodb.amazonaws.com; a delete under an event name the package
-// does not know is a delete too (and counted as TTL, with a warning).
+// does not know is a delete too, with a warning; it counts as TTL only with
+// that service identity.
 //
 // # The change-feed table
 //
