@@ -545,6 +545,30 @@ func TestUntrackedTableFailsLoudly(t *testing.T) {
 	}
 }
 
+// TestUnknownEventNameIsLoud: a record under an event name AWS does not
+// document is applied by its images, and says so in a warning naming the
+// name and the cause it was given.
+func TestUnknownEventNameIsLoud(t *testing.T) {
+	logs := &logtest.Buffer{}
+	d := &stubDispatcher{}
+	h := stubFeed(t, d, logs)
+	ev := loadEvent(t)
+	ev.Records = ev.Records[2:3] // a REMOVE by a caller
+	ev.Records[0].EventName = "EXPIRE"
+	resp, err := h.Handle(context.Background(), ev)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("got %v, %v; want the record applied", resp.BatchItemFailures, err)
+	}
+	if d.calls != 1 || d.got[0].Type != "record.deleted.ORDER" {
+		t.Errorf("dispatched %d, %v; want one record.deleted.ORDER", d.calls, d.got)
+	}
+	for _, want := range []string{`"level":"WARN"`, `event name the SDK does not know`, `"event_name":"EXPIRE"`, `"cause":"` + keys.ChangeCauseWrite + `"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("logs lack %s:\n%s", want, logs.String())
+		}
+	}
+}
+
 // TestMissingSequenceNumberFailsTheBatch: a record that cannot be reported
 // fails the whole batch.
 func TestMissingSequenceNumberFailsTheBatch(t *testing.T) {
