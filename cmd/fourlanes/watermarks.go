@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/fourlanes/fourlanes/pkg/awsenv"
@@ -19,12 +20,17 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
-const watermarksSynopsis = "watermarks [-table NAME] [-state-table NAME] [-tenant T] [-set-to-head (-tenant T | -all) -yes]"
+const watermarksSynopsis = "watermarks [-table NAME -state-table NAME | -local] [-tenant T] [-set-to-head (-tenant T | -all) -yes]"
+
+// outputStateTable is the stack output naming the state table
+// (infra/backbone.OutputStateTable; the CLI does not import the CDK).
+const outputStateTable = "StateTableName"
 
 func runWatermarks(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := flags(watermarksSynopsis, "watermarks", stderr)
 	table := fs.String("table", os.Getenv(keys.EnvEventsTable), "the events table (default $"+keys.EnvEventsTable+"; the stack output EventsTableName)")
-	stateTable := fs.String("state-table", os.Getenv(keys.EnvStateTable), "the state table (default $"+keys.EnvStateTable+"; reconcile's "+keys.EnvStateTable+")")
+	stateTable := fs.String("state-table", os.Getenv(keys.EnvStateTable), "the state table (default $"+keys.EnvStateTable+"; the stack output "+outputStateTable+")")
+	local := fs.Bool("local", false, "the tables of the twin `fourlanes dev` is running")
 	tenant := fs.String("tenant", "", "only this tenant")
 	all := fs.Bool("all", false, "with -set-to-head: every tenant")
 	setToHead := fs.Bool("set-to-head", false, "declare every event through each tenant's head settled for every DURABLE subscription: "+
@@ -52,14 +58,30 @@ func runWatermarks(ctx context.Context, args []string, stdout, stderr io.Writer)
 	case *yes && !*setToHead:
 		return 0, fmt.Errorf("%w: -yes applies to -set-to-head only", errUsage)
 	}
-	if *table == "" || *stateTable == "" {
-		return 0, fmt.Errorf("%w: pass -table and -state-table (or set $%s and $%s)", errUsage, keys.EnvEventsTable, keys.EnvStateTable)
+	var opts []func(*config.LoadOptions) error
+	var endpoint string
+	if *local {
+		st, err := readState()
+		if err != nil {
+			return 0, err
+		}
+		*table, *stateTable, endpoint = st.EventsTable, st.Outputs[outputStateTable], st.DynamoDBEndpoint
+		opts = append(opts, config.WithRegion("us-east-1"), config.WithCredentialsProvider(localCreds{}))
 	}
-	cfg, err := awsenv.Load(ctx)
+	if *table == "" || *stateTable == "" {
+		return 0, fmt.Errorf("%w: pass -table and -state-table (the stack outputs EventsTableName and %s), set $%s and $%s, or -local",
+			errUsage, outputStateTable, keys.EnvEventsTable, keys.EnvStateTable)
+	}
+	cfg, err := awsenv.Load(ctx, opts...)
 	if err != nil {
 		return 0, err
 	}
-	w, err := newWatermarkTool(awsenv.DynamoDB(cfg), *table, *stateTable)
+	db := awsenv.DynamoDB(cfg, func(o *dynamodb.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = &endpoint
+		}
+	})
+	w, err := newWatermarkTool(db, *table, *stateTable)
 	if err != nil {
 		return 0, err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -130,5 +131,51 @@ func TestWatermarksAgainstDynamoDB(t *testing.T) {
 		if got := row(rows, "t2", s); got != "2 2 0" {
 			t.Errorf("t2 %s after -set-to-head -all: got %q, want 2 2 0", s, got)
 		}
+	}
+}
+
+// TestWatermarksLocal: -local finds both tables and the DynamoDB in the
+// running twin's state file (dev.json), the state table by its stack output.
+func TestWatermarksLocal(t *testing.T) {
+	db := localaws.DynamoDB(t)
+	eventsTable := aws.ToString(localaws.CreateTable(t, db, eventstore.TableSchema(localaws.UniqueName(t, "events"))).TableName)
+	stateTable := aws.ToString(localaws.CreateTable(t, db, delivery.StateTableSchema(localaws.UniqueName(t, "state"))).TableName)
+	store, err := eventstore.New(db, eventstore.Config{Table: eventsTable, Catalog: anyCatalog{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tctx := tenancy.MustWithTenant(context.Background(), "t-local")
+	for i := range 2 {
+		if _, err := store.Emit(tctx, "order.placed", map[string]any{"n": i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv(EnvTwinDir, t.TempDir())
+	t.Setenv("EVENTS_TABLE", "")
+	t.Setenv("STATE_TABLE", "")
+	if _, err := writeState(devState{PID: os.Getpid(), DynamoDBEndpoint: aws.ToString(db.Options().BaseEndpoint),
+		EventsTable: eventsTable, Outputs: map[string]string{outputStateTable: stateTable}}); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "watermarks", "-local", "-tenant", "t-local")
+	if code != exitOK {
+		t.Fatalf("watermarks -local: exit %d, stderr %q", code, stderr)
+	}
+	rows := strings.Split(strings.TrimSpace(stdout), "\n")[1:]
+	if len(rows) == 0 {
+		t.Fatalf("watermarks -local listed nothing:\n%s", stdout)
+	}
+	for _, r := range rows {
+		if f := strings.Fields(r); len(f) < 5 || f[0] != "t-local" || strings.Join(f[2:5], " ") != "0 2 2" {
+			t.Errorf("row %q: want t-local <subscription> 0 2 2 (no watermark, head 2)", r)
+		}
+	}
+
+	// A state file without the output (a twin of an older stack) is a usage error naming it.
+	if _, err := writeState(devState{PID: os.Getpid(), DynamoDBEndpoint: aws.ToString(db.Options().BaseEndpoint), EventsTable: eventsTable}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCLI(t, "watermarks", "-local"); code != exitUsage || !strings.Contains(stderr, outputStateTable) {
+		t.Errorf("watermarks -local without the state table output: exit %d, stderr %q; want exit %d naming %s", code, stderr, exitUsage, outputStateTable)
 	}
 }

@@ -15,6 +15,7 @@ const (
 	OutputEmitterPolicy         = "EmitterPolicyArn"
 	OutputRepairFunction        = "RepairFunctionName"
 	OutputEventsTable           = "EventsTableName"
+	OutputStateTable            = "StateTableName"
 	OutputOrdersTable           = "OrdersTableName"
 	OutputDashboard             = "DashboardName"
 	OutputDurableDLQ            = "DurableDLQUrl"
@@ -110,6 +111,7 @@ func NewStack(scope constructs.Construct, id string, props *Props) *Stack {
 	out(OutputEmitterPolicy, "Managed policy to attach to services that emit events", s.Log.EmitterPolicy.ManagedPolicyArn())
 	out(OutputRepairFunction, "dlq-repair function name (invoke it to drain the dead-letter queues)", s.Repair.Function.Fn.FunctionName())
 	out(OutputEventsTable, "Events table (the log)", s.Log.Events.TableName())
+	out(OutputStateTable, "State table (claims, delivery watermarks, reconcile's rounds): fourlanes watermarks -state-table", s.Log.State.TableName())
 	out(OutputOrdersTable, "Orders table (example tracked entity)", s.ChangeFeed.Orders.TableName())
 	out(OutputDashboard, "CloudWatch dashboard", s.Alarms.Dashboard.DashboardName())
 	out(OutputDurableDLQ, "DURABLE FIFO dead-letter queue", s.Durable.DLQ.QueueUrl())

@@ -369,6 +369,7 @@ func TestOutputs(t *testing.T) {
 		OutputReconcileCallerPolicy: ref(s.id(s.stack.Reconcile.CallerPolicy)),
 		OutputRepairFunction:        ref(s.id(s.stack.Repair.Function.Fn)),
 		OutputEventsTable:           ref(LogicalEventsTable),
+		OutputStateTable:            ref(LogicalStateTable),
 		OutputOrdersTable:           ref(LogicalOrdersTable),
 		OutputDurableDLQ:            ref(LogicalDurableDLQ),
 		OutputPipeDLQ:               ref(LogicalPipeDLQ),
