@@ -57,6 +57,7 @@ import (
 type fault struct {
 	Action  string `json:"action"`
 	Table   string `json:"table,omitempty"`
+	Match   string `json:"match,omitempty"`
 	Kind    string `json:"kind"`
 	Count   int    `json:"count,omitempty"`
 	DelayMs int64  `json:"delayMs,omitempty"`

@@ -1,6 +1,7 @@
 package ddb
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 // processes through the admin API:
 //
 //	POST   /_fourlanes/faults  {"action":"PutItem","table":"t","kind":"drop","count":1}
+//	POST   /_fourlanes/faults  {"action":"UpdateItem","match":"\":sent\"","kind":"stall","delayMs":60000}
 //	DELETE /_fourlanes/faults  (clears every rule)
 //	GET    /_fourlanes/faults  (lists the rules still armed)
 
@@ -30,14 +32,22 @@ const (
 	FaultInternalError FaultKind = "error"
 	// FaultThrottle answers ProvisionedThroughputExceededException; nothing is written.
 	FaultThrottle FaultKind = "throttle"
+	// FaultStall holds the request before the operation runs, for Delay, then runs it.
+	// A caller that goes away meanwhile (a process killed while it waits) writes
+	// nothing: the request never reached the table. Tests use it to hold a process
+	// just before a write and kill it there.
+	FaultStall FaultKind = "stall"
 )
 
 // Fault is one injection rule.
 type Fault struct {
-	Action string    `json:"action"`          // "PutItem", "TransactWriteItems", …
-	Table  string    `json:"table,omitempty"` // "" matches every table
-	Kind   FaultKind `json:"kind"`
-	Count  int       `json:"count,omitempty"` // how many requests it hits (0: 1)
+	Action string `json:"action"`          // "PutItem", "TransactWriteItems", …
+	Table  string `json:"table,omitempty"` // "" matches every table
+	// Match, when set, limits the rule to requests whose JSON body contains it
+	// (e.g. an expression attribute value's name, to pick one kind of write).
+	Match string    `json:"match,omitempty"`
+	Kind  FaultKind `json:"kind"`
+	Count int       `json:"count,omitempty"` // how many requests it hits (0: 1)
 	// Delay is FaultDelay's hold; in JSON "delayMs".
 	Delay time.Duration `json:"-"`
 }
@@ -55,15 +65,15 @@ type faultRule struct {
 // InjectFault arms f.
 func (db *DB) InjectFault(f Fault) error {
 	switch f.Kind {
-	case FaultDropResponse, FaultDelay, FaultInternalError, FaultThrottle:
+	case FaultDropResponse, FaultDelay, FaultInternalError, FaultThrottle, FaultStall:
 	default:
-		return fmt.Errorf("ddb: unknown fault kind %q (want drop, delay, error or throttle)", f.Kind)
+		return fmt.Errorf("ddb: unknown fault kind %q (want drop, delay, error, throttle or stall)", f.Kind)
 	}
 	if f.Action == "" {
 		return fmt.Errorf("ddb: a fault needs an action")
 	}
-	if f.Kind == FaultDelay && f.Delay <= 0 {
-		return fmt.Errorf("ddb: a delay fault needs a positive delay")
+	if (f.Kind == FaultDelay || f.Kind == FaultStall) && f.Delay <= 0 {
+		return fmt.Errorf("ddb: a %s fault needs a positive delay", f.Kind)
 	}
 	n := f.Count
 	if n <= 0 {
@@ -110,7 +120,7 @@ func (db *DB) injectedFault(ctx context.Context, tables ...string) error {
 	}
 	var hit *faultRule
 	for i, r := range db.ext.faults {
-		if r.Action != ri.action || !matchesTable(r.Table, tables) {
+		if r.Action != ri.action || !matchesTable(r.Table, tables) || (r.Match != "" && !bytes.Contains(ri.body, []byte(r.Match))) {
 			continue
 		}
 		hit = r
@@ -133,6 +143,13 @@ func (db *DB) injectedFault(ctx context.Context, tables ...string) error {
 		return newError(http.StatusInternalServerError, CodeInternalServerError, "Internal server error (injected fault)")
 	case FaultThrottle:
 		return throughputExceeded()
+	case FaultStall:
+		select {
+		case <-ctx.Done():
+			return newError(http.StatusInternalServerError, CodeInternalServerError,
+				"the caller went away while the request was held (injected stall): nothing was written")
+		case <-time.After(hit.Delay):
+		}
 	}
 	return nil
 }

@@ -97,6 +97,52 @@ func TestFaultDelayAndAdminAPI(t *testing.T) {
 	e.put(t, "fdelay", map[string]av{"pk": s("a")})
 }
 
+// TestFaultStall: a stalled request waits before it runs. A caller that
+// waits it out writes; one that goes away (its context cancelled: a killed
+// process's connection closes) writes nothing, ever.
+func TestFaultStall(t *testing.T) {
+	e := newDP(t, Options{})
+	e.create(t, "fstall", tableSpec{})
+	put := func(ctx context.Context, pk string) error {
+		_, err := e.c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("fstall"), Item: map[string]av{"pk": s(pk)}})
+		return err
+	}
+	if err := e.db.InjectFault(Fault{Action: "PutItem", Table: "fstall", Kind: FaultStall}); err == nil {
+		t.Fatal("a stall without a delay was armed")
+	}
+	if err := e.db.InjectFault(Fault{Action: "PutItem", Table: "fstall", Kind: FaultStall, Delay: 200 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := put(context.Background(), "waited"); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Fatalf("stalled request answered after %v, want at least 200ms", d)
+	}
+	if e.get(t, "fstall", map[string]av{"pk": s("waited")}) == nil {
+		t.Fatal("a stalled request that was waited out did not write")
+	}
+
+	// Match picks one kind of request: this rule passes "other" by.
+	if err := e.db.InjectFault(Fault{Action: "PutItem", Table: "fstall", Match: `"abandoned"`, Kind: FaultStall, Delay: 3 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	if err := put(context.Background(), "other"); err != nil || time.Since(start) > time.Second {
+		t.Fatalf("a request the rule does not match: %v after %v, want answered at once", err, time.Since(start))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := put(ctx, "abandoned"); err == nil {
+		t.Fatal("the abandoned request succeeded")
+	}
+	time.Sleep(3500 * time.Millisecond) // past the stall: it must not run late
+	if e.get(t, "fstall", map[string]av{"pk": s("abandoned")}) != nil {
+		t.Fatal("the request whose caller went away was written")
+	}
+}
+
 func TestPartitionBudget(t *testing.T) {
 	clock := NewTestClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	e := newDP(t, Options{Now: clock.Now, PartitionWCU: 10})

@@ -87,7 +87,7 @@ func (db *DB) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		body = []byte("{}")
 	}
 	action := target[strings.IndexByte(target, '.')+1:]
-	ctx := withRequest(r.Context(), &requestInfo{action: action, id: reqID})
+	ctx := withRequest(r.Context(), &requestInfo{action: action, id: reqID, body: body})
 	out, err := op(ctx, db, body)
 	ri := requestFrom(ctx)
 	if ri.dropResponse {
@@ -162,6 +162,7 @@ func dropConnection(w http.ResponseWriter) {
 type requestInfo struct {
 	action       string
 	id           string
+	body         []byte // the request's JSON, for faults that match on it
 	dropResponse bool
 	delay        time.Duration
 }
