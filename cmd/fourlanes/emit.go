@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,10 +25,10 @@ import (
 )
 
 func runEmit(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flags("emit -tenant T -type TYPE -payload JSON [-table NAME | -local]", "emit", stderr)
+	fs := flags("emit", "emit -tenant T -type TYPE -payload (JSON | @FILE | @-) [-table NAME | -local]", stderr)
 	tenant := fs.String("tenant", "", "the tenant (required)")
 	typ := fs.String("type", "", "the event type, declared in the example catalog, e.g. order.paid (required)")
-	payload := fs.String("payload", "", "the payload, a JSON object fitting the type's current schema (required)")
+	payload := fs.String("payload", "", "the payload, a JSON object fitting the type's current schema (required): inline, or @FILE to read it from FILE, @- from stdin")
 	table := fs.String("table", os.Getenv(keys.EnvEventsTable), "the events table (default $"+keys.EnvEventsTable+"; the stack output EventsTableName)")
 	actor := fs.String("actor", "fourlanes-cli", "the actor recorded on the event")
 	local := fs.Bool("local", false, "append to the twin `fourlanes dev` is running")
@@ -43,11 +44,9 @@ func runEmit(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if !slices.Contains(emittable, *typ) {
 		return 0, fmt.Errorf("%w: -type %q: emit appends the example's declared types: %s", errUsage, *typ, strings.Join(emittable, ", "))
 	}
-	dec := json.NewDecoder(bytes.NewReader([]byte(*payload)))
-	dec.UseNumber()
-	var p map[string]any
-	if err := dec.Decode(&p); err != nil {
-		return 0, fmt.Errorf("%w: -payload is not a JSON object: %v", errUsage, err)
+	p, err := readPayload(*payload, os.Stdin)
+	if err != nil {
+		return 0, err
 	}
 	store, err := openStore(ctx, *table, *local)
 	if err != nil {
@@ -70,6 +69,45 @@ func runEmit(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	}
 	fmt.Fprintln(stdout, string(b))
 	return exitOK, nil
+}
+
+// readPayload reads -payload: inline JSON, or as curl does, @FILE the
+// contents of FILE and @- stdin. It must hold one JSON object; numbers stay
+// json.Number, so the envelope keeps their digits.
+func readPayload(arg string, stdin io.Reader) (map[string]any, error) {
+	what, b := "-payload", []byte(arg)
+	if name, ok := strings.CutPrefix(arg, "@"); ok {
+		var err error
+		switch name {
+		case "":
+			return nil, fmt.Errorf("%w: -payload @: want @FILE, or @- for stdin", errUsage)
+		case "-":
+			what = "-payload @- (stdin)"
+			b, err = io.ReadAll(stdin)
+		default:
+			what = "-payload @" + name
+			b, err = os.ReadFile(name)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: cannot read the payload: %w", what, err)
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var p map[string]any
+	err := dec.Decode(&p)
+	if err == nil && p == nil {
+		err = errors.New("null")
+	}
+	if err == nil {
+		if _, end := dec.Token(); end != io.EOF {
+			err = errors.New("more after the object")
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s is not a JSON object: %v", errUsage, what, err)
+	}
+	return p, nil
 }
 
 // emitDeclared emits p as typ, one of the example application's declared

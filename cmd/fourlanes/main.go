@@ -6,7 +6,7 @@
 //	fourlanes repair                 invoke dlq-repair and print its report
 //	fourlanes export -tenant T       write a tenant's chain as an export (JSON Lines)
 //	fourlanes verify FILE            re-verify an exported chain (JSON Lines) offline
-//	fourlanes emit -tenant T -type TYPE -payload JSON   append one event
+//	fourlanes emit -tenant T -type TYPE -payload JSON|@FILE   append one event
 //	fourlanes watermarks [-set-to-head -tenant T|-all -yes]  delivery watermarks against the heads
 //
 // Against AWS, reconcile signs with SigV4 and repair invokes through the
@@ -47,8 +47,9 @@ Usage:
                                             invoke dlq-repair and print its report
   fourlanes export     -tenant T [-o FILE] [-table NAME | -local]
                                             write a tenant's chain from the events table as an export (JSON Lines)
-  fourlanes verify     [-tenant T] FILE     re-verify an exported chain (JSON Lines; "-" reads stdin) offline
-  fourlanes emit       -tenant T -type TYPE -payload JSON [-table NAME | -local]
+  fourlanes verify     [-tenant T] [-checkpoint F -key K] [-json] FILE
+                                            re-verify an exported chain (JSON Lines; "-" reads stdin) offline
+  fourlanes emit       -tenant T -type TYPE -payload (JSON | @FILE | @-) [-table NAME | -local]
                                             append one event to the log
   fourlanes watermarks [-table NAME] [-state-table NAME] [-tenant T] [-set-to-head (-tenant T | -all) -yes]
                                             list DURABLE subscriptions' delivery watermarks against each head, or set them to it

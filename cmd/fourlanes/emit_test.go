@@ -1,0 +1,105 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
+)
+
+const placedPayload = `{"order_id":"%s","customer_email":"zoë@example.com","items":[{"sku":"A-1","qty":2}],"total_cents":1999,"currency":"EUR"}`
+
+// TestEmitPayloadFromFile: `emit -payload @FILE` and `@-` (stdin) append the
+// file's object to the log in the local DynamoDB, as inline JSON does.
+func TestEmitPayloadFromFile(t *testing.T) {
+	db := localaws.DynamoDB(t)
+	table := aws.ToString(localaws.CreateTable(t, db, eventstore.TableSchema(localaws.UniqueName(t, "events"))).TableName)
+	localAWSEnv(t, aws.ToString(db.Options().BaseEndpoint))
+
+	file := filepath.Join(t.TempDir(), "payload.json")
+	if err := os.WriteFile(file, []byte(strings.Replace(placedPayload, "%s", "o-file", 1)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdin := filepath.Join(t.TempDir(), "stdin.json")
+	if err := os.WriteFile(stdin, []byte(strings.Replace(placedPayload, "%s", "o-stdin", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(stdin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	saved := os.Stdin
+	os.Stdin = f
+	t.Cleanup(func() { os.Stdin = saved })
+
+	for i, c := range []struct{ arg, order string }{{"@" + file, "o-file"}, {"@-", "o-stdin"}} {
+		code, out, stderr := runCLI(t, "emit", "-table", table, "-tenant", "acme", "-type", "order.placed", "-payload", c.arg)
+		if code != exitOK {
+			t.Fatalf("emit -payload %s: exit %d: %s", c.arg, code, stderr)
+		}
+		var e envelope.Envelope
+		if err := json.Unmarshal([]byte(out), &e); err != nil {
+			t.Fatalf("emit -payload %s: stdout %q: %v", c.arg, out, err)
+		}
+		if e.Seq != int64(i+1) || e.Payload["order_id"] != c.order || e.Payload["currency"] != "EUR" {
+			t.Errorf("emit -payload %s: got seq %d payload %v, want seq %d with order_id %s", c.arg, e.Seq, e.Payload, i+1, c.order)
+		}
+	}
+}
+
+// TestEmitPayloadRefused: a payload that cannot be read or is not one JSON
+// object stops emit before it opens the table, naming the flag and the file.
+func TestEmitPayloadRefused(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	absent := filepath.Join(dir, "absent.json")
+	array := write("array.json", "[1]")
+	null := write("null.json", "null")
+	two := write("two.json", `{"a":1} {"b":2}`)
+	cut := write("cut.json", `{"a":`)
+	for _, c := range []struct {
+		payload string
+		code    int
+		want    string
+	}{
+		{"@" + absent, exitError, "-payload @" + absent + ": cannot read the payload: open " + absent},
+		{"@" + dir, exitError, "-payload @" + dir + ": cannot read the payload"},
+		{"@" + array, exitUsage, "-payload @" + array + " is not a JSON object"},
+		{"@" + null, exitUsage, "-payload @" + null + " is not a JSON object: null"},
+		{"@" + two, exitUsage, "-payload @" + two + " is not a JSON object: more after the object"},
+		{"@" + cut, exitUsage, "-payload @" + cut + " is not a JSON object: unexpected EOF"},
+		{"@", exitUsage, "want @FILE, or @- for stdin"},
+		{`{"a":1} x`, exitUsage, "-payload is not a JSON object"},
+	} {
+		code, out, stderr := runCLI(t, "emit", "-table", "no-such-table", "-tenant", "acme", "-type", "order.placed", "-payload", c.payload)
+		if code != c.code || !strings.Contains(stderr, c.want) || out != "" {
+			t.Errorf("-payload %s: exit %d, stderr %q, stdout %q; want exit %d and %q", c.payload, code, stderr, out, c.code, c.want)
+		}
+	}
+}
+
+// localAWSEnv points the default AWS configuration at a local DynamoDB with
+// dummy credentials and no shared files.
+func localAWSEnv(t *testing.T, dynamodbEndpoint string) {
+	t.Helper()
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamodbEndpoint)
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "fourlanes")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+}
