@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/fourlanes/fourlanes/internal/pksk"
 	"github.com/fourlanes/fourlanes/pkg/awsenv"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
@@ -274,5 +273,5 @@ func nv(v int64) types.AttributeValue {
 // keys.AttrExpiresAt, which CreateTable cannot set: call UpdateTimeToLive),
 // for tests and local runs that create the table themselves.
 func TableSchema(name string) *dynamodb.CreateTableInput {
-	return pksk.Table(name)
+	return keys.PKSKTable(name)
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/fourlanes/fourlanes/internal/pksk"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
@@ -335,5 +334,5 @@ func decodeDead(it map[string]av) DeadLetter {
 // checkpoints live there. For tests and local runs that create the table
 // themselves.
 func StateTableSchema(name string) *dynamodb.CreateTableInput {
-	return pksk.Table(name)
+	return keys.PKSKTable(name)
 }

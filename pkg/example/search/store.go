@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/fourlanes/fourlanes/internal/pksk"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -238,5 +237,5 @@ func (m *MemoryStore) Unpark(_ context.Context, tenant, entity, id string, v int
 // TableSchema is the search table as infra/ deploys it (pk, sk strings), for
 // tests and local runs that create the table themselves.
 func TableSchema(name string) *dynamodb.CreateTableInput {
-	return pksk.Table(name)
+	return keys.PKSKTable(name)
 }
