@@ -14,8 +14,8 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/fourlanes/fourlanes/functions/stream-filter/enrich"
+	"github.com/fourlanes/fourlanes/internal/twin/eventpattern"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
-	"github.com/fourlanes/fourlanes/pkg/eventpattern"
 	"github.com/fourlanes/fourlanes/pkg/example"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )

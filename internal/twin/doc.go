@@ -45,7 +45,7 @@
 //	    DynamoDBStreamParameters (StartingPosition, BatchSize,
 //	    MaximumBatchingWindowInSeconds, MaximumRetryAttempts,
 //	    MaximumRecordAgeInSeconds, OnPartialBatchItemFailure, DeadLetterConfig),
-//	    SourceParameters.FilterCriteria (compiled by pkg/eventpattern with
+//	    SourceParameters.FilterCriteria (compiled by internal/twin/eventpattern with
 //	    Pipes' restrictions), Enrichment (a function of the stack), Target (a
 //	    queue of the stack), TargetParameters.SqsQueueParameters
 //	    (MessageGroupId, MessageDeduplicationId: static or JSON paths),

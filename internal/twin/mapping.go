@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/fourlanes/fourlanes/internal/twin/cfn"
-	"github.com/fourlanes/fourlanes/pkg/eventpattern"
+	"github.com/fourlanes/fourlanes/internal/twin/eventpattern"
 )
 
 const reportBatchItemFailures = "ReportBatchItemFailures"

@@ -15,7 +15,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/fourlanes/fourlanes/internal/twin/cfn"
-	"github.com/fourlanes/fourlanes/pkg/eventpattern"
+	"github.com/fourlanes/fourlanes/internal/twin/eventpattern"
 )
 
 // sqsTargetMaxBatch is the most events an SQS target takes per batch.

@@ -18,7 +18,7 @@ import (
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/internal/twin/cfn"
-	"github.com/fourlanes/fourlanes/pkg/eventpattern"
+	"github.com/fourlanes/fourlanes/internal/twin/eventpattern"
 )
 
 // queueMapping is a Lambda event source mapping on an SQS queue. SQS
