@@ -6,5 +6,7 @@
 //	prev_hash(seq 1) = Genesis(tenant)
 //
 // Verify walks a run of events and the head and returns a *BreakError naming
-// the first break: its seq and a Reason.
+// the first break: its seq and a Reason. CheckStored checks one stored event
+// on its own (valid, and its hash the one the rule gives), wherever it was
+// read, and returns an *IntegrityError.
 package chain

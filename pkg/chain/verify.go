@@ -2,8 +2,6 @@ package chain
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
-	"hash"
 	"strconv"
 
 	"github.com/fourlanes/fourlanes/pkg/envelope"
@@ -27,11 +25,7 @@ type Verifier struct {
 	bad     bool
 	lastBad string
 
-	// Scratch reused across events, so verifying allocates next to nothing.
-	h     hash.Hash
-	canon []byte
-	sum   [sha256.Size]byte
-	hex   [2 * sha256.Size]byte
+	d digester
 }
 
 // NewVerifier starts at the tenant's genesis.
@@ -119,21 +113,17 @@ func (v *Verifier) nextRead(ev *envelope.ReadEvent) error {
 // rest is SPEC.md §6 steps 3–6 for a decoded event.
 func (v *Verifier) rest(e *envelope.Envelope) error {
 	if err := e.ValidateStored(); err != nil {
-		return v.breakAt(e.Seq, ReasonMalformed, "a valid stored event", err.Error())
+		return malformedEvent(e, expectValid, err).Break()
 	}
 	if !isLast(v, e.PrevHash) {
 		return v.breakAt(e.Seq, ReasonPrevMismatch, v.LastHash(), e.PrevHash)
 	}
-	canon, err := e.AppendCanonicalBytes(v.canon[:0])
-	if err != nil {
-		return v.breakAt(e.Seq, ReasonMalformed, "canonical bytes", err.Error())
+	// The same check as CheckStored, with the scratch kept across events and
+	// prev_hash, found equal to the last hash, not decoded again.
+	if ie := v.d.check(e, &v.lastRaw); ie != nil {
+		return ie.Break()
 	}
-	v.canon = canon
-	v.digest(canon, nil)
-	if string(v.hex[:]) != e.Hash {
-		return v.breakAt(e.Seq, ReasonHashMismatch, string(v.hex[:]), e.Hash)
-	}
-	v.lastSeq, v.lastHex, v.lastRaw = e.Seq, v.hex, v.sum
+	v.lastSeq, v.lastHex, v.lastRaw = e.Seq, v.d.hex, v.d.sum
 	v.verified++
 	return nil
 }
@@ -153,11 +143,11 @@ func (v *Verifier) NextCanonical(c *envelope.CanonicalLine) error {
 		return v.breakAt(c.Seq, ReasonPrevMismatch, v.LastHash(), string(c.PrevHash))
 	}
 	before, after := c.Canonical()
-	v.digest(before, after)
-	if string(v.hex[:]) != string(c.Hash) {
-		return v.breakAt(c.Seq, ReasonHashMismatch, string(v.hex[:]), string(c.Hash))
+	v.d.digest(&v.lastRaw, before, after)
+	if string(v.d.hex[:]) != string(c.Hash) {
+		return v.breakAt(c.Seq, ReasonHashMismatch, string(v.d.hex[:]), string(c.Hash))
 	}
-	v.lastSeq, v.lastHex, v.lastRaw = c.Seq, v.hex, v.sum
+	v.lastSeq, v.lastHex, v.lastRaw = c.Seq, v.d.hex, v.d.sum
 	v.verified++
 	return nil
 }
@@ -179,23 +169,6 @@ func (v *Verifier) checkSeq(seq int64) error {
 		return v.breakAt(want, ReasonMissingSeq, "seq "+itoa(want), "seq "+itoa(seq))
 	}
 	return nil
-}
-
-// digest applies the hash rule to the last hash and the canonical bytes a‖b
-// and leaves the digest in v.sum and its lowercase hex in v.hex. The caller
-// has found the event's prev_hash equal to the last hash, and checked it is
-// 64 lowercase hex digits (ValidateStored, ScanCanonical), so lastRaw holds
-// its bytes.
-func (v *Verifier) digest(a, b []byte) {
-	if v.h == nil {
-		v.h = sha256.New()
-	}
-	v.h.Reset()
-	v.h.Write(ruleHeader)
-	v.h.Write(v.lastRaw[:])
-	v.h.Write(a)
-	v.h.Write(b)
-	hex.Encode(v.hex[:], v.h.Sum(v.sum[:0]))
 }
 
 // Head checks the head row against the last verified event. A nil head is
