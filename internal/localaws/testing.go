@@ -59,10 +59,10 @@ func (l *lazyServer) resolve(t testing.TB) string {
 		return l.endpoint
 	case !errors.Is(l.err, ErrNotInstalled):
 		t.Fatalf("start local server: %v", l.err)
-	case inCI():
+	case InCI():
 		t.Fatalf("integration test cannot run and CI=true forbids skipping it: %v", l.err)
 	default:
-		t.Skipf("skipping integration test: %v (or set %s)", l.err, l.env)
+		t.Skipf("skipping integration test: %v (run `make deps`, or set %s)", l.err, l.env)
 	}
 	return ""
 }
@@ -73,8 +73,9 @@ func (l *lazyServer) stop() {
 	}
 }
 
-// inCI reports whether CI=true (or another true value): integration tests must run there, never skip.
-func inCI() bool {
+// InCI reports whether CI=true (or another true value): integration tests must run there,
+// never skip. It is the project's one test of it.
+func InCI() bool {
 	ci, _ := strconv.ParseBool(os.Getenv("CI"))
 	return ci
 }
@@ -83,11 +84,30 @@ func inCI() bool {
 // Use it as the package's TestMain:
 //
 //	func TestMain(m *testing.M) { localaws.Main(m) }
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run runs the package's tests, stops the servers they started and returns the exit
+// code, for a TestMain with clean-up of its own to do before os.Exit.
+func Run(m *testing.M) int {
 	code := m.Run()
 	sharedDynamoDB.stop()
 	sharedSQS.stop()
-	os.Exit(code)
+	return code
+}
+
+// DynamoDBEndpoint returns the endpoint of this test run's DynamoDB: the one `make test`
+// exports, else one this test binary starts once, in its own process.
+func DynamoDBEndpoint(t testing.TB) string {
+	t.Helper()
+	return sharedDynamoDB.resolve(t)
+}
+
+// SQSEndpoint returns the endpoint of this test run's ElasticMQ: the one `make test`
+// exports, else one this test binary starts once from .cache (skipped without it, failed
+// when CI=true).
+func SQSEndpoint(t testing.TB) string {
+	t.Helper()
+	return sharedSQS.resolve(t)
 }
 
 // DynamoDB returns a DynamoDB client for this test run's DynamoDB (see the package doc).

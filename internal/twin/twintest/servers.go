@@ -4,12 +4,8 @@
 package twintest
 
 import (
-	"context"
-	"errors"
 	"io"
 	"log/slog"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,68 +14,22 @@ import (
 	"github.com/fourlanes/fourlanes/internal/localaws"
 )
 
-type lazy struct {
-	env   string
-	start func(context.Context) (*localaws.Server, error)
-	once  sync.Once
-	srv   *localaws.Server
-	err   error
-}
-
-var (
-	ddb = &lazy{env: localaws.EnvDynamoDBEndpoint, start: localaws.StartDynamoDB}
-	sqs = &lazy{env: localaws.EnvSQSEndpoint, start: localaws.StartElasticMQ}
-)
-
-func (l *lazy) endpoint(t testing.TB) string {
-	t.Helper()
-	if e := os.Getenv(l.env); e != "" {
-		return e
-	}
-	l.once.Do(func() { l.srv, l.err = l.start(context.Background()) })
-	switch {
-	case l.err == nil:
-		return l.srv.Endpoint
-	case !errors.Is(l.err, localaws.ErrNotInstalled):
-		t.Fatalf("start local server: %v", l.err)
-	case InCI():
-		t.Fatalf("end-to-end test cannot run and CI=true forbids skipping it: %v", l.err)
-	default:
-		t.Skipf("skipping: %v (run `make deps`, or set %s)", l.err, l.env)
-	}
-	return ""
-}
-
-// InCI reports whether CI=true: tests that need servers must run, not skip.
-func InCI() bool {
-	ci, _ := strconv.ParseBool(os.Getenv("CI"))
-	return ci
-}
-
 // Endpoints returns the DynamoDB and ElasticMQ endpoints for the test: those
 // `make test` exports, else servers this test binary starts once (DynamoDB
 // in this process, internal/twin/ddb; ElasticMQ from .cache).
 // Without them the test is skipped, or fails when CI=true.
 func Endpoints(t testing.TB) (dynamoDB, sqsEndpoint string) {
 	t.Helper()
-	return ddb.endpoint(t), sqs.endpoint(t)
+	return localaws.DynamoDBEndpoint(t), localaws.SQSEndpoint(t)
 }
 
 // Run runs the package's tests, stops the servers they started and returns
 // the exit code, for a TestMain with clean-up of its own to do before
 // os.Exit.
-func Run(m *testing.M) int {
-	code := m.Run()
-	for _, l := range []*lazy{ddb, sqs} {
-		if l.srv != nil {
-			l.srv.Stop()
-		}
-	}
-	return code
-}
+func Run(m *testing.M) int { return localaws.Run(m) }
 
 // Main is Run, then os.Exit.
-func Main(m *testing.M) { os.Exit(Run(m)) }
+func Main(m *testing.M) { localaws.Main(m) }
 
 // Logger returns a logger that writes to the test's log (and nowhere once
 // the test has ended).
