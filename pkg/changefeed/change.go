@@ -218,6 +218,11 @@ func Untype(it envelope.Item) (map[string]any, error) {
 	return out, nil
 }
 
+// untype turns a tracked table's attribute into JSON. It looks like
+// envelope's fromAV and differs on purpose: a tracked item is whatever the
+// owning service wrote, so every DynamoDB type must map (binary as base64,
+// sets as arrays), and no string rule applies, since a change event is not
+// chained.
 func untype(path string, av types.AttributeValue) (any, error) {
 	switch x := av.(type) {
 	case *types.AttributeValueMemberNULL:

@@ -191,6 +191,11 @@ func num(it Item, name string) (int64, error) {
 	return v, nil
 }
 
+// fromAV decodes a stored payload value. It looks like changefeed's untype
+// and differs on purpose: a payload was written by toAV from JSON, so only
+// JSON's shapes may come back (binary and sets are refused as
+// ErrUnsupportedAV: something else wrote the row), and every string is
+// checked as Emit checked it, since the hash covers these bytes.
 func fromAV(path string, av types.AttributeValue) (any, error) {
 	switch x := av.(type) {
 	case *types.AttributeValueMemberNULL:
