@@ -25,6 +25,7 @@ func (tw *Twin) startInvokeAPI() error {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", tw.handleInvoke)
+	mux.Handle("POST /{$}", tw.cloudFormationAPI(tw.cfg.Now())) // CloudFormation's DescribeStacks (cloudformation.go)
 	tw.invokeLn = ln
 	tw.invokeSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go tw.invokeSrv.Serve(ln) //nolint:errcheck // ends with Close
