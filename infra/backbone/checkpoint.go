@@ -20,10 +20,10 @@ const (
 	LogicalCheckpointBucket = "CheckpointBucket"
 )
 
-// Stack outputs of the checkpoint resources.
+// Stack outputs of the checkpoint resources (spelled in pkg/keys).
 const (
-	OutputCheckpointBucket = "CheckpointBucketName"
-	OutputCheckpointKey    = "CheckpointKeyArn"
+	OutputCheckpointBucket = keys.OutputCheckpointBucket
+	OutputCheckpointKey    = keys.OutputCheckpointKey
 )
 
 // CheckpointKeyAdminActions are what the account (its IAM principals with

@@ -6,22 +6,24 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
-// Stack output names.
+// Stack output names: pkg/keys spells them, for the CLI that reads them.
 const (
-	OutputReconcileURL          = "ReconcileUrl"
-	OutputReconcileCallerPolicy = "ReconcileCallerPolicyArn"
-	OutputEmitterPolicy         = "EmitterPolicyArn"
-	OutputRepairFunction        = "RepairFunctionName"
-	OutputEventsTable           = "EventsTableName"
-	OutputStateTable            = "StateTableName"
-	OutputOrdersTable           = "OrdersTableName"
-	OutputDashboard             = "DashboardName"
-	OutputDurableDLQ            = "DurableDLQUrl"
-	OutputPipeDLQ               = "PipeDLQUrl"
-	OutputChangeFeedDLQ         = "ChangeFeedDLQUrl"
-	OutputAlarmTopic            = "AlarmTopicArn"
+	OutputReconcileURL          = keys.OutputReconcileURL
+	OutputReconcileCallerPolicy = keys.OutputReconcileCallerPolicy
+	OutputEmitterPolicy         = keys.OutputEmitterPolicy
+	OutputRepairFunction        = keys.OutputRepairFunction
+	OutputEventsTable           = keys.OutputEventsTable
+	OutputStateTable            = keys.OutputStateTable
+	OutputOrdersTable           = "OrdersTableName" // the example's; no command reads it
+	OutputDashboard             = keys.OutputDashboard
+	OutputDurableDLQ            = keys.OutputDurableDLQ
+	OutputPipeDLQ               = keys.OutputPipeDLQ
+	OutputChangeFeedDLQ         = keys.OutputChangeFeedDLQ
+	OutputAlarmTopic            = keys.OutputAlarmTopic
 )
 
 // Props configures the stack.
