@@ -543,12 +543,12 @@ func (r *Reconciler) checkAnchor(ctx context.Context, tenant string, a *anchor, 
 	if e.TenantID != tenant {
 		return brk(chain.ReasonWrongTenant, strconv.Quote(tenant), strconv.Quote(e.TenantID)), nil
 	}
-	h, err := chain.Hash(&e)
-	if err != nil {
-		return brk(chain.ReasonMalformed, "canonical bytes", err.Error()), nil
-	}
-	if h != e.Hash {
-		return brk(chain.ReasonHashMismatch, h, e.Hash), nil
+	if err := chain.CheckStored(&e); err != nil {
+		var ie *chain.IntegrityError
+		if !errors.As(err, &ie) {
+			return nil, err
+		}
+		return ie.Break(), nil
 	}
 	if e.Hash != a.hash {
 		return brk(ReasonCheckpointMismatch, "hash "+a.hash+" (verified at the "+a.what+")", "hash "+e.Hash), nil

@@ -111,8 +111,14 @@ func (r *Repairer) sweepTenant(ctx context.Context, tenant string, after time.Du
 				sw.why = fmt.Sprintf("the log has no seq %d: run reconcile on the tenant", next)
 				return sw
 			}
-			if h, err := chain.Hash(&e); err != nil || h != e.Hash {
-				sw.why = fmt.Sprintf("the log's row at seq %d does not match its hash: run reconcile on the tenant", e.Seq)
+			if err := chain.CheckStored(&e); err != nil {
+				var ie *chain.IntegrityError
+				if errors.As(err, &ie) && ie.Reason == chain.ReasonMalformed {
+					sw.why = fmt.Sprintf("the log's row at seq %d is malformed: run reconcile on the tenant", e.Seq)
+				} else {
+					sw.why = fmt.Sprintf("the log's row at seq %d does not match its hash: run reconcile on the tenant", e.Seq)
+				}
+				sw.err = err
 				return sw
 			}
 			if e.Seq == sw.from+1 {

@@ -2,6 +2,7 @@ package repair_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -147,5 +148,64 @@ func TestUnsettledOlderThanClaimsIsNotRedelivered(t *testing.T) {
 	}
 	if n := rg.mail.count(); n != 0 {
 		t.Errorf("%d emails, want none", n)
+	}
+}
+
+// editLogRow rewrites the payload of tenant's event at seq in the log, its
+// hash kept: what someone with write access to the table could do.
+func (rg *rig) editLogRow(t *testing.T, tenant string, seq int64) {
+	t.Helper()
+	_, err := rg.db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName: aws.String(rg.eventsTbl),
+		Key: map[string]types.AttributeValue{
+			keys.AttrTenant: &types.AttributeValueMemberS{Value: tenant},
+			keys.AttrSeq:    &types.AttributeValueMemberN{Value: strconv.FormatInt(seq, 10)},
+		},
+		UpdateExpression:          aws.String("SET #p.customer_email = :v"),
+		ExpressionAttributeNames:  map[string]string{"#p": keys.AttrPayload},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": &types.AttributeValueMemberS{Value: "eve@example.com"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTamperedLogRowIsNeverDelivered: a log row edited in place (its hash
+// kept) is delivered neither from a DLQ message naming it nor by the
+// unsettled sweep; both stay open with a reason that says to run reconcile
+// and the integrity error naming tenant and seq.
+func TestTamperedLogRowIsNeverDelivered(t *testing.T) {
+	t.Parallel()
+	rg := newRig(t)
+	rg.place(t, "tenant-1", "ana@example.com")
+	rg.place(t, "tenant-1", "bo@example.com")
+	e2 := rg.event(t, "tenant-1", 2)
+	rg.editLogRow(t, "tenant-1", 2)
+	wantErr := []string{`tenant "tenant-1" seq 2`, "hash", "run reconcile on the tenant"}
+
+	rg.toDLQ(t, envJSON(t, e2), "tenant-1", e2.ID)
+	rep := rg.run(t, repair.Request{Sources: []string{repair.SourceDurableDLQ}})
+	open := items(rep, repair.SourceDurableDLQ, repair.Open)
+	if len(open) != 1 || !strings.HasPrefix(open[0].Reason, "cannot re-read the event from the log") {
+		t.Fatalf("DLQ: open %+v, want the message open: cannot re-read the event from the log", open)
+	}
+	for _, w := range wantErr {
+		if !strings.Contains(open[0].Error, w) {
+			t.Errorf("DLQ item error %q does not name %q", open[0].Error, w)
+		}
+	}
+
+	rep = rg.run(t, repair.Request{Sources: []string{repair.SourceUnsettled}, Tenants: []string{"tenant-1"}, UnsettledAfterSeconds: after(0)})
+	open = items(rep, repair.SourceUnsettled, repair.Open)
+	if len(open) != 1 || open[0].Records != 1 || open[0].Reason != "the log's row at seq 2 does not match its hash: run reconcile on the tenant" {
+		t.Fatalf("sweep: open %+v, want seq 1 delivered and the sweep stopped at seq 2's hash", open)
+	}
+	for _, w := range wantErr {
+		if !strings.Contains(open[0].Error, w) {
+			t.Errorf("sweep item error %q does not name %q", open[0].Error, w)
+		}
+	}
+	if w := rg.watermark(t, "tenant-1"); w != 1 || rg.mail.count() != 1 {
+		t.Errorf("watermark %d, %d emails; want 1 and 1 (seq 1 only)", w, rg.mail.count())
 	}
 }

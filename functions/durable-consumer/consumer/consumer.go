@@ -338,22 +338,16 @@ func DecodeMessage(m events.SQSMessage) (envelope.Envelope, error) {
 }
 
 // DecodeEnvelope decodes the JSON of a stored event and checks it: strict
-// fields, payload numbers in canonical form, ValidateStored, and the hash
-// recomputed from the canonical bytes. Every failure wraps ErrUndecodable.
+// fields, payload numbers in canonical form, then chain.CheckStored. Every
+// failure wraps ErrUndecodable; an integrity failure also wraps its
+// *chain.IntegrityError.
 func DecodeEnvelope(body []byte) (envelope.Envelope, error) {
 	e, err := envelope.FromJSON(body)
 	if err != nil {
 		return e, fmt.Errorf("%w: %v", ErrUndecodable, err)
 	}
-	if err := e.ValidateStored(); err != nil {
-		return e, fmt.Errorf("%w: %v", ErrUndecodable, err)
-	}
-	h, err := chain.Hash(&e)
-	if err != nil {
-		return e, fmt.Errorf("%w: %v", ErrUndecodable, err)
-	}
-	if h != e.Hash {
-		return e, fmt.Errorf("%w: tenant %s seq %d: stored hash %s, canonical bytes hash to %s (tampered or corrupted)", ErrUndecodable, e.TenantID, e.Seq, e.Hash, h)
+	if err := chain.CheckStored(&e); err != nil {
+		return e, fmt.Errorf("%w: %w", ErrUndecodable, err)
 	}
 	return e, nil
 }

@@ -500,6 +500,39 @@ func TestPoisonMessages(t *testing.T) {
 	}
 }
 
+// TestDecodeEnvelopeIntegrity: a body that is not a trustworthy stored event
+// wraps ErrUndecodable and the *chain.IntegrityError that says why, naming
+// its tenant and seq.
+func TestDecodeEnvelopeIntegrity(t *testing.T) {
+	evs := fixtureEvents(t)
+	tampered := evs[2]
+	tampered.Payload = map[string]any{"order_id": "o-1", "customer_email": "eve@example.com", "amount_cents": json.Number("1"), "payment_ref": "pay-1"}
+	badHash := evs[2]
+	badHash.Hash = strings.ToUpper(badHash.Hash) // not lowercase hex
+	for _, c := range []struct {
+		name   string
+		e      envelope.Envelope
+		reason chain.Reason
+	}{
+		{"tampered payload", tampered, chain.ReasonHashMismatch},
+		{"hash in upper case", badHash, chain.ReasonMalformed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := consumer.DecodeEnvelope([]byte(body(t, c.e)))
+			var ie *chain.IntegrityError
+			if !errors.Is(err, consumer.ErrUndecodable) || !errors.As(err, &ie) {
+				t.Fatalf("got %v, want ErrUndecodable wrapping a *chain.IntegrityError", err)
+			}
+			if ie.Reason != c.reason || ie.Tenant != "tenant-1" || ie.Seq != 2 {
+				t.Errorf("got %s for tenant %q seq %d, want %s for tenant-1 seq 2", ie.Reason, ie.Tenant, ie.Seq, c.reason)
+			}
+		})
+	}
+	if _, err := consumer.DecodeEnvelope([]byte(body(t, evs[2]))); err != nil {
+		t.Errorf("the untouched event: got %v, want nil", err)
+	}
+}
+
 // TestHandlerFailureDoesNotFailTheMessage: the mailer is down; the
 // subscription is dead-lettered and the message is done.
 func TestHandlerFailureDoesNotFailTheMessage(t *testing.T) {

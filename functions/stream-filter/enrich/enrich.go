@@ -268,12 +268,12 @@ func (h *Handler) record(i int, rec events.DynamoDBEventRecord) (envelope.Envelo
 		return fail(fmt.Errorf("%w: %v", ErrUndecodable, err))
 	}
 	tenant, seq = env.TenantID, env.Seq
-	got, err := chain.Hash(&env)
-	if err != nil {
-		return fail(fmt.Errorf("%w: %v", ErrUndecodable, err))
-	}
-	if got != env.Hash {
-		return fail(fmt.Errorf("%w: stored %s, recomputed %s", ErrHashMismatch, env.Hash, got))
+	if err := chain.CheckStored(&env); err != nil {
+		var ie *chain.IntegrityError
+		if errors.As(err, &ie) && ie.Reason == chain.ReasonHashMismatch {
+			return fail(fmt.Errorf("%w: %w", ErrHashMismatch, err))
+		}
+		return fail(fmt.Errorf("%w: %w", ErrUndecodable, err))
 	}
 	t, _, ok := h.cat.Type(env.Type)
 	if !ok {

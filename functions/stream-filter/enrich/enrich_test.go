@@ -180,6 +180,10 @@ func TestTamperedBatchFails(t *testing.T) {
 	if re.Tenant != "acme" || re.Seq != 4 || re.Index != 10 {
 		t.Errorf("rejected record: got tenant %q seq %d index %d, want acme 4 10", re.Tenant, re.Seq, re.Index)
 	}
+	var ie *chain.IntegrityError
+	if !errors.As(err, &ie) || ie.Reason != chain.ReasonHashMismatch || ie.Tenant != "acme" || ie.Seq != 4 {
+		t.Errorf("tampered batch: got %v, want a *chain.IntegrityError: hash mismatch at acme seq 4", err)
+	}
 	var rejected []map[string]any
 	for _, l := range jsonLines(t, hs.logs) {
 		if l["msg"] == "stream record rejected" {
