@@ -15,12 +15,9 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/awsenv"
 	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/checkpoint"
+	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/reconcile"
 )
-
-// outputCheckpointBucket is the stack output naming the checkpoint bucket
-// (infra/backbone.OutputCheckpointBucket; the CLI does not import the CDK).
-const outputCheckpointBucket = "CheckpointBucketName"
 
 // checkpointSource says where export finds signed checkpoints: a bucket
 // and, for the twin, its S3 endpoint.
@@ -33,7 +30,7 @@ func localCheckpointSource() (checkpointSource, error) {
 	if err != nil {
 		return checkpointSource{}, err
 	}
-	return checkpointSource{bucket: st.Outputs[outputCheckpointBucket], endpoint: st.S3Endpoint}, nil
+	return checkpointSource{bucket: st.Outputs[keys.OutputCheckpointBucket], endpoint: st.S3Endpoint}, nil
 }
 
 // latestCheckpoint returns the newest checkpoint object of tenant at or

@@ -156,7 +156,8 @@ func devMain(ctx context.Context, o devOptions, stdout, stderr io.Writer) (int, 
 	repairName, _ := tw.FunctionName(ids.repair)
 	env, _ := tw.FunctionEnv(ids.repair)
 	st := devState{
-		PID: os.Getpid(), ReconcileURL: tw.URLs()[ids.reconcile], RepairFunction: repairName, LambdaEndpoint: tw.InvokeEndpoint(),
+		PID: os.Getpid(), StackName: tw.StackName(), CloudFormationEndpoint: tw.CloudFormationEndpoint(),
+		ReconcileURL: tw.URLs()[ids.reconcile], RepairFunction: repairName, LambdaEndpoint: tw.InvokeEndpoint(),
 		DynamoDBEndpoint: ddbSrv.Endpoint, SQSEndpoint: tw.SQSEndpoint(), S3Endpoint: tw.S3Endpoint(), EventsTable: env[keys.EnvEventsTable], Outputs: tw.Outputs(),
 	}
 	statePath, err := writeState(st)
@@ -169,6 +170,7 @@ func devMain(ctx context.Context, o devOptions, stdout, stderr io.Writer) (int, 
 	say("dev: the stack is up on this machine (%d resources from the template; Ctrl-C stops it)", len(tmpl.Resources))
 	say("  reconcile URL   %s   (AWS_IAM in AWS; unsigned here)", st.ReconcileURL)
 	say("  Lambda API      %s   (AWS_ENDPOINT_URL_LAMBDA)", st.LambdaEndpoint)
+	say("  CloudFormation  %s   (AWS_ENDPOINT_URL_CLOUDFORMATION: DescribeStacks of %s, for -stack %s)", st.CloudFormationEndpoint, st.StackName, st.StackName)
 	// The twin's SQS endpoint, not ElasticMQ's own: it applies per-group deduplication for every
 	// sender and gives receivers the deduplication ids as sent (internal/twin/sqsfront.go).
 	say("  DynamoDB        %s   (%s)   SQS %s", st.DynamoDBEndpoint, where, st.SQSEndpoint)

@@ -25,13 +25,14 @@ import (
 )
 
 func runEmit(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flags("emit", "emit -tenant T -type TYPE -payload (JSON | @FILE | @-) [-table NAME | -local]", stderr)
+	fs := flags("emit", "emit -tenant T -type TYPE -payload (JSON | @FILE | @-) [-table NAME | -stack NAME | -local]", stderr)
 	tenant := fs.String("tenant", "", "the tenant (required)")
 	typ := fs.String("type", "", "the event type, declared in the example catalog, e.g. order.paid (required)")
 	payload := fs.String("payload", "", "the payload, a JSON object fitting the type's current schema (required): inline, or @FILE to read it from FILE, @- from stdin")
 	table := fs.String("table", os.Getenv(keys.EnvEventsTable), "the events table (default $"+keys.EnvEventsTable+"; the stack output EventsTableName)")
 	actor := fs.String("actor", "fourlanes-cli", "the actor recorded on the event")
 	local := fs.Bool("local", false, "append to the twin `fourlanes dev` is running")
+	stack := fs.String("stack", "", stackHelp+" (EventsTableName)")
 	if err := parse(fs, args); err != nil {
 		return 0, err
 	}
@@ -46,6 +47,13 @@ func runEmit(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	}
 	p, err := readPayload(*payload, os.Stdin)
 	if err != nil {
+		return 0, err
+	}
+	so, err := openStack(ctx, fs, *stack, *local)
+	if err != nil {
+		return 0, err
+	}
+	if err := so.fill("table", table, keys.OutputEventsTable); err != nil {
 		return 0, err
 	}
 	store, err := openStore(ctx, *table, *local)
@@ -145,7 +153,7 @@ func openStore(ctx context.Context, table string, local bool) (*eventstore.Store
 		opts = append(opts, config.WithRegion("us-east-1"), config.WithCredentialsProvider(localCreds{}))
 	}
 	if table == "" {
-		return nil, fmt.Errorf("%w: no events table: pass -table (the stack output EventsTableName), set $%s, or -local", errUsage, keys.EnvEventsTable)
+		return nil, fmt.Errorf("%w: no events table: pass -table (the stack output EventsTableName), -stack NAME, set $%s, or -local", errUsage, keys.EnvEventsTable)
 	}
 	cat, err := example.Catalog()
 	if err != nil {

@@ -13,11 +13,12 @@ import (
 )
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flags("export -tenant T [-o FILE] [-table NAME | -local] [-checkpoint-bucket B] [-checkpoint-out FILE.checkpoint]", "export", stderr)
+	fs := flags("export", "export -tenant T [-o FILE] [-table NAME | -stack NAME | -local] [-checkpoint-bucket B] [-checkpoint-out FILE.checkpoint]", stderr)
 	tenant := fs.String("tenant", "", "the tenant whose chain to export (required)")
 	out := fs.String("o", "-", "the file to write (JSON Lines); - writes stdout")
 	table := fs.String("table", os.Getenv(keys.EnvEventsTable), "the events table (default $"+keys.EnvEventsTable+"; the stack output EventsTableName)")
 	local := fs.Bool("local", false, "export from the twin `fourlanes dev` is running")
+	stack := fs.String("stack", "", stackHelp+" (EventsTableName, and CheckpointBucketName if it has one)")
 	cpBucket := fs.String("checkpoint-bucket", os.Getenv(keys.EnvCheckpointBucket), "the bucket of signed checkpoints (default $"+keys.EnvCheckpointBucket+"; the stack output CheckpointBucketName; -local: the twin's)")
 	cpOut := fs.String("checkpoint-out", "", "where to write the newest signed checkpoint the export reaches (default FILE.checkpoint; none for stdout)")
 	if err := parse(fs, args); err != nil {
@@ -29,6 +30,14 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if *tenant == "" {
 		return 0, fmt.Errorf("%w: -tenant is required", errUsage)
 	}
+	so, err := openStack(ctx, fs, *stack, *local)
+	if err != nil {
+		return 0, err
+	}
+	if err := so.fill("table", table, keys.OutputEventsTable); err != nil {
+		return 0, err
+	}
+	so.fillOptional("checkpoint-bucket", cpBucket, keys.OutputCheckpointBucket)
 	store, err := openStore(ctx, *table, *local)
 	if err != nil {
 		return 0, err

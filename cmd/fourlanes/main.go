@@ -9,7 +9,9 @@
 //	fourlanes emit -tenant T -type TYPE -payload JSON|@FILE   append one event
 //	fourlanes watermarks [-set-to-head -tenant T|-all -yes]  delivery watermarks against the heads
 //
-// Against AWS, reconcile signs with SigV4 and repair invokes through the
+// -stack NAME reads the resources (ReconcileUrl, RepairFunctionName,
+// EventsTableName, …) from the stack's outputs through CloudFormation
+// DescribeStacks. Against AWS, reconcile signs with SigV4 and repair invokes through the
 // Lambda API, both with the default AWS credentials. Against `fourlanes
 // dev`, -local reads the running twin's endpoints from .cache/twin/dev.json.
 package main
@@ -41,19 +43,21 @@ Usage:
   fourlanes dev        [flags]              run the stack locally from the synthesized template, with a demo workload
   fourlanes dynamodb   -listen ADDR [-data DIR] [-conflicts] [-partition-wcu N] [-stream-retention D] [-shard-records N]
                                             serve the twin's own DynamoDB and DynamoDB Streams (in memory unless -data)
-  fourlanes reconcile  [-url URL | -local] [-tenant T] [-full] [-limit N] [-max-events N] [-cursor C]
+  fourlanes reconcile  [-url URL | -stack NAME | -local] [-tenant T] [-full] [-limit N] [-max-events N] [-cursor C]
                                             verify tenants' hash chains through the reconcile Function URL
-  fourlanes repair     [-function NAME | -local]
+  fourlanes repair     [-function NAME | -stack NAME | -local]
                                             invoke dlq-repair and print its report
-  fourlanes export     -tenant T [-o FILE] [-table NAME | -local]
+  fourlanes export     -tenant T [-o FILE] [-table NAME | -stack NAME | -local]
                                             write a tenant's chain from the events table as an export (JSON Lines)
   fourlanes verify     [-tenant T] [-checkpoint F -key K] [-json] FILE
                                             re-verify an exported chain (JSON Lines; "-" reads stdin) offline
-  fourlanes emit       -tenant T -type TYPE -payload (JSON | @FILE | @-) [-table NAME | -local]
+  fourlanes emit       -tenant T -type TYPE -payload (JSON | @FILE | @-) [-table NAME | -stack NAME | -local]
                                             append one event to the log
-  fourlanes watermarks [-table NAME] [-state-table NAME] [-tenant T] [-set-to-head (-tenant T | -all) -yes]
+  fourlanes watermarks [-table NAME -state-table NAME | -stack NAME | -local] [-tenant T] [-set-to-head (-tenant T | -all) -yes]
                                             list DURABLE subscriptions' delivery watermarks against each head, or set them to it
 
+-stack NAME reads a command's resources from the stack's outputs (CloudFormation DescribeStacks);
+a flag given explicitly wins. -local: the twin 'fourlanes dev' is running.
 Run 'fourlanes <command> -h' for a command's flags.
 Exit status: 0 ok, 1 error, 2 usage, 3 the command found a problem (broken chain, repairs left open).
 `

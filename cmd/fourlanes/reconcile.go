@@ -19,15 +19,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
+
+	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
 // EnvReconcileURL is the default for reconcile's -url.
 const EnvReconcileURL = "FOURLANES_RECONCILE_URL"
 
 func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flags("reconcile [-url URL | -local] [-tenant T] [-full] [-cursor C] [-limit N] [-max-events N]", "reconcile", stderr)
+	fs := flags("reconcile", "reconcile [-url URL | -stack NAME | -local] [-tenant T] [-full] [-cursor C] [-limit N] [-max-events N]", stderr)
 	u := fs.String("url", os.Getenv(EnvReconcileURL), "reconcile's Function URL (the stack output ReconcileUrl; default $"+EnvReconcileURL+")")
 	local := fs.Bool("local", false, "use the URL of the twin `fourlanes dev` is running")
+	stack := fs.String("stack", "", stackHelp+" (ReconcileUrl)")
 	tenant := fs.String("tenant", "", "one tenant; without it every tenant, page after page")
 	full := fs.Bool("full", false, "walk every chain from genesis instead of from its checkpoint (?full=true)")
 	cursor := fs.String("cursor", "", "resume from a cursor an earlier answer returned")
@@ -46,6 +49,13 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *limit < 0 || *maxEvents < 0 {
 		return 0, fmt.Errorf("%w: -limit and -max-events must be positive", errUsage)
 	}
+	so, err := openStack(ctx, fs, *stack, *local)
+	if err != nil {
+		return 0, err
+	}
+	if err := so.fill("url", u, keys.OutputReconcileURL); err != nil {
+		return 0, err
+	}
 	if *local {
 		st, err := readState()
 		if err != nil {
@@ -54,7 +64,7 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		*u = st.ReconcileURL
 	}
 	if *u == "" {
-		return 0, fmt.Errorf("%w: no URL: pass -url (the stack output ReconcileUrl), set $%s, or -local for the twin", errUsage, EnvReconcileURL)
+		return 0, fmt.Errorf("%w: no URL: pass -url (the stack output ReconcileUrl), -stack NAME, set $%s, or -local for the twin", errUsage, EnvReconcileURL)
 	}
 	base, err := url.Parse(*u)
 	if err != nil || base.Scheme == "" || base.Host == "" {

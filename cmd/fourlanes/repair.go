@@ -14,15 +14,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+
+	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
 // EnvRepairFunction is the default for repair's -function.
 const EnvRepairFunction = "FOURLANES_REPAIR_FUNCTION"
 
 func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flags("repair [-function NAME | -local] [-payload JSON]", "repair", stderr)
+	fs := flags("repair", "repair [-function NAME | -stack NAME | -local] [-payload JSON]", stderr)
 	name := fs.String("function", os.Getenv(EnvRepairFunction), "dlq-repair's name or ARN (the stack output RepairFunctionName; default $"+EnvRepairFunction+")")
 	local := fs.Bool("local", false, "invoke the dlq-repair of the twin `fourlanes dev` is running")
+	stack := fs.String("stack", "", stackHelp+" (RepairFunctionName)")
 	payload := fs.String("payload", "{}", "the invocation's event (JSON)")
 	logs := fs.Bool("logs", false, "print the end of the invocation's log to stderr")
 	timeout := fs.Duration("timeout", 6*time.Minute, "give up after this long (dlq-repair runs up to 5 minutes)")
@@ -35,6 +38,13 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if !json.Valid([]byte(*payload)) {
 		return 0, fmt.Errorf("%w: -payload is not JSON", errUsage)
 	}
+	so, err := openStack(ctx, fs, *stack, *local)
+	if err != nil {
+		return 0, err
+	}
+	if err := so.fill("function", name, keys.OutputRepairFunction); err != nil {
+		return 0, err
+	}
 	var endpoint string
 	if *local {
 		st, err := readState()
@@ -44,7 +54,7 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		*name, endpoint = st.RepairFunction, st.LambdaEndpoint
 	}
 	if *name == "" {
-		return 0, fmt.Errorf("%w: no function: pass -function (the stack output RepairFunctionName), set $%s, or -local for the twin", errUsage, EnvRepairFunction)
+		return 0, fmt.Errorf("%w: no function: pass -function (the stack output RepairFunctionName), -stack NAME, set $%s, or -local for the twin", errUsage, EnvRepairFunction)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()

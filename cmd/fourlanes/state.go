@@ -15,15 +15,19 @@ import (
 // devState is what a running `fourlanes dev` tells the other commands
 // (-local), in .cache/twin/dev.json under the repository root.
 type devState struct {
-	PID              int               `json:"pid"`
-	ReconcileURL     string            `json:"reconcile_url"`
-	RepairFunction   string            `json:"repair_function"`
-	LambdaEndpoint   string            `json:"lambda_endpoint"`
-	DynamoDBEndpoint string            `json:"dynamodb_endpoint"`
-	SQSEndpoint      string            `json:"sqs_endpoint"`
-	S3Endpoint       string            `json:"s3_endpoint"`
-	EventsTable      string            `json:"events_table"`
-	Outputs          map[string]string `json:"outputs"`
+	PID       int    `json:"pid"`
+	StackName string `json:"stack_name"`
+	// CloudFormationEndpoint answers DescribeStacks for StackName: with
+	// AWS_ENDPOINT_URL_CLOUDFORMATION set to it, -stack reads the twin's outputs.
+	CloudFormationEndpoint string            `json:"cloudformation_endpoint"`
+	ReconcileURL           string            `json:"reconcile_url"`
+	RepairFunction         string            `json:"repair_function"`
+	LambdaEndpoint         string            `json:"lambda_endpoint"`
+	DynamoDBEndpoint       string            `json:"dynamodb_endpoint"`
+	SQSEndpoint            string            `json:"sqs_endpoint"`
+	S3Endpoint             string            `json:"s3_endpoint"`
+	EventsTable            string            `json:"events_table"`
+	Outputs                map[string]string `json:"outputs"`
 }
 
 // EnvTwinDir overrides where `fourlanes dev` keeps its files (binaries,

@@ -20,17 +20,14 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
-const watermarksSynopsis = "watermarks [-table NAME -state-table NAME | -local] [-tenant T] [-set-to-head (-tenant T | -all) -yes]"
-
-// outputStateTable is the stack output naming the state table
-// (infra/backbone.OutputStateTable; the CLI does not import the CDK).
-const outputStateTable = "StateTableName"
+const watermarksSynopsis = "watermarks [-table NAME -state-table NAME | -stack NAME | -local] [-tenant T] [-set-to-head (-tenant T | -all) -yes]"
 
 func runWatermarks(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flags(watermarksSynopsis, "watermarks", stderr)
+	fs := flags("watermarks", watermarksSynopsis, stderr)
 	table := fs.String("table", os.Getenv(keys.EnvEventsTable), "the events table (default $"+keys.EnvEventsTable+"; the stack output EventsTableName)")
-	stateTable := fs.String("state-table", os.Getenv(keys.EnvStateTable), "the state table (default $"+keys.EnvStateTable+"; the stack output "+outputStateTable+")")
+	stateTable := fs.String("state-table", os.Getenv(keys.EnvStateTable), "the state table (default $"+keys.EnvStateTable+"; the stack output "+keys.OutputStateTable+")")
 	local := fs.Bool("local", false, "the tables of the twin `fourlanes dev` is running")
+	stack := fs.String("stack", "", stackHelp+" (EventsTableName, StateTableName)")
 	tenant := fs.String("tenant", "", "only this tenant")
 	all := fs.Bool("all", false, "with -set-to-head: every tenant")
 	setToHead := fs.Bool("set-to-head", false, "declare every event through each tenant's head settled for every DURABLE subscription: "+
@@ -58,6 +55,16 @@ func runWatermarks(ctx context.Context, args []string, stdout, stderr io.Writer)
 	case *yes && !*setToHead:
 		return 0, fmt.Errorf("%w: -yes applies to -set-to-head only", errUsage)
 	}
+	so, err := openStack(ctx, fs, *stack, *local)
+	if err != nil {
+		return 0, err
+	}
+	if err := so.fill("table", table, keys.OutputEventsTable); err != nil {
+		return 0, err
+	}
+	if err := so.fill("state-table", stateTable, keys.OutputStateTable); err != nil {
+		return 0, err
+	}
 	var opts []func(*config.LoadOptions) error
 	var endpoint string
 	if *local {
@@ -65,12 +72,12 @@ func runWatermarks(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if err != nil {
 			return 0, err
 		}
-		*table, *stateTable, endpoint = st.EventsTable, st.Outputs[outputStateTable], st.DynamoDBEndpoint
+		*table, *stateTable, endpoint = st.EventsTable, st.Outputs[keys.OutputStateTable], st.DynamoDBEndpoint
 		opts = append(opts, config.WithRegion("us-east-1"), config.WithCredentialsProvider(localCreds{}))
 	}
 	if *table == "" || *stateTable == "" {
-		return 0, fmt.Errorf("%w: pass -table and -state-table (the stack outputs EventsTableName and %s), set $%s and $%s, or -local",
-			errUsage, outputStateTable, keys.EnvEventsTable, keys.EnvStateTable)
+		return 0, fmt.Errorf("%w: pass -table and -state-table (the stack outputs EventsTableName and %s), -stack NAME, set $%s and $%s, or -local",
+			errUsage, keys.OutputStateTable, keys.EnvEventsTable, keys.EnvStateTable)
 	}
 	cfg, err := awsenv.Load(ctx, opts...)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
@@ -154,7 +155,7 @@ func TestWatermarksLocal(t *testing.T) {
 	t.Setenv("EVENTS_TABLE", "")
 	t.Setenv("STATE_TABLE", "")
 	if _, err := writeState(devState{PID: os.Getpid(), DynamoDBEndpoint: aws.ToString(db.Options().BaseEndpoint),
-		EventsTable: eventsTable, Outputs: map[string]string{outputStateTable: stateTable}}); err != nil {
+		EventsTable: eventsTable, Outputs: map[string]string{keys.OutputStateTable: stateTable}}); err != nil {
 		t.Fatal(err)
 	}
 	code, stdout, stderr := runCLI(t, "watermarks", "-local", "-tenant", "t-local")
@@ -175,7 +176,7 @@ func TestWatermarksLocal(t *testing.T) {
 	if _, err := writeState(devState{PID: os.Getpid(), DynamoDBEndpoint: aws.ToString(db.Options().BaseEndpoint), EventsTable: eventsTable}); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, stderr := runCLI(t, "watermarks", "-local"); code != exitUsage || !strings.Contains(stderr, outputStateTable) {
-		t.Errorf("watermarks -local without the state table output: exit %d, stderr %q; want exit %d naming %s", code, stderr, exitUsage, outputStateTable)
+	if code, _, stderr := runCLI(t, "watermarks", "-local"); code != exitUsage || !strings.Contains(stderr, keys.OutputStateTable) {
+		t.Errorf("watermarks -local without the state table output: exit %d, stderr %q; want exit %d naming %s", code, stderr, exitUsage, keys.OutputStateTable)
 	}
 }
