@@ -1,17 +1,21 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/internal/twin"
@@ -20,10 +24,12 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/reconcile"
 )
 
 // stackTemplate is a stack of the two tables the table commands need, with
-// the backbone's output names for them (and no function: nothing runs).
+// the backbone's output names for them, and a checkpoint bucket (no
+// function: nothing runs).
 var stackTemplate = fmt.Sprintf(`{
   "Resources": {
     "Events": {"Type": "AWS::DynamoDB::Table", "Properties": {
@@ -34,13 +40,15 @@ var stackTemplate = fmt.Sprintf(`{
     "State": {"Type": "AWS::DynamoDB::Table", "Properties": {
       "BillingMode": "PAY_PER_REQUEST",
       "AttributeDefinitions": [{"AttributeName": %[3]q, "AttributeType": "S"}, {"AttributeName": %[4]q, "AttributeType": "S"}],
-      "KeySchema": [{"AttributeName": %[3]q, "KeyType": "HASH"}, {"AttributeName": %[4]q, "KeyType": "RANGE"}]}}
+      "KeySchema": [{"AttributeName": %[3]q, "KeyType": "HASH"}, {"AttributeName": %[4]q, "KeyType": "RANGE"}]}},
+    "Checkpoints": {"Type": "AWS::S3::Bucket"}
   },
   "Outputs": {
     %[5]q: {"Value": {"Ref": "Events"}},
-    %[6]q: {"Value": {"Ref": "State"}}
+    %[6]q: {"Value": {"Ref": "State"}},
+    %[7]q: {"Value": {"Ref": "Checkpoints"}}
   }
-}`, keys.AttrTenant, keys.AttrSeq, keys.AttrPK, keys.AttrSK, keys.OutputEventsTable, keys.OutputStateTable)
+}`, keys.AttrTenant, keys.AttrSeq, keys.AttrPK, keys.AttrSK, keys.OutputEventsTable, keys.OutputStateTable, keys.OutputCheckpointBucket)
 
 // TestStackFlag: commands find their resources by -stack NAME through the
 // twin's CloudFormation DescribeStacks (AWS_ENDPOINT_URL_CLOUDFORMATION),
@@ -65,6 +73,7 @@ func TestStackFlag(t *testing.T) {
 	events, _ := tw.TableName("Events")
 	localAWSEnv(t, ddbEP)
 	t.Setenv("AWS_ENDPOINT_URL_CLOUDFORMATION", tw.CloudFormationEndpoint())
+	t.Setenv("AWS_ENDPOINT_URL_S3", tw.S3Endpoint())
 	t.Setenv(keys.EnvEventsTable, "")
 	t.Setenv(keys.EnvStateTable, "")
 	t.Setenv(keys.EnvCheckpointBucket, "")
@@ -93,10 +102,22 @@ func TestStackFlag(t *testing.T) {
 		t.Fatalf("the stack's events table %s has no head for acme (%v): emit did not use the stack's output", events, err)
 	}
 
+	// export finds the checkpoint bucket by its output too: it copies the
+	// newest checkpoint at or below the head (unverified: verify does that).
+	bucket := tw.Outputs()[keys.OutputCheckpointBucket]
+	note := []byte("a checkpoint note at seq 1\n")
+	if _, err := s3.NewFromConfig(aws.Config{Region: localaws.Region, Credentials: credentials.NewStaticCredentialsProvider("fourlanes", "local", "")},
+		func(o *s3.Options) { o.BaseEndpoint, o.UsePathStyle = aws.String(tw.S3Endpoint()), true }).PutObject(context.Background(),
+		&s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(reconcile.CheckpointKey("acme", 1)), Body: bytes.NewReader(note)}); err != nil {
+		t.Fatalf("put a checkpoint in %s: %v", bucket, err)
+	}
 	file := filepath.Join(t.TempDir(), "acme.jsonl")
 	code, _, stderr := runCLI(t, "export", "-stack", name, "-tenant", "acme", "-o", file)
-	if code != exitOK || !strings.Contains(stderr, "exported tenant acme: 2 events") || !strings.Contains(stderr, "no signed checkpoint written") {
+	if code != exitOK || !strings.Contains(stderr, "exported tenant acme: 2 events") || !strings.Contains(stderr, "signed checkpoint at seq 1 (s3://"+bucket+"/") {
 		t.Fatalf("export -stack: exit %d: %s", code, stderr)
+	}
+	if b, err := os.ReadFile(file + ".checkpoint"); err != nil || !bytes.Equal(b, note) {
+		t.Errorf("export -stack: %s.checkpoint: got %q (%v), want the bucket's note", file, b, err)
 	}
 	if code, out, _ := runCLI(t, "verify", file); code != exitOK || !strings.Contains(out, "2 events verified") {
 		t.Errorf("verify of export -stack: exit %d: %s", code, out)
@@ -114,6 +135,11 @@ func TestStackFlag(t *testing.T) {
 	}
 	if e := emit("-stack", name); e.Seq != 3 {
 		t.Errorf("emit -stack %s after the explicit table: got seq %d, want 3", name, e.Seq)
+	}
+	// A default from the environment does not: -stack is on the command line.
+	t.Setenv(keys.EnvEventsTable, other)
+	if e := emit("-stack", name); e.Seq != 4 {
+		t.Errorf("emit -stack %s with $%s=%s: got seq %d, want 4 (the stack's table)", name, keys.EnvEventsTable, other, e.Seq)
 	}
 
 	for _, c := range []struct {
