@@ -36,7 +36,7 @@ func main() {
 		fail("AWS config", err)
 	}
 	db := awsenv.DynamoDB(cfg)
-	events, err := eventstore.New(db, eventstore.Config{Table: env[keys.EnvEventsTable], Catalog: reconcile.NoEmit{}})
+	events, err := eventstore.New(db, eventstore.Config{Table: env[keys.EnvEventsTable]}) // reads only: no Catalog
 	if err != nil {
 		fail("event store", err)
 	}

@@ -17,6 +17,9 @@ var (
 	ErrLogAhead = errors.New("event row already exists for the next seq; head and log disagree")
 	// ErrBadWrite: a caller write is malformed (not exactly one action).
 	ErrBadWrite = errors.New("malformed extra write")
+	// ErrNoCatalog: Emit on a store built without Config.Catalog, which
+	// reads the log only. Nothing was written.
+	ErrNoCatalog = errors.New("this store was opened without a Catalog: it reads the log only; pass eventstore.Config.Catalog to emit")
 )
 
 // ContentionError reports that a caller's emit did not commit within the

@@ -33,6 +33,7 @@ type DynamoDB interface {
 // Catalog decides what may be emitted. Prepare refuses an undeclared type or
 // a payload that does not fit the type's declared schema, and returns the
 // schema version and the payload in envelope form (envelope.NormalizePayload).
+// Only Emit uses it: a store that only reads the log needs none.
 type Catalog interface {
 	Prepare(eventType string, payload any) (schemaVersion int, normalized map[string]any, err error)
 }
@@ -61,7 +62,7 @@ const (
 // Config configures a Store.
 type Config struct {
 	Table      string     // the events table (required)
-	Catalog    Catalog    // required: undeclared types are refused
+	Catalog    Catalog    // required to emit (undeclared types are refused); nil: the store reads the log only
 	Dispatcher Dispatcher // optional: INLINE and LOCAL lanes
 	Batching   Batching
 	// Retry budget for head contention, per caller. Zero values take the
@@ -100,13 +101,12 @@ type Store struct {
 	stats statCounters
 }
 
-// New returns a Store. It refuses a config without a table or a catalog.
+// New returns a Store. It refuses a config without a table. A config
+// without a Catalog gives a store that reads the log (Events, Head, Export,
+// Settle, …) and whose Emit returns ErrNoCatalog.
 func New(db DynamoDB, cfg Config) (*Store, error) {
 	if cfg.Table == "" {
 		return nil, errors.New("eventstore: Config.Table is empty; set it to the events table name")
-	}
-	if cfg.Catalog == nil {
-		return nil, errors.New("eventstore: Config.Catalog is nil; undeclared event types must be refused")
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 64
@@ -218,8 +218,8 @@ type EmitInput struct {
 // transaction with the caller's extra writes, then runs the INLINE and LOCAL
 // lanes. It returns the committed envelope (seq, prev_hash, hash set).
 //
-// Errors: tenancy.ErrNoTenant; a *envelope.FieldError or the catalog's
-// refusal; ErrTooLarge; a *CallerWriteError naming the caller's write;
+// Errors: ErrNoCatalog; tenancy.ErrNoTenant; a *envelope.FieldError or the
+// catalog's refusal; ErrTooLarge; a *CallerWriteError naming the caller's write;
 // a *ContentionError; an *OutcomeUnknownError (committed at its Seq or not at
 // all: Settle tells which); a *PostCommitError (the event did commit). In
 // every case but the last two, nothing was written.
@@ -230,6 +230,9 @@ func (s *Store) Emit(ctx context.Context, eventType string, payload any, extra .
 // EmitWith is Emit with the options of EmitInput.
 func (s *Store) EmitWith(ctx context.Context, in EmitInput) (envelope.Envelope, error) {
 	eventType := in.Type
+	if s.cfg.Catalog == nil {
+		return envelope.Envelope{}, fmt.Errorf("emit %s: %w", eventType, ErrNoCatalog)
+	}
 	tenant, err := tenancy.Tenant(ctx)
 	if err != nil {
 		return envelope.Envelope{}, fmt.Errorf("emit %s: %w", eventType, err)

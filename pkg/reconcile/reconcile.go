@@ -666,14 +666,3 @@ func newWalkID() (string, error) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-// NoEmit is the eventstore.Catalog of a process that only reads the log
-// (eventstore.New requires one): it refuses every emit.
-type NoEmit struct{}
-
-// Prepare refuses: reconcile never appends to the log.
-func (NoEmit) Prepare(eventType string, _ any) (int, map[string]any, error) {
-	return 0, nil, fmt.Errorf("emit %s: this process only reads the log (reconcile.NoEmit)", eventType)
-}
-
-var _ eventstore.Catalog = NoEmit{}
