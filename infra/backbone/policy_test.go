@@ -223,7 +223,7 @@ func TestEmitterPolicyIsExactlyEmit(t *testing.T) {
 	want := []any{
 		map[string]any{
 			"Sid": "AppendInsideTransactWriteItems", "Effect": "Allow",
-			"Action":   []any{"dynamodb:PutItem", "dynamodb:ConditionCheckItem"},
+			"Action":   []any{"dynamodb:ConditionCheckItem", "dynamodb:PutItem"}, // sorted: the feature flag @aws-cdk/aws-iam:minimizePolicies (cdk.json)
 			"Resource": events,
 			"Condition": map[string]any{"ForAnyValue:StringEquals": map[string]any{
 				"dynamodb:EnclosingOperation": []any{"TransactWriteItems"},

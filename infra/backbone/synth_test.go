@@ -15,6 +15,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/fourlanes/fourlanes/internal/cdkjson"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
@@ -90,7 +91,16 @@ func doSynth() (res *synthesized, err error) {
 		}
 	}
 
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(outDir)})
+	// The context of cdk.json (its feature flags), as the CDK CLI passes it to the app.
+	cdkContext, err := cdkjson.Context(filepath.Join("..", ".."))
+	if err != nil {
+		return nil, err
+	}
+	ctx := make(map[string]any, len(cdkContext))
+	for k, v := range cdkContext {
+		ctx[k] = v
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(outDir), Context: &ctx})
 	stack := NewStack(app, "Fourlanes", &Props{
 		CodeRoot:           codeRoot,
 		AlarmEmail:         testAlarmEmail,

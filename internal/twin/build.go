@@ -13,6 +13,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/fourlanes/fourlanes/internal/cdkjson"
 	"github.com/fourlanes/fourlanes/internal/twin/cfn"
 )
 
@@ -86,7 +87,14 @@ func Synth(ctx context.Context, root, outDir, codeRoot string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("synth: %w", err)
 	}
-	ctxJSON, err := json.Marshal(map[string]string{"codeRoot": absCode})
+	// The context the CDK CLI would pass: cdk.json's (its feature flags),
+	// then this synthesis's own.
+	appCtx, err := cdkjson.Context(root)
+	if err != nil {
+		return "", fmt.Errorf("synth: %w", err)
+	}
+	appCtx["codeRoot"] = absCode
+	ctxJSON, err := json.Marshal(appCtx)
 	if err != nil {
 		return "", err
 	}
