@@ -88,21 +88,26 @@ func (tw *Twin) cloudFormationAPI(created time.Time) http.Handler {
 		for _, k := range names {
 			st.Outputs = append(st.Outputs, cfnOutput{OutputKey: k, OutputValue: values[k], Description: tw.t.Outputs[k].Description})
 		}
-		cfnWrite(w, http.StatusOK, cfnDescribeStacksResponse{Xmlns: cfnNamespace, Stacks: []cfnStack{st}, RequestID: uuid.NewString()})
+		rid := uuid.NewString()
+		cfnWrite(w, http.StatusOK, rid, cfnDescribeStacksResponse{Xmlns: cfnNamespace, Stacks: []cfnStack{st}, RequestID: rid})
 	})
 }
 
 func cfnError(w http.ResponseWriter, status int, code, msg string) {
-	cfnWrite(w, status, cfnErrorResponse{Xmlns: cfnNamespace, Type: "Sender", Code: code, Message: msg, RequestID: uuid.NewString()})
+	rid := uuid.NewString()
+	cfnWrite(w, status, rid, cfnErrorResponse{Xmlns: cfnNamespace, Type: "Sender", Code: code, Message: msg, RequestID: rid})
 }
 
-func cfnWrite(w http.ResponseWriter, status int, v any) {
+// cfnWrite writes v as the XML answer, with its request ID in the header
+// too, where the SDKs read it.
+func cfnWrite(w http.ResponseWriter, status int, requestID string, v any) {
 	b, err := xml.Marshal(v)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "text/xml")
+	w.Header().Set("X-Amzn-Requestid", requestID)
 	w.WriteHeader(status)
 	_, _ = w.Write([]byte(xml.Header))
 	_, _ = w.Write(b)

@@ -2,10 +2,14 @@ package twin_test
 
 import (
 	"errors"
+	"io"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/smithy-go"
@@ -70,5 +74,20 @@ func TestDescribeStacks(t *testing.T) {
 	var ae smithy.APIError
 	if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationError" || ae.ErrorMessage() != "Stack with id NoSuchStack does not exist" {
 		t.Errorf("unknown stack: got %v, want ValidationError: Stack with id NoSuchStack does not exist", err)
+	}
+	var re *awshttp.ResponseError
+	if !errors.As(err, &re) || re.ServiceRequestID() == "" || re.HTTPStatusCode() != 400 {
+		t.Errorf("unknown stack: got %v, want HTTP 400 with a request ID", err)
+	}
+
+	// Any other action is refused as AWS refuses an unknown one.
+	resp, err := http.PostForm(f.tw.CloudFormationEndpoint()+"/", url.Values{"Action": {"DeleteStack"}, "StackName": {name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "<Code>InvalidAction</Code>") {
+		t.Errorf("DeleteStack: got %d %s, want 400 InvalidAction", resp.StatusCode, body)
 	}
 }
