@@ -122,8 +122,12 @@ func TestBootstrap(t *testing.T) {
 	if resp.StatusCode != 200 || body["tenant"] != "acme" || body["chain_intact"] != true || body["last_seq"] != 3.0 {
 		t.Fatalf("got %d %s, want 200 with acme intact at last_seq 3\n%s", resp.StatusCode, resp.Body, stdout.String())
 	}
-	if !strings.Contains(stdout.String(), `"msg":"reconcile serving`) {
-		t.Errorf("no start-up line saying what it serves:\n%s", stdout.String())
+	// The runtime reads the process's output on its own goroutine: the line
+	// may arrive after the response.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(stdout.String(), `"msg":"reconcile serving`); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no start-up line saying what it serves within 10s:\n%s", stdout.String())
+		}
 	}
 
 	// X-Ray: the SDK calls were traced under the invocation's trace id.

@@ -48,7 +48,11 @@ func TestBootstrap(t *testing.T) {
 	if err := json.Unmarshal(resp, &envs); err != nil || len(envs) != 4 {
 		t.Fatalf("response: got %s (%v), want 4 envelopes", resp, err)
 	}
-	if !strings.Contains(stdout.String(), `"msg":"stream-filter serving`) {
-		t.Errorf("no start-up line saying what it serves:\n%s", stdout.String())
+	// The runtime reads the process's output on its own goroutine: the line
+	// may arrive after the response.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(stdout.String(), `"msg":"stream-filter serving`); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no start-up line saying what it serves within 10s:\n%s", stdout.String())
+		}
 	}
 }
