@@ -163,15 +163,15 @@ func benchDelivery(ctx context.Context, env *benchEnv, o options) (section, erro
 		outcomes := map[delivery.Outcome]int{}
 		for i := 0; i < len(evs); i += batchSize {
 			batch := evs[i:min(i+batchSize, len(evs))]
-			bctx := ctx
+			var pre *delivery.Prefetched
 			if prefetch {
 				var err error
-				if bctx, _, err = d.Prefetch(ctx, batch); err != nil {
+				if pre, _, err = d.Prefetch(ctx, batch); err != nil {
 					return counters{}, nil, 0, err
 				}
 			}
 			for _, e := range batch {
-				res, err := d.Deliver(bctx, e)
+				res, err := d.DeliverWith(ctx, e, pre)
 				if err != nil {
 					return counters{}, nil, 0, err
 				}

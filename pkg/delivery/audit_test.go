@@ -128,12 +128,13 @@ func TestSettledMovesEverySubscriptionOverRuns(t *testing.T) {
 func TestWatermarkCost(t *testing.T) {
 	rg := newBatchRig(t)
 	envs := batchEvents(t, 10)
-	ctx, _, err := rg.d.Prefetch(context.Background(), envs)
+	ctx := context.Background()
+	p, _, err := rg.d.Prefetch(ctx, envs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rg.db.reset()
-	deliverAll(t, ctx, rg.d, envs)
+	deliverAll(t, ctx, rg.d, p, envs)
 	_, claimWrites, _, _, claimWCU := rg.db.snapshot()
 	rg.db.reset()
 	seqs := make([]int64, len(envs))
@@ -248,10 +249,11 @@ func TestNotInLogIsNeverDelivered(t *testing.T) {
 				all = append(all, e)
 			}
 			ctx := context.Background()
+			var p *delivery.Prefetched
 			if prefetch {
 				var st delivery.PrefetchStats
 				var err error
-				ctx, st, err = rg.d.Prefetch(ctx, all)
+				p, st, err = rg.d.Prefetch(ctx, all)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -260,14 +262,14 @@ func TestNotInLogIsNeverDelivered(t *testing.T) {
 				}
 			}
 			for _, e := range rg.logged {
-				res, err := rg.d.Deliver(ctx, e)
+				res, err := rg.d.DeliverWith(ctx, e, p)
 				if err != nil || res.Count(delivery.Completed) != batchSubs {
 					t.Fatalf("logged seq %d: %v, %v; want completed", e.Seq, err, outcomes(res))
 				}
 			}
 			runs := rg.recv.total()
 			for name, e := range bad {
-				res, err := rg.d.Deliver(ctx, e)
+				res, err := rg.d.DeliverWith(ctx, e, p)
 				var nle *delivery.NotInLogError
 				if !errors.Is(err, delivery.ErrNotInLog) || !errors.As(err, &nle) || nle.Seq != e.Seq || nle.Tenant != "t1" {
 					t.Errorf("%s: Deliver = %v, want a NotInLogError naming t1 seq %d", name, err, e.Seq)
@@ -298,12 +300,13 @@ func TestInLogCheckCost(t *testing.T) {
 	measure := func(check bool) (map[string]int, int, float64) {
 		rg := newLogRig(t, check)
 		rg.db.reset()
-		ctx, _, err := rg.d.Prefetch(context.Background(), rg.logged)
+		ctx := context.Background()
+		p, _, err := rg.d.Prefetch(ctx, rg.logged)
 		if err != nil {
 			t.Fatal(err)
 		}
 		pre, _, _, keysRead, rcu := rg.db.snapshot()
-		deliverAll(t, ctx, rg.d, rg.logged)
+		deliverAll(t, ctx, rg.d, p, rg.logged)
 		all, _, _, _, _ := rg.db.snapshot()
 		if all["GetItem"] != 0 {
 			t.Errorf("check=%v: %d GetItem during delivery, want 0 (every row came with the prefetch)", check, all["GetItem"])

@@ -23,7 +23,7 @@ package delivery
 // condition fails (DynamoDB charges a refused conditional write like a
 // successful one). Prefetch reads the claims of a whole batch with
 // BatchGetItem (100 keys a request, eventually consistent: half a read unit
-// per claim, a tenth of a write's price) and Deliver then skips completed and
+// per claim, a tenth of a write's price) and DeliverWith then skips completed and
 // dead claims without writing. A stale read is harmless: it can only show an
 // older state (absent or pending where the claim has moved on), and those go
 // to the conditional claim, which is authoritative; completed is final, and a
@@ -245,10 +245,8 @@ func (m *MemoryStore) GetClaims(ctx context.Context, ks []Key) (map[Key]ClaimRec
 	return out, nil
 }
 
-// BatchedStore is a Store whose Claim first looks at the claims Prefetch
-// bound to the context: a claim read as completed or dead is answered from
-// there, with no write. Everything else goes to the wrapped store. Build a
-// Deliverer on it to use Prefetch:
+// BatchedStore is a Store that can also read claims in batches, which
+// Prefetch needs. Build a Deliverer on it to use Prefetch:
 //
 //	store := delivery.NewBatchedStore(delivery.NewDynamoStore(db, table))
 //	d, err := delivery.New(reg, delivery.Config{Store: store})
@@ -274,24 +272,47 @@ func (b *BatchedStore) GetClaims(ctx context.Context, ks []Key) (map[Key]ClaimRe
 	return b.reader.GetClaims(ctx, ks)
 }
 
-// Claim answers a claim that Prefetch read as completed or dead without a
-// write; otherwise it claims in the wrapped store.
-func (b *BatchedStore) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
-	if p, ok := ctx.Value(prefetchKey{}).(*prefetched); ok {
-		if r, found := p.claims[req.Key]; found && (r.Status == StatusCompleted || r.Status == StatusDead) {
-			p.skipped.Add(1)
-			return Claim{Status: r.Status, LeaseUntil: r.LeaseUntil, Attempts: r.Attempts}, nil
-		}
-	}
-	return b.Store.Claim(ctx, req)
-}
-
-type prefetchKey struct{}
-
-type prefetched struct {
+// Prefetched is what Prefetch read for a batch: its claims and, for the
+// in-log check, its event rows. DeliverWith answers a claim read as
+// completed or dead from here, without a write. A nil *Prefetched holds
+// nothing. It is safe for concurrent use (the consumer delivers tenants in
+// parallel).
+type Prefetched struct {
 	claims  map[Key]ClaimRecord
 	logged  map[EventRef]LoggedEvent // event rows read for the in-log check
 	skipped atomic.Int64
+}
+
+// final returns the claim of k when it was read as completed or dead, and
+// counts it as answered without a write.
+func (p *Prefetched) final(k Key) (Claim, bool) {
+	if p == nil {
+		return Claim{}, false
+	}
+	r, found := p.claims[k]
+	if !found || (r.Status != StatusCompleted && r.Status != StatusDead) {
+		return Claim{}, false
+	}
+	p.skipped.Add(1)
+	return Claim{Status: r.Status, LeaseUntil: r.LeaseUntil, Attempts: r.Attempts}, true
+}
+
+// loggedEvent returns the event row read at ref, if it was read.
+func (p *Prefetched) loggedEvent(ref EventRef) (LoggedEvent, bool) {
+	if p == nil {
+		return LoggedEvent{}, false
+	}
+	got, found := p.logged[ref]
+	return got, found
+}
+
+// Skipped reports how many claims DeliverWith answered from p (without a
+// write) so far.
+func (p *Prefetched) Skipped() int {
+	if p == nil {
+		return 0
+	}
+	return int(p.skipped.Load())
 }
 
 // batchReader reads claims and event rows together (*DynamoStore).
@@ -311,16 +332,17 @@ type PrefetchStats struct {
 }
 
 // Prefetch reads, in batches, the claims of every DURABLE subscription that
-// the events envs would be delivered to, and returns ctx carrying them;
-// Deliver(ctx, e) then skips completed and dead claims without writing. It
-// needs a Deliverer built on a BatchedStore (ErrNoBatchRead otherwise). On an
-// error it returns ctx unchanged (or with what it read): the prefetch is an
-// optimisation and delivery is correct without it.
-func (d *Deliverer) Prefetch(ctx context.Context, envs []envelope.Envelope) (context.Context, PrefetchStats, error) {
+// the events envs would be delivered to; DeliverWith(ctx, e, p) then skips
+// completed and dead claims without writing. It needs a Deliverer built on a
+// BatchedStore (ErrNoBatchRead otherwise). It never returns a nil
+// *Prefetched: on an error it holds what was read, if anything (the
+// prefetch is an optimisation and delivery is correct without it).
+func (d *Deliverer) Prefetch(ctx context.Context, envs []envelope.Envelope) (*Prefetched, PrefetchStats, error) {
 	var st PrefetchStats
+	p := &Prefetched{}
 	b, ok := d.cfg.Store.(*BatchedStore)
 	if !ok {
-		return ctx, st, fmt.Errorf("prefetch claims: Deliverer store %T is not a *BatchedStore: %w", d.cfg.Store, ErrNoBatchRead)
+		return p, st, fmt.Errorf("prefetch claims: Deliverer store %T is not a *BatchedStore: %w", d.cfg.Store, ErrNoBatchRead)
 	}
 	var ks []Key
 	seen := map[Key]bool{}
@@ -342,37 +364,23 @@ func (d *Deliverer) Prefetch(ctx context.Context, envs []envelope.Envelope) (con
 		}
 	}
 	if len(ks) == 0 && len(evs) == 0 {
-		return ctx, st, nil
+		return p, st, nil
 	}
-	var claims map[Key]ClaimRecord
-	var logged map[EventRef]LoggedEvent
 	var err error
 	if len(evs) > 0 {
-		claims, logged, err = br.ReadBatch(ctx, ks, evs)
-		st.Events, st.Logged = len(evs), len(logged)
+		p.claims, p.logged, err = br.ReadBatch(ctx, ks, evs)
+		st.Events, st.Logged = len(evs), len(p.logged)
 	} else {
-		claims, err = b.reader.GetClaims(ctx, ks)
+		p.claims, err = b.reader.GetClaims(ctx, ks)
 	}
-	st.Found = len(claims)
-	for _, r := range claims {
+	st.Found = len(p.claims)
+	for _, r := range p.claims {
 		if r.Status == StatusCompleted || r.Status == StatusDead {
 			st.Final++
 		}
 	}
-	if len(claims) > 0 || len(logged) > 0 {
-		ctx = context.WithValue(ctx, prefetchKey{}, &prefetched{claims: claims, logged: logged})
-	}
 	if err != nil {
-		return ctx, st, fmt.Errorf("prefetch claims: %w", err)
+		return p, st, fmt.Errorf("prefetch claims: %w", err)
 	}
-	return ctx, st, nil
-}
-
-// PrefetchSkipped reports how many claims Deliver answered from the prefetch
-// bound to ctx (without a write) so far.
-func PrefetchSkipped(ctx context.Context) int {
-	if p, ok := ctx.Value(prefetchKey{}).(*prefetched); ok {
-		return int(p.skipped.Load())
-	}
-	return 0
+	return p, st, nil
 }

@@ -219,11 +219,11 @@ func batchEvents(t *testing.T, n int) []envelope.Envelope {
 	return out
 }
 
-func deliverAll(t *testing.T, ctx context.Context, d *delivery.Deliverer, envs []envelope.Envelope) map[delivery.Outcome]int {
+func deliverAll(t *testing.T, ctx context.Context, d *delivery.Deliverer, p *delivery.Prefetched, envs []envelope.Envelope) map[delivery.Outcome]int {
 	t.Helper()
 	got := map[delivery.Outcome]int{}
 	for _, e := range envs {
-		res, err := d.Deliver(ctx, e)
+		res, err := d.DeliverWith(ctx, e, p)
 		if err != nil || res.RetryLater() {
 			t.Fatalf("deliver %s: %v (retry later %v)", e.ID, err, res.RetryLater())
 		}
@@ -244,7 +244,7 @@ func TestDeliveryWritesPerSubscription(t *testing.T) {
 	envs := batchEvents(t, 4)
 	pairs := len(envs) * batchSubs
 
-	if got := deliverAll(t, ctx, rg.d, envs); got[delivery.Completed] != pairs {
+	if got := deliverAll(t, ctx, rg.d, nil, envs); got[delivery.Completed] != pairs {
 		t.Fatalf("first delivery outcomes: got %v, want %d completed", got, pairs)
 	}
 	req, writes, tx, _, cu := rg.db.snapshot()
@@ -255,7 +255,7 @@ func TestDeliveryWritesPerSubscription(t *testing.T) {
 	}
 
 	rg.db.reset()
-	if got := deliverAll(t, ctx, rg.d, envs); got[delivery.AlreadyCompleted] != pairs {
+	if got := deliverAll(t, ctx, rg.d, nil, envs); got[delivery.AlreadyCompleted] != pairs {
 		t.Fatalf("redelivery outcomes: got %v, want %d already completed", got, pairs)
 	}
 	_, writes, _, _, _ = rg.db.snapshot()
@@ -264,19 +264,19 @@ func TestDeliveryWritesPerSubscription(t *testing.T) {
 	}
 
 	rg.db.reset()
-	pctx, st, err := rg.d.Prefetch(ctx, envs)
+	p, st, err := rg.d.Prefetch(ctx, envs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := deliverAll(t, pctx, rg.d, envs); got[delivery.AlreadyCompleted] != pairs {
+	if got := deliverAll(t, ctx, rg.d, p, envs); got[delivery.AlreadyCompleted] != pairs {
 		t.Fatalf("prefetched redelivery outcomes: got %v, want %d already completed", got, pairs)
 	}
 	req, writes, _, reads, _ := rg.db.snapshot()
 	if writes != 0 || req["BatchGetItem"] != 1 || reads != pairs {
 		t.Errorf("prefetched redelivery: got %d writes, %d BatchGetItem, %d keys read; want 0, 1, %d", writes, req["BatchGetItem"], reads, pairs)
 	}
-	if st.Keys != pairs || st.Final != pairs || delivery.PrefetchSkipped(pctx) != pairs {
-		t.Errorf("prefetch stats %+v, skipped %d; want %d keys, all final, all skipped", st, delivery.PrefetchSkipped(pctx), pairs)
+	if st.Keys != pairs || st.Final != pairs || p.Skipped() != pairs {
+		t.Errorf("prefetch stats %+v, skipped %d; want %d keys, all final, all skipped", st, p.Skipped(), pairs)
 	}
 	for _, s := range []string{"batchtest.a", "batchtest.b", "batchtest.c"} {
 		if n := rg.recv.runs[s]; n != len(envs) {
@@ -292,7 +292,7 @@ func TestDeadLetterPathWrites(t *testing.T) {
 	rg := newBatchRig(t)
 	rg.recv.fail["batchtest.b"] = true
 	e := batchEvents(t, 1)
-	got := deliverAll(t, context.Background(), rg.d, e)
+	got := deliverAll(t, context.Background(), rg.d, nil, e)
 	if got[delivery.Completed] != 2 || got[delivery.DeadLettered] != 1 {
 		t.Fatalf("outcomes: got %v, want 2 completed and 1 dead-lettered", got)
 	}
@@ -303,11 +303,11 @@ func TestDeadLetterPathWrites(t *testing.T) {
 	}
 	// Redelivered later, the dead claim is parked: prefetched, it costs nothing.
 	rg.db.reset()
-	pctx, _, err := rg.d.Prefetch(context.Background(), e)
+	p, _, err := rg.d.Prefetch(context.Background(), e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got = deliverAll(t, pctx, rg.d, e)
+	got = deliverAll(t, context.Background(), rg.d, p, e)
 	if got[delivery.AlreadyDead] != 1 || got[delivery.AlreadyCompleted] != 2 {
 		t.Errorf("redelivery outcomes: got %v, want 1 already dead and 2 already completed", got)
 	}
@@ -323,13 +323,13 @@ func TestPrefetchMixedBatch(t *testing.T) {
 	rg := newBatchRig(t)
 	ctx := context.Background()
 	envs := batchEvents(t, 10)
-	deliverAll(t, ctx, rg.d, envs[:5])
+	deliverAll(t, ctx, rg.d, nil, envs[:5])
 	rg.db.reset()
-	pctx, st, err := rg.d.Prefetch(ctx, envs)
+	p, st, err := rg.d.Prefetch(ctx, envs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := deliverAll(t, pctx, rg.d, envs)
+	got := deliverAll(t, ctx, rg.d, p, envs)
 	if got[delivery.Completed] != 5*batchSubs || got[delivery.AlreadyCompleted] != 5*batchSubs {
 		t.Fatalf("outcomes: got %v, want %d completed and %d already completed", got, 5*batchSubs, 5*batchSubs)
 	}
@@ -358,11 +358,11 @@ func TestPrefetchNeedsBatchedStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	envs := batchEvents(t, 1)
-	ctx, _, err := d.Prefetch(context.Background(), envs)
+	p, _, err := d.Prefetch(context.Background(), envs)
 	if !errors.Is(err, delivery.ErrNoBatchRead) {
 		t.Errorf("Prefetch on a plain store: got %v, want ErrNoBatchRead", err)
 	}
-	if got := deliverAll(t, ctx, d, envs); got[delivery.Completed] != batchSubs {
+	if got := deliverAll(t, context.Background(), d, p, envs); got[delivery.Completed] != batchSubs {
 		t.Errorf("outcomes: got %v, want %d completed", got, batchSubs)
 	}
 }

@@ -151,11 +151,18 @@ func (r Result) Count(o Outcome) int {
 //
 // A malformed envelope is an error too; such a message belongs in the DLQ.
 func (d *Deliverer) Deliver(ctx context.Context, e envelope.Envelope) (Result, error) {
+	return d.DeliverWith(ctx, e, nil)
+}
+
+// DeliverWith is Deliver using what Prefetch read for e's batch: a claim
+// read as completed or dead is answered without a write, and an event row
+// read there spares the in-log check its own read. p may be nil.
+func (d *Deliverer) DeliverWith(ctx context.Context, e envelope.Envelope, p *Prefetched) (Result, error) {
 	res := Result{EventID: e.ID, Type: e.Type, Tenant: e.TenantID}
 	if err := e.Validate(); err != nil {
 		return res, fmt.Errorf("deliver: malformed envelope %s: %w", e.ID, err)
 	}
-	if err := d.checkInLog(ctx, e); err != nil {
+	if err := d.checkInLog(ctx, e, p); err != nil {
 		return res, err
 	}
 	hctx, err := lanes.HandlerContext(ctx, e, catalog.Durable)
@@ -166,7 +173,7 @@ func (d *Deliverer) Deliver(ctx context.Context, e envelope.Envelope) (Result, e
 	lanes.ReportRoute(hctx, d.lanesConfig(), string(catalog.Durable), d.reg.Catalog(), e, rt)
 	var errs []error
 	for _, b := range rt.Bound {
-		sr := d.deliverOne(hctx, b, e)
+		sr := d.deliverOne(hctx, b, e, p)
 		if sr.Outcome == Failed {
 			errs = append(errs, sr.Err)
 		}
@@ -206,7 +213,7 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (d *Deliverer) deliverOne(ctx context.Context, b catalog.Bound, e envelope.Envelope) SubResult {
+func (d *Deliverer) deliverOne(ctx context.Context, b catalog.Bound, e envelope.Envelope, p *Prefetched) SubResult {
 	sr := SubResult{Subscription: b.Name}
 	log := d.cfg.Logger.With(slog.String(obs.KeySubscription, b.Name), slog.String(obs.KeyEventType, e.Type))
 	if err := ctx.Err(); err != nil {
@@ -214,7 +221,11 @@ func (d *Deliverer) deliverOne(ctx context.Context, b catalog.Bound, e envelope.
 		return sr
 	}
 	req := d.request(ctx, b, e)
-	c, err := d.cfg.Store.Claim(ctx, req)
+	c, final := p.final(req.Key)
+	var err error
+	if !final {
+		c, err = d.cfg.Store.Claim(ctx, req)
+	}
 	if err != nil {
 		log.ErrorContext(ctx, "claim failed", slog.Any(obs.KeyErr, err))
 		sr.Outcome, sr.Err = Failed, err

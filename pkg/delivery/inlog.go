@@ -97,16 +97,12 @@ func (d *DynamoStore) LoggedEvent(ctx context.Context, ref EventRef) (LoggedEven
 }
 
 // checkInLog refuses e unless the log holds it (see the note at the top).
-func (d *Deliverer) checkInLog(ctx context.Context, e envelope.Envelope) error {
+func (d *Deliverer) checkInLog(ctx context.Context, e envelope.Envelope, p *Prefetched) error {
 	if d.cfg.Log == nil {
 		return nil
 	}
 	ref := EventRef{Tenant: e.TenantID, Seq: e.Seq}
-	var got LoggedEvent
-	found := false
-	if p, ok := ctx.Value(prefetchKey{}).(*prefetched); ok {
-		got, found = p.logged[ref]
-	}
+	got, found := p.loggedEvent(ref)
 	if !found {
 		var err error
 		if got, found, err = d.cfg.Log.LoggedEvent(ctx, ref); err != nil {

@@ -1,6 +1,6 @@
 // Package consumer is the durable consumer's logic: an SQS FIFO batch (one
 // message group per tenant, each body an envelope from stream-filter) goes
-// through delivery.Deliver, and the messages that must come back are
+// through delivery.Deliverer.DeliverWith, and the messages that must come back are
 // answered as batchItemFailures.
 //
 // FIFO order is per tenant, so a message that must come back takes every
@@ -79,8 +79,8 @@ var ErrUndecodable = errors.New("message body is not a deliverable envelope")
 
 // Deliverer is the part of *delivery.Deliverer the consumer uses.
 type Deliverer interface {
-	Deliver(ctx context.Context, e envelope.Envelope) (delivery.Result, error)
-	Prefetch(ctx context.Context, envs []envelope.Envelope) (context.Context, delivery.PrefetchStats, error)
+	DeliverWith(ctx context.Context, e envelope.Envelope, p *delivery.Prefetched) (delivery.Result, error)
+	Prefetch(ctx context.Context, envs []envelope.Envelope) (*delivery.Prefetched, delivery.PrefetchStats, error)
 	Settled(ctx context.Context, tenant string, seqs []int64) (map[string]int64, error)
 }
 
@@ -178,7 +178,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		dctx, cancel = context.WithDeadline(ctx, dl.Add(-h.cfg.Reserve))
 		defer cancel()
 	}
-	dctx, st, err := h.cfg.Deliverer.Prefetch(dctx, envs)
+	pre, st, err := h.cfg.Deliverer.Prefetch(dctx, envs)
 	if err != nil {
 		log.WarnContext(ctx, "claim prefetch failed; claiming each subscription", slog.Any(obs.KeyErr, err))
 	}
@@ -197,7 +197,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	outs := make([]outcome, len(msgs))
 	var wg sync.WaitGroup
 	for _, g := range order {
-		wg.Go(func() { h.tenant(ctx, dctx, groups[g], outs) })
+		wg.Go(func() { h.tenant(ctx, dctx, pre, groups[g], outs) })
 	}
 	wg.Wait()
 
@@ -219,13 +219,13 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		h.cfg.Metrics.Count(keys.MetricDurableMessageFailed, n, "Reason", reason)
 	}
 	log.InfoContext(ctx, "batch done", slog.Int(obs.KeyCount, len(msgs)), slog.Int("failed", len(resp.BatchItemFailures)),
-		slog.Int("claims_skipped", delivery.PrefetchSkipped(dctx)))
+		slog.Int("claims_skipped", pre.Skipped()))
 	return resp, nil
 }
 
 // tenant delivers one tenant's messages in order until one fails; that one
-// and every later one come back.
-func (h *Handler) tenant(ctx, dctx context.Context, ms []*message, outs []outcome) {
+// and every later one come back. pre is the batch's prefetch.
+func (h *Handler) tenant(ctx, dctx context.Context, pre *delivery.Prefetched, ms []*message, outs []outcome) {
 	log := h.cfg.Logger
 	blocked := ""
 	var settled []int64
@@ -255,7 +255,7 @@ func (h *Handler) tenant(ctx, dctx context.Context, ms []*message, outs []outcom
 			log.WarnContext(mctx, "invocation out of time before this message started; it comes back", attrs...)
 			continue
 		}
-		res, err := h.cfg.Deliverer.Deliver(obs.WithEvent(tenancy.MustWithTenant(dctx, m.env.TenantID), m.env.ID), m.env)
+		res, err := h.cfg.Deliverer.DeliverWith(obs.WithEvent(tenancy.MustWithTenant(dctx, m.env.TenantID), m.env.ID), m.env, pre)
 		attrs = append(attrs, slog.String(obs.KeyEventType, m.env.Type), slog.Int64(obs.KeySeq, m.env.Seq), slog.String("subscriptions", summary(res)))
 		switch {
 		case errors.Is(err, delivery.ErrNotInLog):
