@@ -1,5 +1,6 @@
 // Package obs is fourlanes' observability: slog JSON logs whose records carry
-// the request id, tenant, event id and lane bound to the context, and
+// the request id, tenant, event id and lane bound to the context (and, in a
+// Lambda invocation, the function's name, cold start and X-Ray trace id), and
 // CloudWatch metrics written as Embedded Metric Format (EMF) lines.
 package obs
 
@@ -9,10 +10,8 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
-	"github.com/prozz/aws-embedded-metrics-golang/emf"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
@@ -31,7 +30,17 @@ const (
 	KeyReason       = "reason"
 	KeyFunction     = "function"
 	KeyCount        = "count"
+	// In a Lambda invocation: AWS_LAMBDA_FUNCTION_NAME, whether this is the
+	// process's first invocation, and the X-Ray trace id (the Root of the
+	// invocation's trace header).
+	KeyFunctionName = "function_name"
+	KeyColdStart    = "cold_start"
+	KeyTraceID      = "xray_trace_id"
 )
+
+// envLambdaLogLevel is set by Lambda when the function's LoggingConfig has an
+// application log level (docs: monitoring-cloudwatchlogs-log-level).
+const envLambdaLogLevel = "AWS_LAMBDA_LOG_LEVEL"
 
 type ctxKey int
 
@@ -67,13 +76,39 @@ func RequestID(ctx context.Context) string {
 	return ""
 }
 
+// traceID is the Root of the invocation's X-Ray trace header, which
+// aws-lambda-go puts in the context (and, one invocation at a time, in
+// _X_AMZN_TRACE_ID), or "".
+func traceID(ctx context.Context) string {
+	h, _ := ctx.Value("x-amzn-trace-id").(string) // aws-lambda-go's key
+	if h == "" {
+		h = os.Getenv("_X_AMZN_TRACE_ID")
+	}
+	for part := range strings.SplitSeq(h, ";") {
+		if root, ok := strings.CutPrefix(part, "Root="); ok {
+			return root
+		}
+	}
+	return h
+}
+
 // contextHandler adds the context's request id, tenant, event id and lane to
-// every record.
+// every record, and in a Lambda invocation the function's name, cold start
+// and trace id.
 type contextHandler struct{ slog.Handler }
 
 func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
 	if id := RequestID(ctx); id != "" {
 		r.AddAttrs(slog.String(KeyRequestID, id))
+	}
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		if lambdacontext.FunctionName != "" {
+			r.AddAttrs(slog.String(KeyFunctionName, lambdacontext.FunctionName))
+		}
+		r.AddAttrs(slog.Bool(KeyColdStart, coldStart(lc.AwsRequestID)))
+		if id := traceID(ctx); id != "" {
+			r.AddAttrs(slog.String(KeyTraceID, id))
+		}
 	}
 	if t, err := tenancy.Tenant(ctx); err == nil {
 		r.AddAttrs(slog.String(KeyTenant, t))
@@ -95,60 +130,61 @@ func (h contextHandler) WithGroup(name string) slog.Handler {
 	return contextHandler{h.Handler.WithGroup(name)}
 }
 
+// parseLevel reads a level as LOG_LEVEL or Lambda's application log level
+// spells it, in any case. slog has no TRACE or FATAL: TRACE is debug, the
+// most detail fourlanes logs; FATAL is error, the closest (Lambda itself then
+// drops the ERROR lines).
+func parseLevel(s string) (slog.Level, bool) {
+	switch strings.ToLower(s) {
+	case "trace", "debug":
+		return slog.LevelDebug, true
+	case "info":
+		return slog.LevelInfo, true
+	case "warn", "warning":
+		return slog.LevelWarn, true
+	case "error", "fatal":
+		return slog.LevelError, true
+	}
+	return slog.LevelInfo, false
+}
+
+// timestampKey: Lambda's log-level filtering reads a record's "level" and an
+// RFC 3339 "timestamp"; a record without a timestamp it knows counts as INFO
+// and would be dropped at WARN.
+func timestampKey(groups []string, a slog.Attr) slog.Attr {
+	if len(groups) == 0 && a.Key == slog.TimeKey {
+		a.Key = "timestamp"
+	}
+	return a
+}
+
 // NewLogger returns a JSON logger on w whose records carry the context's
-// request id, tenant, event id and lane. level is "debug", "info", "warn" or
-// "error" (default info).
+// request id, tenant, event id and lane (and function_name, cold_start and
+// xray_trace_id in a Lambda invocation). level is "trace", "debug", "info",
+// "warn", "error" or "fatal" in any case (default info).
 func NewLogger(w io.Writer, level string) *slog.Logger {
-	var lv slog.Level
-	switch strings.ToLower(level) {
-	case "debug":
-		lv = slog.LevelDebug
-	case "warn":
-		lv = slog.LevelWarn
-	case "error":
-		lv = slog.LevelError
-	default:
-		lv = slog.LevelInfo
-	}
-	return slog.New(contextHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})})
+	lv, _ := parseLevel(level)
+	return slog.New(contextHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv, ReplaceAttr: timestampKey})})
 }
 
-// Setup installs the JSON logger on stdout as slog's default, with the level
-// from LOG_LEVEL. Functions call it first in main.
+// Setup installs the JSON logger on stdout as slog's default. Its level is
+// AWS_LAMBDA_LOG_LEVEL (the function's application log level, which the
+// Lambda console changes without a deploy), else LOG_LEVEL, else info.
+// Functions call it first in main.
 func Setup() *slog.Logger {
-	l := NewLogger(os.Stdout, os.Getenv(keys.EnvLogLevel))
+	level := os.Getenv(keys.EnvLogLevel)
+	lambdaLevel := os.Getenv(envLambdaLogLevel)
+	lv, ok := parseLevel(lambdaLevel)
+	if ok {
+		level = lambdaLevel
+	}
+	l := NewLogger(os.Stdout, level)
 	slog.SetDefault(l)
+	if ok && lv > slog.LevelInfo {
+		// Lambda gives a line without a level, as an EMF document is, the
+		// level INFO, and filters it out above INFO.
+		l.Error("the application log level drops this function's EMF metric lines, and the alarms on them see nothing: set it to INFO or below",
+			slog.String(envLambdaLogLevel, lambdaLevel))
+	}
 	return l
-}
-
-// Metrics writes CloudWatch EMF lines. The zero value writes to stdout.
-type Metrics struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-// NewMetrics writes EMF lines to w (stdout when nil).
-func NewMetrics(w io.Writer) *Metrics { return &Metrics{w: w} }
-
-// Count emits one EMF line: metric name = n (unit Count) in
-// keys.MetricNamespace, with the given dimension pairs ("Lane", "DURABLE", …).
-// A nil *Metrics is valid and writes to stdout, so components work without wiring.
-func (m *Metrics) Count(name string, n int, dims ...string) {
-	w := io.Writer(os.Stdout)
-	if m != nil {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if m.w != nil {
-			w = m.w
-		}
-	}
-	l := emf.New(emf.WithWriter(w), emf.WithoutDimensions()).Namespace(keys.MetricNamespace)
-	if len(dims) >= 2 {
-		ds := make([]emf.Dimension, 0, len(dims)/2)
-		for i := 0; i+1 < len(dims); i += 2 {
-			ds = append(ds, emf.NewDimension(dims[i], dims[i+1]))
-		}
-		l = l.DimensionSet(ds...)
-	}
-	l.MetricAs(name, n, emf.Count).Log()
 }

@@ -4,6 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
@@ -78,5 +83,143 @@ func TestCountWritesEMF(t *testing.T) {
 	}
 	if rec.DeadLettered != 2 {
 		t.Errorf("value: got %v, want 2", rec.DeadLettered)
+	}
+}
+
+// TestLoggerLambdaFields: within an invocation every record carries the
+// function's name, whether this is the process's first invocation, and the
+// X-Ray trace id aws-lambda-go put in the context; the time is under
+// "timestamp", as Lambda's log-level filtering reads it.
+func TestLoggerLambdaFields(t *testing.T) {
+	obs.ResetColdStart()
+	withFunctionName(t, "fourlanes-reconcile")
+	var buf bytes.Buffer
+	log := obs.NewLogger(&buf, "info")
+	invoke := func(id, header string) context.Context {
+		//nolint:staticcheck // aws-lambda-go's own key for the trace header
+		return context.WithValue(invocation(id), "x-amzn-trace-id", header)
+	}
+	log.InfoContext(context.Background(), "init")
+	log.InfoContext(invoke("req-1", "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"), "first")
+	log.InfoContext(invoke("req-2", "Root=1-5759e989-000000000000000000000002;Sampled=0"), "second")
+
+	var recs []map[string]any
+	for l := range strings.Lines(buf.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("not JSON: %q", l)
+		}
+		if _, ok := rec["timestamp"]; !ok || rec["time"] != nil {
+			t.Errorf("want the time under timestamp: %v", rec)
+		}
+		recs = append(recs, rec)
+	}
+	if len(recs) != 3 {
+		t.Fatalf("got %d records, want 3", len(recs))
+	}
+	for _, k := range []string{obs.KeyFunctionName, obs.KeyColdStart, obs.KeyTraceID} {
+		if v, ok := recs[0][k]; ok {
+			t.Errorf("outside an invocation: %s = %v, want none", k, v)
+		}
+	}
+	for i, want := range []map[string]any{
+		{obs.KeyFunctionName: "fourlanes-reconcile", obs.KeyColdStart: true, obs.KeyTraceID: "1-5759e988-bd862e3fe1be46a994272793", obs.KeyRequestID: "req-1"},
+		{obs.KeyFunctionName: "fourlanes-reconcile", obs.KeyColdStart: false, obs.KeyTraceID: "1-5759e989-000000000000000000000002", obs.KeyRequestID: "req-2"},
+	} {
+		for k, v := range want {
+			if recs[i+1][k] != v {
+				t.Errorf("record %q: %s = %v, want %v", recs[i+1]["msg"], k, recs[i+1][k], v)
+			}
+		}
+	}
+}
+
+// TestSetupLevel: Setup's level is AWS_LAMBDA_LOG_LEVEL (what the console
+// sets), else LOG_LEVEL, else info; above INFO it warns that Lambda drops the
+// EMF lines.
+func TestSetupLevel(t *testing.T) {
+	for _, tc := range []struct {
+		lambda, local string
+		want          []string // of debug, info, warn, error
+		emfWarning    bool
+	}{
+		{"", "", []string{"info", "warn", "error"}, false},
+		{"", "debug", []string{"debug", "info", "warn", "error"}, false},
+		{"INFO", "debug", []string{"info", "warn", "error"}, false},
+		{"DEBUG", "error", []string{"debug", "info", "warn", "error"}, false},
+		{"TRACE", "", []string{"debug", "info", "warn", "error"}, false},
+		{"WARN", "debug", []string{"warn", "error"}, true},
+		{"ERROR", "", []string{"error"}, true},
+		{"FATAL", "", []string{"error"}, true},
+		{"NOISY", "warn", []string{"warn", "error"}, false}, // not a level: LOG_LEVEL applies
+	} {
+		t.Run(tc.lambda+"/"+tc.local, func(t *testing.T) {
+			t.Setenv("AWS_LAMBDA_LOG_LEVEL", tc.lambda)
+			t.Setenv(keys.EnvLogLevel, tc.local)
+			out := captureStdout(t, func() {
+				log := obs.Setup()
+				log.Debug("debug")
+				log.Info("info")
+				log.Warn("warn")
+				log.Error("error")
+			})
+			var got []string
+			warned := false
+			for l := range strings.Lines(out) {
+				var rec struct{ Msg string }
+				if err := json.Unmarshal([]byte(l), &rec); err != nil {
+					t.Fatalf("not JSON: %q", l)
+				}
+				if strings.Contains(rec.Msg, "EMF") {
+					warned = true
+					continue
+				}
+				got = append(got, rec.Msg)
+			}
+			if !slices.Equal(got, tc.want) || warned != tc.emfWarning {
+				t.Errorf("got %v (EMF warning %v), want %v (%v)", got, warned, tc.want, tc.emfWarning)
+			}
+		})
+	}
+}
+
+// captureStdout runs f with os.Stdout on a pipe and slog's default restored
+// after, and returns what f wrote.
+func captureStdout(t *testing.T, f func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prevOut, prevLog := os.Stdout, slog.Default()
+	os.Stdout = w
+	defer func() { os.Stdout = prevOut; slog.SetDefault(prevLog) }()
+	done := make(chan []byte)
+	go func() { b, _ := io.ReadAll(r); done <- b }()
+	f()
+	_ = w.Close()
+	return string(<-done)
+}
+
+// TestColdStartSilentFirstInvocation: the first invocation is the cold one
+// even when it logs nothing, since PerInvocation saw it begin.
+func TestColdStartSilentFirstInvocation(t *testing.T) {
+	obs.ResetColdStart()
+	var buf bytes.Buffer
+	log := obs.NewLogger(&buf, "info")
+	h := obs.PerInvocationErr(obs.NewMetrics(io.Discard), func(ctx context.Context, msg string) error {
+		if msg != "" {
+			log.InfoContext(ctx, msg)
+		}
+		return nil
+	})
+	_ = h(invocation("req-silent"), "")
+	_ = h(invocation("req-next"), "second")
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		t.Fatalf("not one JSON record: %q", buf.String())
+	}
+	if rec[obs.KeyColdStart] != false {
+		t.Errorf("second invocation: cold_start = %v, want false", rec[obs.KeyColdStart])
 	}
 }
