@@ -21,6 +21,15 @@ type FunctionOptions struct {
 	CodeRoot string
 	// LogRetention applies to every function's log group.
 	LogRetention awslogs.RetentionDays
+	// ApplicationLogLevel filters the functions' own log lines (Lambda's
+	// LoggingConfig, JSON format). Lambda passes it to the function as
+	// AWS_LAMBDA_LOG_LEVEL, which obs.Setup follows, and the console changes
+	// it without a deploy. Default INFO. Above INFO, Lambda also drops the
+	// EMF metric lines (a line without a level counts as INFO), and the
+	// alarms on those metrics see nothing.
+	ApplicationLogLevel awslambda.ApplicationLogLevel
+	// SystemLogLevel filters Lambda's own lines (start, report). Default INFO.
+	SystemLogLevel awslambda.SystemLogLevel
 }
 
 // functionSpec is what differs between functions.
@@ -53,6 +62,13 @@ func newFunction(scope constructs.Construct, id string, opts FunctionOptions, sp
 	})
 	logs.GrantWrite(role)
 
+	appLevel, sysLevel := opts.ApplicationLogLevel, opts.SystemLogLevel
+	if appLevel == "" {
+		appLevel = awslambda.ApplicationLogLevel_INFO
+	}
+	if sysLevel == "" {
+		sysLevel = awslambda.SystemLogLevel_INFO
+	}
 	env := map[string]*string{keys.EnvTracing: jsii.String("xray")}
 	for k, v := range spec.env {
 		env[k] = v
@@ -69,6 +85,9 @@ func newFunction(scope constructs.Construct, id string, opts FunctionOptions, sp
 		Tracing:                      awslambda.Tracing_ACTIVE,
 		Role:                         role,
 		LogGroup:                     logs,
+		LoggingFormat:                awslambda.LoggingFormat_JSON,
+		ApplicationLogLevelV2:        appLevel,
+		SystemLogLevelV2:             sysLevel,
 		ReservedConcurrentExecutions: spec.reserved,
 	})
 	// Active tracing adds xray:PutTraceSegments and xray:PutTelemetryRecords

@@ -305,7 +305,12 @@ func TestFunctions(t *testing.T) {
 				"Handler":       "bootstrap",
 				"TracingConfig": map[string]any{"Mode": "Active"},
 				"Role":          getAtt(s.id(f.Role), "Arn"),
-				"LoggingConfig": map[string]any{"LogGroup": ref(s.id(f.Logs))},
+				// JSON, so Lambda filters by level; the application level
+				// reaches obs.Setup as AWS_LAMBDA_LOG_LEVEL, and INFO keeps
+				// the EMF lines (Lambda reads a line without a level as INFO).
+				"LoggingConfig": map[string]any{
+					"LogGroup": ref(s.id(f.Logs)), "LogFormat": "JSON", "ApplicationLogLevel": "INFO", "SystemLogLevel": "INFO",
+				},
 			} {
 				if diff := cmp.Diff(want, p[k]); diff != "" {
 					t.Errorf("%s (-want +got):\n%s", k, diff)
