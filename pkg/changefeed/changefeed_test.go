@@ -485,7 +485,7 @@ type stubDispatcher struct {
 	got   []envelope.Envelope
 }
 
-func (s *stubDispatcher) Dispatch(_ context.Context, e envelope.Envelope) error {
+func (s *stubDispatcher) DispatchBound(_ context.Context, e envelope.Envelope) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++

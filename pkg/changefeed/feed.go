@@ -33,9 +33,10 @@ type DynamoDB interface {
 }
 
 // Dispatcher dispatches a change event on the BEST_EFFORT lane
-// (lanes.BestEffort).
+// (lanes.BestEffort), given a context the feed bound to it with
+// lanes.HandlerContext.
 type Dispatcher interface {
-	Dispatch(ctx context.Context, e envelope.Envelope) error
+	DispatchBound(hctx context.Context, e envelope.Envelope) error
 }
 
 var _ Dispatcher = (*lanes.BestEffort)(nil)
@@ -241,27 +242,24 @@ func (f *Feed) put(ctx context.Context, c Change) error {
 
 // dispatch runs the BEST_EFFORT subscriptions, retrying the event (every
 // matching subscription; they are duplicate-tolerant) a few times with
-// backoff while any fails.
+// backoff while any fails. ctx is bound to e (Record).
 func (f *Feed) dispatch(ctx context.Context, log *slog.Logger, e envelope.Envelope) error {
-	pause := f.cfg.Backoff
-	for attempt := 1; ; attempt++ {
-		err := f.cfg.Dispatcher.Dispatch(ctx, e)
-		if err == nil {
-			return nil
-		}
-		if errors.Is(err, lanes.ErrNotChangeEvent) || errors.Is(err, tenancy.ErrNoTenant) || attempt >= f.cfg.Attempts {
-			return fmt.Errorf("dispatch %s after %d attempts: %w", e.ID, attempt, err)
-		}
-		log.WarnContext(ctx, "BEST_EFFORT dispatch failed; retrying", slog.Int("attempt", attempt), slog.Any(obs.KeyErr, err))
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("dispatch %s: %w (last error: %v)", e.ID, ctx.Err(), err)
-		}
-		pause *= 2
+	final := func(err error) bool {
+		return errors.Is(err, lanes.ErrNotChangeEvent) || errors.Is(err, tenancy.ErrNoTenant)
 	}
+	retry := lanes.Retry{Attempts: f.cfg.Attempts, Backoff: f.cfg.Backoff, Final: final,
+		OnRetry: func(ctx context.Context, attempt int, err error) {
+			log.WarnContext(ctx, "BEST_EFFORT dispatch failed; retrying", slog.Int("attempt", attempt), slog.Any(obs.KeyErr, err))
+		}}
+	runs := 0
+	err := lanes.Retrying(retry)(lanes.Counted(&runs)(f.cfg.Dispatcher.DispatchBound))(ctx, e)
+	switch {
+	case err == nil:
+		return nil
+	case runs < f.cfg.Attempts && !final(err): // the context ended during a pause
+		return fmt.Errorf("dispatch %s: %w", e.ID, err)
+	}
+	return fmt.Errorf("dispatch %s after %d attempts: %w", e.ID, runs, err)
 }
 
 func sv(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }

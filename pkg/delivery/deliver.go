@@ -162,11 +162,11 @@ func (d *Deliverer) DeliverWith(ctx context.Context, e envelope.Envelope, p *Pre
 	if err := e.Validate(); err != nil {
 		return res, fmt.Errorf("deliver: malformed envelope %s: %w", e.ID, err)
 	}
-	if err := d.checkInLog(ctx, e, p); err != nil {
-		return res, err
-	}
 	hctx, err := lanes.HandlerContext(ctx, e, catalog.Durable)
 	if err != nil {
+		return res, err
+	}
+	if err := d.checkInLog(hctx, e, p); err != nil {
 		return res, err
 	}
 	rt := d.reg.Route(e.Type, catalog.Durable)
@@ -260,10 +260,10 @@ func (d *Deliverer) notAcquired(ctx context.Context, log *slog.Logger, sr SubRes
 // the end: completed (resolved, for a replay) or dead.
 func (d *Deliverer) runClaimed(ctx context.Context, log *slog.Logger, b catalog.Bound, e envelope.Envelope, req ClaimRequest, replay bool) SubResult {
 	sr := SubResult{Subscription: b.Name}
-	herr := lanes.CheckVersion(b, e)
-	if herr == nil {
-		sr.Attempts, herr = d.runWithRetries(ctx, log, b, e)
-	}
+	retry := lanes.Retry{Attempts: d.cfg.Attempts, Backoff: d.cfg.Backoff, OnRetry: func(ctx context.Context, attempt int, err error) {
+		log.WarnContext(ctx, "handler failed; retrying", slog.Int("attempt", attempt), slog.Any(obs.KeyErr, err))
+	}}
+	herr := lanes.Guard(b, lanes.Retrying(retry), lanes.Counted(&sr.Attempts))(ctx, e)
 	// Record the end even if ctx is ending: the handler's work is done.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -309,33 +309,6 @@ func (d *Deliverer) runClaimed(ctx context.Context, log *slog.Logger, b catalog.
 	d.cfg.Metrics.Count(keys.MetricDeadLettered, 1, "Subscription", b.Name)
 	sr.Outcome, sr.Err = DeadLettered, herr
 	return sr
-}
-
-// runWithRetries runs the handler up to Attempts times, pausing Backoff,
-// 2×Backoff, … between runs, and stops early on a Permanent error, a panic,
-// or the context's end.
-func (d *Deliverer) runWithRetries(ctx context.Context, log *slog.Logger, b catalog.Bound, e envelope.Envelope) (int, error) {
-	pause := d.cfg.Backoff
-	var err error
-	for attempt := 1; ; attempt++ {
-		err = lanes.Run(ctx, b, e)
-		if err == nil {
-			return attempt, nil
-		}
-		var pe *lanes.PanicError
-		if attempt >= d.cfg.Attempts || IsPermanent(err) || errors.As(err, &pe) {
-			return attempt, err
-		}
-		log.WarnContext(ctx, "handler failed; retrying", slog.Int("attempt", attempt), slog.Any(obs.KeyErr, err))
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return attempt, fmt.Errorf("%w (last handler error: %v)", ctx.Err(), err)
-		}
-		pause *= 2
-	}
 }
 
 // Replay re-runs exactly one dead-lettered subscription for e (which the

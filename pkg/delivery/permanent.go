@@ -1,25 +1,16 @@
 package delivery
 
-import "errors"
+import "github.com/fourlanes/fourlanes/pkg/lanes"
 
 // PermanentError marks a handler error that retrying cannot fix (a malformed
 // payload, a refused business rule): the subscription is dead-lettered at
-// once instead of after Config.Attempts runs.
-type PermanentError struct{ Err error }
+// once instead of after Config.Attempts runs. It is lanes.PermanentError,
+// named here too because DURABLE handlers are where it matters.
+type PermanentError = lanes.PermanentError
 
-func (e *PermanentError) Error() string { return e.Err.Error() }
-func (e *PermanentError) Unwrap() error { return e.Err }
+// Permanent marks err permanent (lanes.Permanent). Permanent(nil) is nil.
+func Permanent(err error) error { return lanes.Permanent(err) }
 
-// Permanent marks err permanent. Permanent(nil) is nil.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &PermanentError{Err: err}
-}
-
-// IsPermanent reports whether err is, or wraps, a permanent error.
-func IsPermanent(err error) bool {
-	var p *PermanentError
-	return errors.As(err, &p)
-}
+// IsPermanent reports whether err is, or wraps, a permanent error
+// (lanes.IsPermanent).
+func IsPermanent(err error) bool { return lanes.IsPermanent(err) }

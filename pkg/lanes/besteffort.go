@@ -50,25 +50,48 @@ func (e *SubscriptionError) Unwrap() error { return e.Err }
 // returned (a retry cannot fix it). An event that is not a change event is
 // refused with ErrNotChangeEvent.
 func (d *BestEffort) Dispatch(ctx context.Context, e envelope.Envelope) error {
-	if _, _, ok := catalog.ParseChangeType(e.Type); !ok {
-		return fmt.Errorf("BEST_EFFORT dispatch of %s: %w (want %s<ENTITY> or %s<ENTITY>)", e.Type, ErrNotChangeEvent, catalog.ChangeWrittenPrefix, catalog.ChangeDeletedPrefix)
+	if err := changeEvent(e); err != nil {
+		return err
 	}
 	hctx, err := HandlerContext(ctx, e, catalog.BestEffort)
 	if err != nil {
 		return err
 	}
+	return d.dispatch(hctx, e)
+}
+
+// DispatchBound is Dispatch for a context that HandlerContext already bound
+// to e on BEST_EFFORT (the change feed binds it to write e's row and log):
+// it does not bind again.
+func (d *BestEffort) DispatchBound(hctx context.Context, e envelope.Envelope) error {
+	if err := changeEvent(e); err != nil {
+		return err
+	}
+	return d.dispatch(hctx, e)
+}
+
+func changeEvent(e envelope.Envelope) error {
+	if _, _, ok := catalog.ParseChangeType(e.Type); !ok {
+		return fmt.Errorf("BEST_EFFORT dispatch of %s: %w (want %s<ENTITY> or %s<ENTITY>)", e.Type, ErrNotChangeEvent, catalog.ChangeWrittenPrefix, catalog.ChangeDeletedPrefix)
+	}
+	return nil
+}
+
+func (d *BestEffort) dispatch(hctx context.Context, e envelope.Envelope) error {
 	rt := d.reg.Route(e.Type, catalog.BestEffort)
 	ReportRoute(hctx, d.cfg, string(catalog.BestEffort), d.reg.Catalog(), e, rt)
 	var errs []error
 	for _, b := range rt.Bound {
-		if err := CheckVersion(b, e); err != nil {
-			d.failed(hctx, b, e, err)
+		err := Guard(b)(hctx, e)
+		if err == nil {
 			continue
 		}
-		if err := Run(hctx, b, e); err != nil {
-			d.failed(hctx, b, e, err)
-			errs = append(errs, &SubscriptionError{Subscription: b.Name, Err: err})
+		d.failed(hctx, b, e, err)
+		var ve *VersionError
+		if errors.As(err, &ve) {
+			continue // logged and counted; a retry cannot fix it
 		}
+		errs = append(errs, &SubscriptionError{Subscription: b.Name, Err: err})
 	}
 	return errors.Join(errs...)
 }

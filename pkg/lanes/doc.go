@@ -1,7 +1,9 @@
 // Package lanes holds the dispatchers of the in-process and change-feed lanes
 // and what every dispatcher shares: binding the envelope's tenant to the
-// handler's context, running a handler so that a panic becomes an error, and
-// reporting an event that matched nothing.
+// handler's context once per event (HandlerContext), the wrappers around a
+// handler (guard.go: Guard composes the schema-version check, retries that
+// stop on a Permanent error, and panic recovery), and reporting an event
+// that matched nothing.
 //
 // Each lane has exactly one dispatcher:
 //

@@ -67,11 +67,7 @@ func (d *InProcess) AfterCommit(ctx context.Context, e envelope.Envelope) error 
 		if b.Lane != catalog.Inline {
 			continue
 		}
-		err := CheckVersion(b, e)
-		if err == nil {
-			err = Run(hctx, b, e)
-		}
-		if err != nil {
+		if err := Guard(b)(hctx, e); err != nil {
 			d.cfg.logger().ErrorContext(hctx, "INLINE subscription failed after the commit; the caller gets the error",
 				slog.String(obs.KeySubscription, b.Name), slog.String(obs.KeyEventType, e.Type), slog.Any(obs.KeyErr, err))
 			errs = append(errs, &InlineError{Subscription: b.Name, Err: err})
@@ -89,11 +85,7 @@ func (d *InProcess) startLocal(ctx context.Context, b catalog.Bound, e envelope.
 	d.running.add()
 	go func() {
 		defer d.running.done()
-		err := CheckVersion(b, e)
-		if err == nil {
-			err = Run(lctx, b, e)
-		}
-		if err != nil {
+		if err := Guard(b)(lctx, e); err != nil {
 			d.localFailed(lctx, b, e, err)
 		}
 	}()

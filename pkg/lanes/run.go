@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
@@ -43,48 +42,6 @@ func HandlerContext(ctx context.Context, e envelope.Envelope, lane catalog.Lane)
 	ctx = tenancy.WithCausation(ctx, e.ID)
 	ctx = obs.WithEvent(ctx, e.ID)
 	return obs.WithLane(ctx, string(lane)), nil
-}
-
-// PanicError is a handler panic turned into an error.
-type PanicError struct {
-	Subscription string
-	Value        any
-	Stack        []byte
-}
-
-func (e *PanicError) Error() string {
-	return fmt.Sprintf("subscription %s panicked: %v", e.Subscription, e.Value)
-}
-
-// Run calls b's handler for e and turns a panic into a *PanicError.
-func Run(ctx context.Context, b catalog.Bound, e envelope.Envelope) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &PanicError{Subscription: b.Name, Value: v, Stack: debug.Stack()}
-		}
-	}()
-	return b.Handler(ctx, e)
-}
-
-// VersionError: the subscription does not declare the envelope's schema
-// version readable. It is never defaulted.
-type VersionError struct {
-	Subscription string
-	Type         string
-	Version      int
-	Reads        []int
-}
-
-func (e *VersionError) Error() string {
-	return fmt.Sprintf("subscription %s cannot read %s schema version %d (it reads %v); update its handler and Reads", e.Subscription, e.Type, e.Version, e.Reads)
-}
-
-// CheckVersion returns a *VersionError when b cannot read e's schema version.
-func CheckVersion(b catalog.Bound, e envelope.Envelope) error {
-	if b.CanRead(e.SchemaVersion) {
-		return nil
-	}
-	return &VersionError{Subscription: b.Name, Type: e.Type, Version: e.SchemaVersion, Reads: b.Reads}
 }
 
 // ReportRoute makes the absence of work loud. An event that matches no

@@ -255,7 +255,7 @@ func (h *Handler) tenant(ctx, dctx context.Context, pre *delivery.Prefetched, ms
 			log.WarnContext(mctx, "invocation out of time before this message started; it comes back", attrs...)
 			continue
 		}
-		res, err := h.cfg.Deliverer.DeliverWith(obs.WithEvent(tenancy.MustWithTenant(dctx, m.env.TenantID), m.env.ID), m.env, pre)
+		res, err := h.cfg.Deliverer.DeliverWith(dctx, m.env, pre) // it binds the envelope
 		attrs = append(attrs, slog.String(obs.KeyEventType, m.env.Type), slog.Int64(obs.KeySeq, m.env.Seq), slog.String("subscriptions", summary(res)))
 		switch {
 		case errors.Is(err, delivery.ErrNotInLog):
