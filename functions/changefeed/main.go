@@ -64,7 +64,7 @@ func main() {
 	if err != nil {
 		fail("handler", err)
 	}
-	lambda.StartWithOptions(h.Handle, lambda.WithEnableSIGTERM(func() {
+	lambda.StartWithOptions(obs.PerInvocation(metrics, h.Handle), lambda.WithEnableSIGTERM(func() {
 		log.Info("changefeed shutting down")
 	}))
 }

@@ -94,7 +94,7 @@ func main() {
 	if err != nil {
 		fail("repairer", err)
 	}
-	lambda.StartWithOptions(r.Handle, lambda.WithEnableSIGTERM(func() {
+	lambda.StartWithOptions(obs.PerInvocation(metrics, r.Handle), lambda.WithEnableSIGTERM(func() {
 		log.Info("dlq-repair shutting down")
 	}))
 }

@@ -70,7 +70,7 @@ func main() {
 	if err != nil {
 		fail("handler", err)
 	}
-	lambda.StartWithOptions(h.Handle, lambda.WithEnableSIGTERM(func() {
+	lambda.StartWithOptions(obs.PerInvocation(metrics, h.Handle), lambda.WithEnableSIGTERM(func() {
 		log.Info("durable-consumer shutting down")
 	}))
 }

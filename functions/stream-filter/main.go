@@ -28,7 +28,8 @@ func main() {
 		os.Exit(1)
 	}
 	enrich.LogServed(ctx, log, cat)
-	lambda.StartWithOptions(h.Handle, lambda.WithEnableSIGTERM(func() {
+	// enrich writes its own metrics as it counts them (enrich.Config.EMF).
+	lambda.StartWithOptions(obs.PerInvocation(nil, h.Handle), lambda.WithEnableSIGTERM(func() {
 		log.Info("stream-filter shutting down")
 	}))
 }

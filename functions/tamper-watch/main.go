@@ -13,9 +13,10 @@ import (
 
 func main() {
 	log := obs.Setup()
-	h := &tamper.Handler{Log: log, Metrics: obs.NewMetrics(nil)}
+	metrics := obs.NewMetrics(nil)
+	h := &tamper.Handler{Log: log, Metrics: metrics}
 	log.Info("tamper-watch watching the events stream for MODIFY and REMOVE", obs.KeyFunction, keys.FnTamperWatch)
-	lambda.StartWithOptions(h.Handle, lambda.WithEnableSIGTERM(func() {
+	lambda.StartWithOptions(obs.PerInvocationErr(metrics, h.Handle), lambda.WithEnableSIGTERM(func() {
 		log.Info("tamper-watch shutting down")
 	}))
 }
