@@ -69,7 +69,7 @@ func main() {
 		slog.String(obs.KeyFunction, keys.FnReconcile), slog.String("events_table", env[keys.EnvEventsTable]),
 		slog.String("state_table", env[keys.EnvStateTable]), slog.String("tracing", tracing.Mode()),
 		slog.Bool("tracing_compiled", tracing.Available))
-	lambda.StartWithOptions(reconcile.NewHandler(r, log).Handle, lambda.WithEnableSIGTERM(func() {
+	lambda.StartWithOptions(obs.PerInvocation(nil, reconcile.NewHandler(r, log).Handle), lambda.WithEnableSIGTERM(func() {
 		log.Info("reconcile shutting down")
 	}))
 }
