@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
@@ -53,17 +54,25 @@ func urlHandler(t *testing.T, h *reconcile.Handler) http.Handler {
 	})
 }
 
+// logTables creates a fresh events table and state table on the test run's
+// DynamoDB and returns their names and a store that emits to the first.
+func logTables(t *testing.T, db *dynamodb.Client) (eventsTable, stateTable string, store *eventstore.Store) {
+	t.Helper()
+	eventsTable = aws.ToString(localaws.CreateTable(t, db, eventstore.TableSchema(localaws.UniqueName(t, "events"))).TableName)
+	stateTable = aws.ToString(localaws.CreateTable(t, db, delivery.StateTableSchema(localaws.UniqueName(t, "state"))).TableName)
+	store, err := eventstore.New(db, eventstore.Config{Table: eventsTable, Catalog: anyCatalog{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eventsTable, stateTable, store
+}
+
 // TestReconcileFlagsReachHandler runs every reconcile flag of the CLI against the real
 // reconcile handler over real stores: each is accepted (no 400 for a parameter the
 // handler does not know, as `-mode full` once got) and has its effect.
 func TestReconcileFlagsReachHandler(t *testing.T) {
 	db := localaws.DynamoDB(t)
-	eventsTable := aws.ToString(localaws.CreateTable(t, db, eventstore.TableSchema(localaws.UniqueName(t, "events"))).TableName)
-	stateTable := aws.ToString(localaws.CreateTable(t, db, delivery.StateTableSchema(localaws.UniqueName(t, "state"))).TableName)
-	store, err := eventstore.New(db, eventstore.Config{Table: eventsTable, Catalog: anyCatalog{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, stateTable, store := logTables(t, db)
 	for _, tenant := range []string{"t1", "t2", "t3"} {
 		ctx := tenancy.MustWithTenant(context.Background(), tenant)
 		for i := range 3 {

@@ -12,8 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/pkg/delivery"
-	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
@@ -48,12 +46,7 @@ func TestWatermarksRefuses(t *testing.T) {
 func TestWatermarksAgainstDynamoDB(t *testing.T) {
 	ctx := context.Background()
 	db := localaws.DynamoDB(t)
-	eventsTable := aws.ToString(localaws.CreateTable(t, db, eventstore.TableSchema(localaws.UniqueName(t, "events"))).TableName)
-	stateTable := aws.ToString(localaws.CreateTable(t, db, delivery.StateTableSchema(localaws.UniqueName(t, "state"))).TableName)
-	store, err := eventstore.New(db, eventstore.Config{Table: eventsTable, Catalog: anyCatalog{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eventsTable, stateTable, store := logTables(t, db)
 	for tenant, n := range map[string]int{"t1": 3, "t2": 2} {
 		tctx := tenancy.MustWithTenant(ctx, tenant)
 		for i := range n {
@@ -139,12 +132,7 @@ func TestWatermarksAgainstDynamoDB(t *testing.T) {
 // running twin's state file (dev.json), the state table by its stack output.
 func TestWatermarksLocal(t *testing.T) {
 	db := localaws.DynamoDB(t)
-	eventsTable := aws.ToString(localaws.CreateTable(t, db, eventstore.TableSchema(localaws.UniqueName(t, "events"))).TableName)
-	stateTable := aws.ToString(localaws.CreateTable(t, db, delivery.StateTableSchema(localaws.UniqueName(t, "state"))).TableName)
-	store, err := eventstore.New(db, eventstore.Config{Table: eventsTable, Catalog: anyCatalog{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eventsTable, stateTable, store := logTables(t, db)
 	tctx := tenancy.MustWithTenant(context.Background(), "t-local")
 	for i := range 2 {
 		if _, err := store.Emit(tctx, "order.placed", map[string]any{"n": i}); err != nil {
