@@ -166,6 +166,7 @@ func (s *stack) maxMetric(t *testing.T, metric, sub string) (float64, bool) {
 // redelivers them from the log above the watermark, each once, and the
 // watermark reaches the head.
 func TestAuditLostEventsFoundAndRepaired(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	s := startStack(t, filterOnlyTenant(t, "acme"))
 	acme := pastOrders(t, s, "acme", 2)
 	lost := pastOrders(t, s, "globex", 3)
@@ -228,6 +229,7 @@ func TestAuditLostEventsFoundAndRepaired(t *testing.T) {
 // when every subscription is settled through the head. While one lost event
 // is held by another delivery's lease, the message stays.
 func TestAuditExpiredPipeDLQ(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	s := startStack(t, filterOnlyTenant(t, "acme"))
 	acme := pastOrders(t, s, "acme", 1)
 	lost := pastOrders(t, s, "globex", 2)
@@ -316,6 +318,7 @@ func (s *stack) eventsTableID(t *testing.T) string {
 // there, open. The visibility timeout is shortened so that the redrive
 // comes within seconds.
 func TestAuditNotInLogNeverDelivered(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	s := startStack(t, func(tm *cfn.Template) {
 		for _, r := range tm.OfType(cfn.TypeMapping) {
 			if _, stream := r.Prop("StartingPosition"); stream {

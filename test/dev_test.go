@@ -24,6 +24,7 @@ import (
 // the change feed's on-failure queue), serves the other commands through
 // -local, and stops cleanly on Ctrl-C.
 func TestDevCommand(t *testing.T) {
+	t.Parallel()          // see parallel in harness_test.go
 	twintest.Endpoints(t) // skip (or fail in CI) as the other tests do without servers
 	_, _, cli := assemble(t)
 	root, err := localaws.RepoRoot()

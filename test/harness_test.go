@@ -4,6 +4,17 @@
 // application as the producer, and the operator CLI. Each test brings up
 // its own stack (own tables, queues, processes) from the one template,
 // sometimes mutated the way a careless edit would.
+//
+// # parallel
+//
+// The tests that spend most of their time waiting (visibility timeouts,
+// batching windows, lease expiry) call t.Parallel(); Go runs every other
+// test of the package first, one at a time, and then these, at most
+// -parallel (GOMAXPROCS) at once. A test may run in parallel only if it
+// touches nothing another test's stack shares: the fault rules of the one
+// DynamoDB are shared, so a test that clears them (newFaults) stays
+// sequential; a rule scoped to the test's own table and consumed by it
+// (TestKillMidBatch's stall) does not clash.
 package e2e
 
 import (

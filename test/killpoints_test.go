@@ -714,6 +714,7 @@ func (s *stack) runCLI(args ...string) (string, error) {
 // visibility ends: made visible here with the held receipt handle), later
 // runs empty the DLQ, and the email is sent exactly once.
 func TestKillDLQRepair(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	s := startStack(t, func(tm *cfn.Template) {
 		for _, r := range tm.OfType(cfn.TypeMapping) {
 			if _, stream := r.Prop("StartingPosition"); !stream {

@@ -21,6 +21,7 @@ import (
 // applies it once the cause is fixed (not before). The journal of what the
 // mapping did is logged and checked against the bisect rule.
 func TestPoisonRecordOnTheChangeFeed(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	// A batching window makes the poison share its batch with neighbours,
 	// as it would under load; it is a property of the mapping, not a fake.
 	s := startStack(t, func(tm *cfn.Template) { setMappingWindow(t, tm, 2) })
