@@ -22,7 +22,6 @@ require (
 	github.com/google/go-cmp v0.7.0
 	github.com/google/uuid v1.6.0
 	github.com/gowebpki/jcs v1.0.2
-	github.com/prozz/aws-embedded-metrics-golang v1.2.0
 	golang.org/x/tools v0.52.0
 )
 
@@ -50,7 +49,7 @@ require (
 	github.com/cdklabs/awscdk-asset-node-proxy-agent-go/nodeproxyagentv6/v2 v2.1.3 // indirect
 	github.com/cdklabs/cloud-assembly-schema-go/awscdkcloudassemblyschema/v55 v55.3.0 // indirect
 	github.com/fatih/color v1.19.0 // indirect
-	github.com/google/btree v1.1.3 // indirect
+	github.com/google/btree v1.1.3
 	github.com/jmespath/go-jmespath v0.4.0 // indirect
 	github.com/johannesboyne/gofakes3 v1.2.0
 	github.com/klauspost/compress v1.17.6 // indirect

@@ -22,14 +22,14 @@ func main() {
 		log.ErrorContext(ctx, "stream-filter cannot start: invalid catalog", slog.String(obs.KeyErr, err.Error()))
 		os.Exit(1)
 	}
-	h, err := enrich.New(enrich.Config{Catalog: cat, Log: log})
+	metrics := obs.NewMetrics(nil)
+	h, err := enrich.New(enrich.Config{Catalog: cat, Log: log, Metrics: metrics})
 	if err != nil {
 		log.ErrorContext(ctx, "stream-filter cannot start", slog.String(obs.KeyErr, err.Error()))
 		os.Exit(1)
 	}
 	enrich.LogServed(ctx, log, cat)
-	// enrich writes its own metrics as it counts them (enrich.Config.EMF).
-	lambda.StartWithOptions(obs.PerInvocation(nil, h.Handle), lambda.WithEnableSIGTERM(func() {
+	lambda.StartWithOptions(obs.PerInvocation(metrics, h.Handle), lambda.WithEnableSIGTERM(func() {
 		log.Info("stream-filter shutting down")
 	}))
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
 // PipesNamespace is where EventBridge Pipes publish their metrics (dimension
@@ -105,15 +106,23 @@ func (p *AlarmsProps) functions() []Function {
 	}
 }
 
-// emfQuery is a Metrics Insights query over an EMF metric of every dimension
-// set the runtime publishes it with.
+// emfQuery is a Metrics Insights query over an EMF metric, whatever the
+// dimensions it is counted with: it reads the metric's Service series (one
+// per function), which every function writes beside the metric's own
+// dimension set (obs.PerInvocation). FROM the bare namespace would see both
+// sets and SUM each value twice.
 func emfQuery(stat, metric string, period awscdk.Duration) awscloudwatch.MathExpression {
 	return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-		Expression:   jsii.String(fmt.Sprintf(`SELECT %s(%s) FROM %q`, stat, metric, keys.MetricNamespace)),
+		Expression:   jsii.String(EMFQuery(stat, metric)),
 		Label:        jsii.String(metric),
 		Period:       period,
 		UsingMetrics: &map[string]awscloudwatch.IMetric{},
 	})
+}
+
+// EMFQuery is the Metrics Insights expression emfQuery alarms and graphs on.
+func EMFQuery(stat, metric string) string {
+	return fmt.Sprintf(`SELECT %s(%s) FROM SCHEMA(%q, %s)`, stat, metric, keys.MetricNamespace, obs.ServiceDimension)
 }
 
 // NewAlarms creates the alarms and the dashboard.

@@ -2,7 +2,6 @@ package backbone
 
 import (
 	"encoding/json"
-	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/pkg/reconcile"
 )
 
@@ -137,7 +137,7 @@ func TestEveryFunctionHasErrorAndThrottleAlarms(t *testing.T) {
 // TestTamperAlarm: any TamperDetected in a minute alarms in that minute.
 func TestTamperAlarm(t *testing.T) {
 	s := synth(t)
-	q := fmt.Sprintf(`SELECT SUM(%s) FROM "%s"`, keys.MetricTamperDetected, keys.MetricNamespace)
+	q := EMFQuery("SUM", keys.MetricTamperDetected)
 	p, ok := s.alarmOnQuery(q)
 	if !ok {
 		t.Fatalf("no alarm on %s", q)
@@ -204,7 +204,7 @@ func TestStreamConsumersHaveLagAlarms(t *testing.T) {
 			}
 		}
 	}
-	if _, ok := s.alarmOnQuery(fmt.Sprintf(`SELECT MAX(%s) FROM "%s"`, keys.MetricPipeRecordAge, keys.MetricNamespace)); !ok {
+	if _, ok := s.alarmOnQuery(EMFQuery("MAX", keys.MetricPipeRecordAge)); !ok {
 		t.Errorf("no alarm on the Pipe's record age (%s)", keys.MetricPipeRecordAge)
 	}
 }
@@ -217,7 +217,7 @@ func TestQueueAndDeadLetterAlarms(t *testing.T) {
 		t.Errorf("oldest-message threshold %vs is under one visibility timeout", p["Threshold"])
 	}
 	for _, metric := range []string{keys.MetricDeadLettered, keys.MetricChainBreaks, keys.MetricRejectedRecords, keys.MetricRepairOpen, keys.MetricChangeRejected} {
-		q := fmt.Sprintf(`SELECT SUM(%s) FROM "%s"`, metric, keys.MetricNamespace)
+		q := EMFQuery("SUM", metric)
 		if p, ok := s.alarmOnQuery(q); !ok {
 			t.Errorf("no alarm on %s", q)
 		} else if p["Threshold"] != 1.0 || p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" {
@@ -230,7 +230,7 @@ func TestQueueAndDeadLetterAlarms(t *testing.T) {
 // alarms within its five minutes, whatever Log dimension it carries.
 func TestCheckpointInvalidAlarm(t *testing.T) {
 	s := synth(t)
-	q := fmt.Sprintf(`SELECT SUM(%s) FROM "%s"`, keys.MetricCheckpointInvalid, keys.MetricNamespace)
+	q := EMFQuery("SUM", keys.MetricCheckpointInvalid)
 	p, ok := s.alarmOnQuery(q)
 	if !ok {
 		t.Fatalf("no alarm on %s", q)
@@ -330,5 +330,27 @@ func TestAlarmActionsAndDashboard(t *testing.T) {
 	}
 	if n := len(s.resources("AWS::CloudWatch::Dashboard")); n != 1 {
 		t.Errorf("%d dashboards, want 1", n)
+	}
+}
+
+// TestNoQueryCountsTwice: every function writes each EMF metric with its own
+// dimensions and again with a Service dimension set (obs.PerInvocation), so a
+// Metrics Insights query over the bare namespace would SUM each value twice.
+// No alarm or dashboard widget queries it: each reads the Service series.
+func TestNoQueryCountsTwice(t *testing.T) {
+	s := synth(t)
+	raw, err := json.Marshal(s.doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The dashboard's body is JSON inside a JSON string: drop every escape.
+	text := strings.ReplaceAll(string(raw), `\`, "")
+	bare := `FROM "` + keys.MetricNamespace + `"`
+	if n := strings.Count(text, bare); n > 0 {
+		t.Errorf("%d Metrics Insights queries read %s: each value of a metric would count twice; use EMFQuery", n, bare)
+	}
+	// 9 alarms and 11 dashboard graphs.
+	if n := strings.Count(text, `SCHEMA("`+keys.MetricNamespace+`", `+obs.ServiceDimension+`)`); n < 20 {
+		t.Errorf("%d queries read the Service series: want every EMF alarm and graph (20)", n)
 	}
 }

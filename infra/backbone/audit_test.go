@@ -123,7 +123,7 @@ func TestOnlyTheBackboneSendsToTheDurableQueues(t *testing.T) {
 // over reconcile's 15-minute schedule.
 func TestDeliveryWatermarkAlarm(t *testing.T) {
 	s := synth(t)
-	q := fmt.Sprintf(`SELECT MAX(%s) FROM "%s"`, keys.MetricUnsettledAge, keys.MetricNamespace)
+	q := EMFQuery("MAX", keys.MetricUnsettledAge)
 	p, ok := s.alarmOnQuery(q)
 	if !ok {
 		t.Fatalf("no alarm on %s", q)

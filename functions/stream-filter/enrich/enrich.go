@@ -34,12 +34,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strconv"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/prozz/aws-embedded-metrics-golang/emf"
 
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/chain"
@@ -118,7 +116,12 @@ var _ Catalog = (*catalog.Catalog)(nil)
 type Config struct {
 	Catalog Catalog      // required
 	Log     *slog.Logger // default slog.Default()
-	// EMF receives the CloudWatch EMF lines (default stdout).
+	// Metrics counts what the enrichment drops and rejects and how far the
+	// Pipe is behind. Default: EMF lines on EMF (stdout when nil), each as
+	// it is counted; main passes the Metrics it flushes once per invocation
+	// (obs.PerInvocation).
+	Metrics *obs.Metrics
+	// EMF receives the CloudWatch EMF lines when Metrics is nil.
 	EMF io.Writer
 	Now func() time.Time // default time.Now
 }
@@ -127,7 +130,6 @@ type Config struct {
 type Handler struct {
 	cat     Catalog
 	log     *slog.Logger
-	emf     io.Writer
 	metrics *obs.Metrics
 	now     func() time.Time
 }
@@ -137,17 +139,16 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Catalog == nil {
 		return nil, errors.New("enrich: Config.Catalog is nil; the enrichment must know the declared event types")
 	}
-	h := &Handler{cat: cfg.Catalog, log: cfg.Log, emf: cfg.EMF, now: cfg.Now}
+	h := &Handler{cat: cfg.Catalog, log: cfg.Log, metrics: cfg.Metrics, now: cfg.Now}
 	if h.log == nil {
 		h.log = slog.Default()
-	}
-	if h.emf == nil {
-		h.emf = os.Stdout
 	}
 	if h.now == nil {
 		h.now = time.Now
 	}
-	h.metrics = obs.NewMetrics(h.emf)
+	if h.metrics == nil {
+		h.metrics = obs.NewMetrics(cfg.EMF)
+	}
 	return h, nil
 }
 
@@ -338,9 +339,7 @@ func (h *Handler) recordAge(age time.Duration) {
 	if age < 0 {
 		age = 0
 	}
-	emf.New(emf.WithWriter(h.emf), emf.WithoutDimensions()).Namespace(keys.MetricNamespace).
-		DimensionSet(emf.NewDimension(obs.KeyFunction, keys.FnStreamFilter)).
-		MetricAs(keys.MetricPipeRecordAge, int(age.Milliseconds()), emf.Milliseconds).Log()
+	h.metrics.Milliseconds(keys.MetricPipeRecordAge, age, obs.KeyFunction, keys.FnStreamFilter)
 }
 
 func reason(err error) string {
