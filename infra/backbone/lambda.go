@@ -1,6 +1,7 @@
 package backbone
 
 import (
+	"fmt"
 	"path/filepath"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -63,8 +64,14 @@ func newFunction(scope constructs.Construct, id string, opts FunctionOptions, sp
 	logs.GrantWrite(role)
 
 	appLevel, sysLevel := opts.ApplicationLogLevel, opts.SystemLogLevel
-	if appLevel == "" {
+	switch appLevel {
+	case "":
 		appLevel = awslambda.ApplicationLogLevel_INFO
+	case awslambda.ApplicationLogLevel_WARN, awslambda.ApplicationLogLevel_ERROR, awslambda.ApplicationLogLevel_FATAL:
+		// Fail the synthesis: the integrity alarms would go blind in silence.
+		awscdk.Annotations_Of(scope).AddError(jsii.String(fmt.Sprintf(
+			"function %s: ApplicationLogLevel %s would make Lambda drop the EMF metric lines (a line without a level counts as INFO), "+
+				"and the alarms on them would see nothing; use INFO, DEBUG or TRACE", spec.name, appLevel)))
 	}
 	if sysLevel == "" {
 		sysLevel = awslambda.SystemLogLevel_INFO

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/google/go-cmp/cmp"
 
@@ -406,4 +408,32 @@ func merge(ms ...map[string]any) map[string]any {
 		}
 	}
 	return out
+}
+
+// TestLogLevelAboveInfoFailsSynthesis: a function whose application log
+// level would make Lambda drop the EMF lines (and blind the alarms) fails
+// the synthesis with an error that says so; INFO and DEBUG do not.
+func TestLogLevelAboveInfoFailsSynthesis(t *testing.T) {
+	code := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(code, keys.FnTamperWatch), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(code, keys.FnTamperWatch, "bootstrap"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for level, wantErr := range map[awslambda.ApplicationLogLevel]bool{
+		awslambda.ApplicationLogLevel_WARN:  true,
+		awslambda.ApplicationLogLevel_ERROR: true,
+		awslambda.ApplicationLogLevel_INFO:  false,
+		awslambda.ApplicationLogLevel_DEBUG: false,
+	} {
+		app := awscdk.NewApp(nil)
+		st := awscdk.NewStack(app, jsii.String("LogLevel"), nil)
+		newFunction(st, "Fn", FunctionOptions{CodeRoot: code, ApplicationLogLevel: level},
+			functionSpec{name: keys.FnTamperWatch, description: "test", timeout: awscdk.Duration_Seconds(jsii.Number(10)), memoryMB: 128})
+		errs := *assertions.Annotations_FromStack(st).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("drop the EMF metric lines")))
+		if got := len(errs) > 0; got != wantErr {
+			t.Errorf("ApplicationLogLevel %s: synthesis error %v, want %v", level, got, wantErr)
+		}
+	}
 }
