@@ -10,16 +10,29 @@ import (
 	"testing"
 )
 
-// TestPkgImportsNoInternal: the code under pkg/ is what a team imports when
-// it adopts fourlanes, so it must not depend on internal/ (which only this
-// module may import). Tests may (they use internal/localaws's servers).
-func TestPkgImportsNoInternal(t *testing.T) {
-	const internal = "github.com/fourlanes/fourlanes/internal"
-	root := filepath.Join("..")
-	files := 0
+// importers walks the non-test Go files below root (skipping the folders
+// skip names, as slash paths relative to root) and returns, for each file
+// that imports a package at or below prefix, its slash path relative to
+// root, and how many files it read.
+func importers(t *testing.T, root, prefix string, skip ...string) (found map[string]bool, files int) {
+	t.Helper()
+	found = map[string]bool{}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+		if err != nil {
 			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			for _, s := range skip {
+				if rel == s {
+					return filepath.SkipDir
+				}
+			}
+			return nil
+		}
+		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
+			return nil
 		}
 		files++
 		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
@@ -27,15 +40,25 @@ func TestPkgImportsNoInternal(t *testing.T) {
 			return err
 		}
 		for _, imp := range f.Imports {
-			p, _ := strconv.Unquote(imp.Path.Value)
-			if p == internal || strings.HasPrefix(p, internal+"/") {
-				t.Errorf("%s imports %s: pkg/ must not import internal/", path, p)
+			if p, _ := strconv.Unquote(imp.Path.Value); p == prefix || strings.HasPrefix(p, prefix+"/") {
+				found[rel] = true
 			}
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	return found, files
+}
+
+// TestPkgImportsNoInternal: the code under pkg/ is what a team imports when
+// it adopts fourlanes, so it must not depend on internal/ (which only this
+// module may import). Tests may (they use internal/localaws's servers).
+func TestPkgImportsNoInternal(t *testing.T) {
+	found, files := importers(t, "..", "github.com/fourlanes/fourlanes/internal")
+	for f := range found {
+		t.Errorf("pkg/%s imports internal/: pkg/ must not", f)
 	}
 	if files < 50 {
 		t.Fatalf("walked %d non-test Go files under pkg/: want the whole tree", files)
@@ -48,7 +71,6 @@ func TestPkgImportsNoInternal(t *testing.T) {
 // shrinks. A new importer fails; an entry that no longer imports the example
 // fails too, so it is struck from the list.
 func TestFrameworkImportsOfTheExample(t *testing.T) {
-	const example = "github.com/fourlanes/fourlanes/pkg/example"
 	allowed := map[string]bool{ // slash paths from the module root
 		"bench/coldstart.go":                 true,
 		"bench/delivery.go":                  true,
@@ -61,39 +83,8 @@ func TestFrameworkImportsOfTheExample(t *testing.T) {
 		"functions/stream-filter/main.go":    true,
 		"internal/twin/demo/demo.go":         true,
 	}
-	root := filepath.Join("..", "..")
-	found := map[string]bool{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			switch rel {
-			case ".git", ".cache", "node_modules", "cdk.out", "pkg/example", "examples":
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
-		if err != nil {
-			return err
-		}
-		for _, imp := range f.Imports {
-			p, _ := strconv.Unquote(imp.Path.Value)
-			if p == example || strings.HasPrefix(p, example+"/") {
-				found[rel] = true
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	found, _ := importers(t, filepath.Join("..", ".."), "github.com/fourlanes/fourlanes/pkg/example",
+		".git", ".cache", "node_modules", "cdk.out", "pkg/example", "examples")
 	for f := range found {
 		if !allowed[f] {
 			t.Errorf("%s imports the example application: framework code must not (issue 14); take what it needs from the application value instead", f)

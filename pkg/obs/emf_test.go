@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/fourlanes/fourlanes/internal/logtest"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
 )
@@ -420,18 +421,9 @@ func TestPerInvocationOutsideInvocation(t *testing.T) {
 // before its deadline, while it still runs (Lambda would stop it there);
 // what it counts later is written when it ends.
 func TestPerInvocationNearDeadline(t *testing.T) {
-	var mu sync.Mutex
-	var buf bytes.Buffer
-	m := obs.NewMetrics(writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.Write(p)
-	}))
-	written := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.String()
-	}
+	var buf logtest.Buffer // safe for concurrent use
+	m := obs.NewMetrics(&buf)
+	written := buf.String
 	ctx, cancel := context.WithTimeout(invocation("req-slow"), 300*time.Millisecond)
 	defer cancel()
 	h := obs.PerInvocationErr(m, func(ctx context.Context, _ int) error {
@@ -462,13 +454,8 @@ func TestPerInvocationNearDeadline(t *testing.T) {
 // TestPerInvocationConcurrent: invocations that overlap (Lambda managed
 // instances run several in one process) lose and repeat no count.
 func TestPerInvocationConcurrent(t *testing.T) {
-	var mu sync.Mutex
-	var buf bytes.Buffer
-	m := obs.NewMetrics(writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.Write(p)
-	}))
+	var buf logtest.Buffer // safe for concurrent use
+	m := obs.NewMetrics(&buf)
 	h := obs.PerInvocationErr(m, func(ctx context.Context, n int) error {
 		for range n {
 			m.Count(keys.MetricDelivered, 1, "Subscription", "a")
@@ -511,7 +498,3 @@ func TestPerInvocationNil(t *testing.T) {
 		t.Errorf("got %d lines %+v, want one document with ChainBreaks [1 1]", lines, data)
 	}
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
