@@ -46,7 +46,9 @@ func TestKillMidBatch(t *testing.T) {
 	t.Parallel() // see parallel in harness_test.go
 	s := startStack(t, func(tm *cfn.Template) {
 		feed, feedFn := feedMapping(t, tm) // changefeed: log each record
-		feedFn.SetProp("debug", "Environment", "Variables", keys.EnvLogLevel)
+		// As an operator would in the console: Lambda (and the twin) pass it
+		// as AWS_LAMBDA_LOG_LEVEL, which wins over LOG_LEVEL.
+		feedFn.SetProp("DEBUG", "LoggingConfig", "ApplicationLogLevel")
 		feed.SetProp(1, "MaximumBatchingWindowInSeconds")
 		for _, r := range tm.OfType(cfn.TypeMapping) {
 			if _, stream := r.Prop("StartingPosition"); stream {

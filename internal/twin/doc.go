@@ -25,7 +25,9 @@
 //	AWS::Lambda::Function
 //	    Environment.Variables (references resolved to local names, URLs and
 //	    ARNs), Timeout, MemorySize, ReservedConcurrentExecutions (caps the
-//	    environments), Runtime (provided.* only), Handler, FunctionName, and
+//	    environments), LoggingConfig (AWS_LAMBDA_LOG_FORMAT and, with JSON,
+//	    AWS_LAMBDA_LOG_LEVEL, as Lambda sets them), Runtime (provided.*
+//	    only), Handler, FunctionName, and
 //	    the code asset (Code.S3Key or aws:asset:path) that Config.Code maps
 //	    to a host binary. Ref: name. GetAtt: Arn.
 //	AWS::Lambda::Url

@@ -30,7 +30,7 @@ type function struct {
 // process starts until the first invocation.
 func (tw *Twin) createFunction(ctx context.Context, res *cfn.Resource) (*resource, error) {
 	var p cfn.FunctionProps
-	if err := tw.rv.Decode(res, &p, "FunctionName", "Handler", "Runtime", "Environment", "Timeout", "MemorySize", "ReservedConcurrentExecutions"); err != nil {
+	if err := tw.rv.Decode(res, &p, "FunctionName", "Handler", "Runtime", "Environment", "Timeout", "MemorySize", "ReservedConcurrentExecutions", "LoggingConfig"); err != nil {
 		return nil, err
 	}
 	if p.Runtime != "" && !strings.HasPrefix(p.Runtime, "provided") {
@@ -94,6 +94,17 @@ func (tw *Twin) createFunction(ctx context.Context, res *cfn.Resource) (*resourc
 		"AWS_ENDPOINT_URL_S3":               tw.S3Endpoint(),
 	} {
 		env[k] = v
+	}
+	// Advanced logging controls: Lambda tells the runtime the format and the
+	// application's level through these two variables (docs: "Log-level
+	// filtering", custom runtimes), and obs.Setup follows the level.
+	if lc := p.LoggingConfig; lc != nil {
+		if lc.LogFormat != "" {
+			env["AWS_LAMBDA_LOG_FORMAT"] = strings.ToUpper(lc.LogFormat)
+		}
+		if lc.ApplicationLogLevel != "" && strings.EqualFold(lc.LogFormat, "JSON") {
+			env["AWS_LAMBDA_LOG_LEVEL"] = strings.ToUpper(lc.ApplicationLogLevel)
+		}
 	}
 	concurrency := tw.cfg.DefaultConcurrency
 	if p.ReservedConcurrentExecutions != nil && int(*p.ReservedConcurrentExecutions) > 0 {

@@ -169,7 +169,13 @@ type FunctionProps struct {
 	Timeout                      *Int
 	MemorySize                   *Int
 	ReservedConcurrentExecutions *Int
-	Code                         struct {
+	// LoggingConfig is Lambda's advanced logging controls.
+	LoggingConfig *struct {
+		LogFormat           string // JSON or Text
+		ApplicationLogLevel string // TRACE, DEBUG, INFO, WARN, ERROR, FATAL
+		SystemLogLevel      string
+	}
+	Code struct {
 		S3Bucket string
 		S3Key    string
 		ZipFile  string
