@@ -9,29 +9,22 @@
 //	notifications  DURABLE: one email per order event, never sent twice
 //	search         BEST_EFFORT: a projection of the ORDER change feed, by version
 //
-// Specs lists every module; Catalog builds the application's catalog from it.
+// App is the application value the functions and the construct take; Specs
+// and Catalog are its declarations.
 package example
 
-import (
-	"github.com/fourlanes/fourlanes/pkg/catalog"
-	"github.com/fourlanes/fourlanes/pkg/example/audit"
-	"github.com/fourlanes/fourlanes/pkg/example/inventory"
-	"github.com/fourlanes/fourlanes/pkg/example/notifications"
-	"github.com/fourlanes/fourlanes/pkg/example/orders"
-	"github.com/fourlanes/fourlanes/pkg/example/search"
-)
+import "github.com/fourlanes/fourlanes/pkg/catalog"
 
-// Specs returns the declaration of every module of the application. A module
-// missing here is refused at registration and caught by the gate's tests.
+// Specs returns the declaration of every module of the application (App's).
+// A module missing here is refused at registration and caught by the gate's
+// tests.
 func Specs() []catalog.Spec {
-	return []catalog.Spec{
-		orders.Module.Spec(),
-		inventory.Module.Spec(),
-		audit.Module.Spec(),
-		notifications.Module.Spec(),
-		search.Module.Spec(),
+	specs := make([]catalog.Spec, len(App.Modules))
+	for i, m := range App.Modules {
+		specs[i] = m.Spec
 	}
+	return specs
 }
 
 // Catalog returns the application's catalog.
-func Catalog() (*catalog.Catalog, error) { return catalog.New(Specs()...) }
+func Catalog() (*catalog.Catalog, error) { return App.Catalog() }

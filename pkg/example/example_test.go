@@ -266,3 +266,22 @@ func TestNotificationNeverSentTwice(t *testing.T) {
 		t.Errorf("reserve after a crash: ok %v sent %v err %v; want refused, not known sent", ok, wasSent, err)
 	}
 }
+
+// TestAppIsValid: the application value the functions and the construct
+// take is valid, and binds exactly the modules with DURABLE or BEST_EFFORT
+// subscriptions, search reading its table from the environment.
+func TestAppIsValid(t *testing.T) {
+	if err := example.App.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var bound []string
+	for _, m := range example.App.Runs(catalog.Durable, catalog.BestEffort) {
+		bound = append(bound, m.Spec.Name)
+	}
+	if got := strings.Join(bound, " "); got != "notifications search" {
+		t.Errorf("modules bound in functions: %q, want notifications search", got)
+	}
+	if got := example.App.Env(catalog.BestEffort); len(got) != 1 || got[0] != keys.EnvSearchTable {
+		t.Errorf("BEST_EFFORT environment: %v, want [%s]", got, keys.EnvSearchTable)
+	}
+}

@@ -1,0 +1,136 @@
+// Package app describes an application built on fourlanes as one Go value:
+// its modules' declarations, how each module binds its handlers inside a
+// function given the runtime's clients, and what environment those handlers
+// read. The functions' entry points (pkg/serve) and the CDK construct
+// (infra/backbone) both take it, so what is deployed and what runs are built
+// from the same value and cannot drift.
+//
+// A module whose subscriptions run on a lane is bound in every function that
+// runs the lane: DURABLE in durable-consumer and dlq-repair, BEST_EFFORT in
+// changefeed and dlq-repair. Tracked entities (tables whose changes become
+// record.written/deleted.<ENTITY>) are declared by the modules themselves
+// (catalog.Module.Tracks); the construct is given their tables.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/fourlanes/fourlanes/pkg/catalog"
+	"github.com/fourlanes/fourlanes/pkg/obs"
+)
+
+// Application is one application of fourlanes.
+type Application struct {
+	// Name names the application (lower-case letters, digits and hyphens,
+	// starting with a letter, at most 32): log lines, alarm descriptions and
+	// the construct's defaults use it.
+	Name string
+	// Modules lists every module of the application.
+	Modules []Module
+}
+
+// Module is one module: its declaration and, for a module with
+// subscriptions, how to bind their handlers.
+type Module struct {
+	// Spec is the declaration (catalog.Module[T].Spec()).
+	Spec catalog.Spec
+	// Bind binds the module's handlers in a function that runs one of its
+	// subscriptions' lanes. Required when Spec has a DURABLE or BEST_EFFORT
+	// subscription; INLINE and LOCAL ones run in the emitting service, which
+	// binds them itself (lanes.InProcess).
+	Bind func(rt Runtime) (Bound, error)
+	// Env names the environment variables Bind reads from Runtime.Env (the
+	// module's own tables, say). The construct sets each on every function
+	// that binds the module, and the runtime refuses to start without them.
+	Env []string
+}
+
+// Runtime is what a function gives a module's Bind.
+type Runtime struct {
+	// Function is the function binding the module (keys.Fn*).
+	Function string
+	// DynamoDB is the function's DynamoDB client.
+	DynamoDB *dynamodb.Client
+	// StateTable is the backbone's state table, where handlers may keep
+	// their own idempotency records (keys under their module's prefix).
+	StateTable string
+	// Env holds the values of the module's Env.
+	Env     map[string]string
+	Logger  *slog.Logger
+	Metrics *obs.Metrics
+}
+
+// Bound is a module bound in one function.
+type Bound struct {
+	Binding catalog.Binding
+	// Reapplier, when set, lets dlq-repair re-apply an entity's current state
+	// to a BEST_EFFORT projection whose change events were lost.
+	Reapplier Reapplier
+}
+
+// Reapplier re-applies one entity's state at a version (repair.Reapplier).
+type Reapplier interface {
+	Repair(ctx context.Context, tenant, entity, id string, version int64, item map[string]any) error
+}
+
+var nameRe = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+
+// Catalog returns the application's catalog, built from every module's
+// declaration.
+func (a Application) Catalog() (*catalog.Catalog, error) {
+	specs := make([]catalog.Spec, len(a.Modules))
+	for i, m := range a.Modules {
+		specs[i] = m.Spec
+	}
+	return catalog.New(specs...)
+}
+
+// Validate checks the application: its name, its catalog, and that every
+// module with subscriptions can be bound.
+func (a Application) Validate() error {
+	var errs []error
+	if !nameRe.MatchString(a.Name) {
+		errs = append(errs, fmt.Errorf("app: Name %q: want 1 to 32 lower-case letters, digits and hyphens, starting with a letter", a.Name))
+	}
+	if _, err := a.Catalog(); err != nil {
+		errs = append(errs, fmt.Errorf("app %s: %w", a.Name, err))
+	}
+	for _, m := range a.Runs(catalog.Durable, catalog.BestEffort) {
+		if m.Bind == nil {
+			errs = append(errs, fmt.Errorf("app %s: module %s has DURABLE or BEST_EFFORT subscriptions and no Bind: give Module.Bind", a.Name, m.Spec.Name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Runs returns the modules with a subscription on any of lanes, in order.
+func (a Application) Runs(lanes ...catalog.Lane) []Module {
+	var out []Module
+	for _, m := range a.Modules {
+		if slices.ContainsFunc(m.Spec.Subscribes, func(s catalog.SubscriptionSpec) bool { return slices.Contains(lanes, s.Lane) }) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Env returns the environment variables the modules running on lanes read,
+// each once, in order.
+func (a Application) Env(lanes ...catalog.Lane) []string {
+	var out []string
+	for _, m := range a.Runs(lanes...) {
+		for _, e := range m.Env {
+			if !slices.Contains(out, e) {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}

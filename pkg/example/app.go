@@ -1,0 +1,48 @@
+package example
+
+import (
+	"github.com/fourlanes/fourlanes/pkg/app"
+	"github.com/fourlanes/fourlanes/pkg/example/audit"
+	"github.com/fourlanes/fourlanes/pkg/example/inventory"
+	"github.com/fourlanes/fourlanes/pkg/example/notifications"
+	"github.com/fourlanes/fourlanes/pkg/example/orders"
+	"github.com/fourlanes/fourlanes/pkg/example/search"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+)
+
+// App is the example application as fourlanes' functions and construct take
+// it. orders emits and tracks ORDER; inventory (INLINE) and audit (LOCAL)
+// run in the process that emits, which binds them itself; notifications
+// (DURABLE) and search (BEST_EFFORT) are bound here, in the functions that
+// run their lanes.
+var App = app.Application{
+	Name: "orders",
+	Modules: []app.Module{
+		{Spec: orders.Module.Spec()},
+		{Spec: inventory.Module.Spec()},
+		{Spec: audit.Module.Spec()},
+		{Spec: notifications.Module.Spec(), Bind: bindNotifications},
+		{Spec: search.Module.Spec(), Bind: bindSearch, Env: []string{keys.EnvSearchTable}},
+	},
+}
+
+// bindNotifications sends emails through the log (a stand-in for a mail
+// provider) and keeps what it sent in the state table.
+func bindNotifications(rt app.Runtime) (app.Bound, error) {
+	return app.Bound{Binding: notifications.Module.Bind(&notifications.Notifier{
+		Mailer: notifications.LogMailer{Logger: rt.Logger},
+		Sent:   &notifications.DynamoSentLog{DB: rt.DynamoDB, Table: rt.StateTable},
+		Logger: rt.Logger,
+	})}, nil
+}
+
+// bindSearch projects orders into the search table; dlq-repair re-applies
+// an order to it when its change events were lost.
+func bindSearch(rt app.Runtime) (app.Bound, error) {
+	p := &search.Projector{
+		Store:   &search.DynamoStore{DB: rt.DynamoDB, SearchTable: rt.Env[keys.EnvSearchTable], StateTable: rt.StateTable},
+		Logger:  rt.Logger,
+		Metrics: rt.Metrics,
+	}
+	return app.Bound{Binding: search.Module.Bind(p), Reapplier: p}, nil
+}
