@@ -86,6 +86,9 @@ type AlarmsProps struct {
 	// AlarmEmail, when set, subscribes this address to the alarm topic
 	// (AWS mails a confirmation link first).
 	AlarmEmail string
+	// TrackedStreams names the streams changefeed reads, for the alarms'
+	// descriptions (NewBackbone: the application's tracked entities).
+	TrackedStreams string
 }
 
 // Alarms are the stack's alarms, the topic every one of them notifies (ALARM
@@ -196,9 +199,13 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 	rejected := emfQuery("SUM", keys.MetricRejectedRecords, fiveMin)
 	repairOpen := emfQuery("SUM", keys.MetricRepairOpen, fiveMin)
 	changeRejected := emfQuery("SUM", keys.MetricChangeRejected, fiveMin)
+	tracked := props.TrackedStreams
+	if tracked == "" {
+		tracked = "the tracked tables' streams"
+	}
 
 	alarm("ChangeFeedIteratorAge",
-		"changefeed is more than 5 minutes behind the orders stream for 5 minutes: a slow or failing batch holds a shard. Check changefeed's errors and logs; records older than 6 h go to the change-feed DLQ.",
+		"changefeed is more than 5 minutes behind "+tracked+" for 5 minutes: a slow or failing batch holds a shard. Check changefeed's errors and logs; records older than 6 h go to the change-feed DLQ.",
 		changefeedIteratorAge, lagThresholdMs, 5)
 	alarm("PipeRecordAge",
 		"The events Pipe delivers records more than 5 minutes old for 5 minutes (stream-filter's PipeRecordAge; Pipes publish no IteratorAge). The DURABLE lane is behind: check PipeExecutionFailed, stream-filter errors and the Pipe's log group.",
@@ -219,7 +226,7 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		"Messages in the Pipe DLQ: a batch of the events stream exhausted the Pipe's retries or record age. Its events are not on the DURABLE lane yet. Run dlq-repair within 18 hours, while the stream still holds them (README, 'Runbook: draining the dead-letter queues').",
 		visible(props.Durable.PipeDLQ), 1, 1)
 	alarm("ChangeFeedDLQDepth",
-		"Messages in the change-feed on-failure queue: an orders stream batch exhausted changefeed's retries or record age. Run dlq-repair (README, 'Runbook: draining the dead-letter queues').",
+		"Messages in the change-feed on-failure queue: a batch of "+tracked+" exhausted changefeed's retries or record age. Run dlq-repair (README, 'Runbook: draining the dead-letter queues').",
 		visible(props.ChangeFeed.DLQ), 1, 1)
 	alarm("DurableOldestMessage",
 		"The oldest message in the DURABLE FIFO queue is over 15 minutes old for 5 minutes: durable-consumer keeps failing a tenant's message group, or is throttled. Check durable-consumer's errors.",
@@ -231,7 +238,7 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		"dlq-repair finished a run with items it could not fix (EMF RepairOpen, by Source). They stay in their queue or as dead letters; its report and logs give each one's reason. Fix the cause and invoke it again.",
 		repairOpen, 1, 1)
 	alarm("ChangeFeedRejected",
-		"changefeed skipped orders-stream records it cannot represent as change events (EMF ChangeRejected, by Reason: no tenant, id or version, or a number outside I-JSON). Retrying cannot fix them, so the projection misses those versions until the item is written again; read changefeed's ERROR lines.",
+		"changefeed skipped records of "+tracked+" it cannot represent as change events (EMF ChangeRejected, by Reason: no tenant, id or version, or a number outside I-JSON). Retrying cannot fix them, so the projection misses those versions until the item is written again; read changefeed's ERROR lines.",
 		changeRejected, 1, 1)
 	alarm("ChainBreaks",
 		"reconcile found a broken hash chain (EMF ChainBreaks). The log of a tenant was altered or lost an event. Call reconcile for the tenant to see the first break; this is a data-integrity incident.",

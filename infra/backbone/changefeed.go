@@ -1,6 +1,8 @@
 package backbone
 
 import (
+	"strings"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -10,15 +12,16 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
-// Pinned logical IDs of the ChangeFeed's stateful resources. The stream
-// mapping is pinned too: a replaced mapping starts again at TRIM_HORIZON.
+// Pinned logical IDs of the ChangeFeed's stateful resources. Each tracked
+// entity's stream mapping is pinned too (LogicalChangeFeedESM + the entity's
+// name, letters and digits only): a replaced mapping starts again at
+// TRIM_HORIZON.
 const (
-	LogicalOrdersTable     = "OrdersTable"
 	LogicalChangeFeedTable = "ChangeFeedTable"
-	LogicalSearchTable     = "SearchTable"
 	LogicalChangeFeedDLQ   = "ChangeFeedDLQ"
 	LogicalChangeFeedESM   = "ChangeFeedMapping"
 )
@@ -37,39 +40,26 @@ type ChangeFeedProps struct {
 	RemovalPolicy awscdk.RemovalPolicy
 }
 
-// ChangeFeed is the BEST_EFFORT lane: the orders table (the example tracked
-// entity) streams into changefeed, which writes record.written.ORDER /
-// record.deleted.ORDER rows to the TTL'd change-feed table and applies the
-// search projection by version.
+// ChangeFeed is the BEST_EFFORT lane: each tracked entity's table streams
+// into changefeed (Track), which writes record.written.<ENTITY> /
+// record.deleted.<ENTITY> rows to the TTL'd change-feed table and runs the
+// application's BEST_EFFORT subscriptions.
 type ChangeFeed struct {
 	constructs.Construct
-	Orders     awsdynamodb.Table
 	ChangeFeed awsdynamodb.Table
-	Search     awsdynamodb.Table
-	// DLQ is the mapping's on-failure destination: metadata about batches
+	// DLQ is the mappings' on-failure destination: metadata about batches
 	// that exhausted their retries (standard queue; FIFO is not allowed).
 	DLQ        awssqs.Queue
 	Changefeed Function
-	Mapping    awslambda.EventSourceMapping
+	// Mappings holds each tracked entity's stream mapping, by entity name.
+	Mappings map[string]awslambda.EventSourceMapping
 }
 
-// NewChangeFeed creates the tables, the function and its stream mapping.
+// NewChangeFeed creates the change-feed table, the function and its
+// on-failure queue; Track maps a tracked entity's stream to it.
 func NewChangeFeed(scope constructs.Construct, id string, props *ChangeFeedProps) *ChangeFeed {
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	removal := props.RemovalPolicy
-	pitr := &awsdynamodb.PointInTimeRecoverySpecification{PointInTimeRecoveryEnabled: jsii.Bool(true)}
-
-	orders := awsdynamodb.NewTable(c, jsii.String("Orders"), &awsdynamodb.TableProps{
-		PartitionKey:                     &awsdynamodb.Attribute{Name: jsii.String(keys.AttrOrderTenant), Type: awsdynamodb.AttributeType_STRING},
-		SortKey:                          &awsdynamodb.Attribute{Name: jsii.String(keys.AttrOrderID), Type: awsdynamodb.AttributeType_STRING},
-		BillingMode:                      awsdynamodb.BillingMode_PAY_PER_REQUEST,
-		Stream:                           awsdynamodb.StreamViewType_NEW_AND_OLD_IMAGES,
-		PointInTimeRecoverySpecification: pitr,
-		Encryption:                       awsdynamodb.TableEncryption_AWS_MANAGED,
-		DeletionProtection:               jsii.Bool(true),
-		RemovalPolicy:                    removal,
-	})
-	pin(orders, LogicalOrdersTable)
 
 	feed := awsdynamodb.NewTable(c, jsii.String("ChangeFeed"), &awsdynamodb.TableProps{
 		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(keys.AttrPK), Type: awsdynamodb.AttributeType_STRING},
@@ -83,21 +73,7 @@ func NewChangeFeed(scope constructs.Construct, id string, props *ChangeFeedProps
 	pin(feed, LogicalChangeFeedTable)
 	cdknag.NagSuppressions_AddResourceSuppressions(feed, &[]*cdknag.NagPackSuppression{{
 		Id:     jsii.String("AwsSolutions-DDB3"),
-		Reason: jsii.String("Change-feed rows expire by TTL and are derived from the orders stream; the orders table, their source, has point-in-time recovery."),
-	}}, jsii.Bool(false))
-
-	search := awsdynamodb.NewTable(c, jsii.String("Search"), &awsdynamodb.TableProps{
-		PartitionKey:       &awsdynamodb.Attribute{Name: jsii.String(keys.AttrPK), Type: awsdynamodb.AttributeType_STRING},
-		SortKey:            &awsdynamodb.Attribute{Name: jsii.String(keys.AttrSK), Type: awsdynamodb.AttributeType_STRING},
-		BillingMode:        awsdynamodb.BillingMode_PAY_PER_REQUEST,
-		Encryption:         awsdynamodb.TableEncryption_AWS_MANAGED,
-		DeletionProtection: jsii.Bool(true),
-		RemovalPolicy:      removal,
-	})
-	pin(search, LogicalSearchTable)
-	cdknag.NagSuppressions_AddResourceSuppressions(search, &[]*cdknag.NagPackSuppression{{
-		Id:     jsii.String("AwsSolutions-DDB3"),
-		Reason: jsii.String("The search table is a projection, rebuilt from the orders table (which has point-in-time recovery) by re-applying versions."),
+		Reason: jsii.String("Change-feed rows expire by TTL and are derived from the tracked tables' streams; those tables, their source, are the application's (and should have point-in-time recovery)."),
 	}}, jsii.Bool(false))
 
 	dlq := awssqs.NewQueue(c, jsii.String("DLQ"), &awssqs.QueueProps{
@@ -107,7 +83,7 @@ func NewChangeFeed(scope constructs.Construct, id string, props *ChangeFeedProps
 		RemovalPolicy:   removal,
 	})
 	pin(dlq, LogicalChangeFeedDLQ)
-	suppressIsDLQ(dlq, "It is the changefeed mapping's on-failure destination: it receives metadata of batches that exhausted their retries; dlq-repair drains it.")
+	suppressIsDLQ(dlq, "It is the changefeed mappings' on-failure destination: it receives metadata of batches that exhausted their retries; dlq-repair drains it.")
 
 	fn := newFunction(c, "Changefeed", props.Functions, functionSpec{
 		name:        keys.FnChangefeed,
@@ -116,21 +92,29 @@ func NewChangeFeed(scope constructs.Construct, id string, props *ChangeFeedProps
 		memoryMB:    256,
 		env: map[string]*string{
 			keys.EnvChangeFeedTable: feed.TableName(),
-			keys.EnvSearchTable:     search.TableName(),
 			keys.EnvStateTable:      props.Log.State.TableName(),
-			keys.EnvOrdersTable:     orders.TableName(),
 		},
 	})
 	allow(fn.Role, tableWrite, feed.TableArn())
-	allow(fn.Role, concat(tableRead, tableWrite), search.TableArn())
 	allow(fn.Role, concat(tableRead, tableWrite), props.Log.State.TableArn())
-	allow(fn.Role, tableRead, orders.TableArn())
-	allow(fn.Role, streamRead, orders.TableStreamArn())
 	listStreams(fn.Role)
 
-	mapping := awslambda.NewEventSourceMapping(c, jsii.String("Mapping"), &awslambda.EventSourceMappingProps{
+	return &ChangeFeed{Construct: c, ChangeFeed: feed, DLQ: dlq, Changefeed: fn, Mappings: map[string]awslambda.EventSourceMapping{}}
+}
+
+// Track maps a tracked entity's table stream to changefeed: the function
+// gets the table's name under the entity's TableEnv, reads the table and its
+// stream, and the mapping is pinned as LogicalChangeFeedESM + the entity's
+// name. The table must have a stream (NewBackbone checks).
+func (c *ChangeFeed) Track(e catalog.Entity, table awsdynamodb.ITable) awslambda.EventSourceMapping {
+	fn := c.Changefeed
+	fn.Fn.AddEnvironment(jsii.String(e.TableEnv), table.TableName(), nil)
+	allow(fn.Role, tableRead, table.TableArn())
+	allow(fn.Role, streamRead, table.TableStreamArn())
+
+	mapping := awslambda.NewEventSourceMapping(c.Construct, jsii.String("Mapping"+alnum(e.Name)), &awslambda.EventSourceMappingProps{
 		Target:                  fn.Fn,
-		EventSourceArn:          orders.TableStreamArn(),
+		EventSourceArn:          table.TableStreamArn(),
 		StartingPosition:        awslambda.StartingPosition_TRIM_HORIZON,
 		BatchSize:               jsii.Number(changefeedBatchSize),
 		BisectBatchOnError:      jsii.Bool(true),
@@ -138,11 +122,21 @@ func NewChangeFeed(scope constructs.Construct, id string, props *ChangeFeedProps
 		MaxRecordAge:            awscdk.Duration_Seconds(jsii.Number(changefeedMaxRecordAgeS)),
 		ReportBatchItemFailures: jsii.Bool(true),
 		ParallelizationFactor:   jsii.Number(1),
-		OnFailure:               awslambdaeventsources.NewSqsDlq(dlq),
+		OnFailure:               awslambdaeventsources.NewSqsDlq(c.DLQ),
 	})
-	pin(mapping, LogicalChangeFeedESM)
+	pin(mapping, LogicalChangeFeedESM+alnum(e.Name))
 	// The mapping is created only once the role may read the stream.
 	mapping.Node().AddDependency(fn.Role)
+	c.Mappings[e.Name] = mapping
+	return mapping
+}
 
-	return &ChangeFeed{Construct: c, Orders: orders, ChangeFeed: feed, Search: search, DLQ: dlq, Changefeed: fn, Mapping: mapping}
+// alnum keeps the letters and digits of s (logical IDs allow no others).
+func alnum(s string) string {
+	return strings.Map(func(r rune) rune {
+		if ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9') {
+			return r
+		}
+		return -1
+	}, s)
 }

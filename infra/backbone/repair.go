@@ -2,9 +2,11 @@ package backbone
 
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
@@ -21,8 +23,8 @@ type RepairProps struct {
 
 // Repair is dlq-repair: it drains the FIFO DLQ, the Pipe DLQ and the
 // change-feed on-failure queue, and the dead-lettered subscriptions, by
-// re-reading the source of truth (the log, the orders table and their streams
-// while they still hold the records) and redelivering.
+// re-reading the source of truth (the log, the tracked tables and their
+// streams while they still hold the records) and redelivering.
 type Repair struct {
 	constructs.Construct
 	Function Function
@@ -43,20 +45,29 @@ func NewRepair(scope constructs.Construct, id string, props *RepairProps) *Repai
 			keys.EnvPipeDLQURL:       durable.PipeDLQ.QueueUrl(),
 			keys.EnvChangeFeedDLQURL: feed.DLQ.QueueUrl(),
 			keys.EnvEventsTable:      log.Events.TableName(),
-			keys.EnvOrdersTable:      feed.Orders.TableName(),
 			keys.EnvStateTable:       log.State.TableName(),
 			keys.EnvChangeFeedTable:  feed.ChangeFeed.TableName(),
-			keys.EnvSearchTable:      feed.Search.TableName(),
 		},
 		reserved: props.ReservedConcurrency,
 	})
 	r := fn.Role
 	allow(r, queueDrain, durable.DLQ.QueueArn(), durable.PipeDLQ.QueueArn(), feed.DLQ.QueueArn())
-	allow(r, tableRead, log.Events.TableArn(), feed.Orders.TableArn())
+	allow(r, tableRead, log.Events.TableArn())
 	// The stream ARNs come from the dead-letter metadata; the stream grant is
-	// on the current stream of each table only.
-	allow(r, streamRead, log.Events.TableStreamArn(), feed.Orders.TableStreamArn())
-	allow(r, concat(tableRead, tableWrite), log.State.TableArn(), feed.Search.TableArn())
+	// on the current stream of each table only (Track adds the tracked ones).
+	allow(r, streamRead, log.Events.TableStreamArn())
+	allow(r, concat(tableRead, tableWrite), log.State.TableArn())
 	allow(r, tableWrite, feed.ChangeFeed.TableArn())
 	return &Repair{Construct: c, Function: fn}
+}
+
+// Track lets dlq-repair re-read a tracked entity's items and, while the
+// stream still holds them, the records of a dead-lettered change-feed batch:
+// the table's name under the entity's TableEnv, read on the table, stream
+// read on its current stream.
+func (rp *Repair) Track(e catalog.Entity, table awsdynamodb.ITable) {
+	fn := rp.Function
+	fn.Fn.AddEnvironment(jsii.String(e.TableEnv), table.TableName(), nil)
+	allow(fn.Role, tableRead, table.TableArn())
+	allow(fn.Role, streamRead, table.TableStreamArn())
 }
