@@ -8,6 +8,8 @@
 //	reserveConcurrency  "false" to reserve no concurrency (accounts whose
 //	                    concurrency quota is still 10); default "true"
 //	codeRoot            folder of the built functions (default "build")
+//	stackName           the stack's name (default "Fourlanes", the name
+//	                    existing deployments have)
 package main
 
 import (
@@ -34,7 +36,7 @@ func main() {
 	}
 	// Environment-agnostic: the template is the same wherever it is
 	// synthesized (tests, CI, a developer's machine) and deployable anywhere.
-	backbone.NewStack(app, "Fourlanes", &backbone.Props{
+	backbone.NewStack(app, contextString(app, "stackName", "Fourlanes"), &backbone.Props{
 		CodeRoot:           codeRoot,
 		AlarmEmail:         contextString(app, "alarmEmail", ""),
 		ReserveConcurrency: contextString(app, "reserveConcurrency", "true") != "false",

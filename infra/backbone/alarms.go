@@ -136,7 +136,7 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 	fiveMin := awscdk.Duration_Minutes(jsii.Number(5))
 	fifteenMin := awscdk.Duration_Minutes(jsii.Number(15))
 
-	var all []awscloudwatch.IAlarm // in creation order, for the dashboard
+	var all []awscloudwatch.IAlarm // as created, for the dashboard
 	// Publishing requires TLS (cdk-nag AwsSolutions-SNS3). No KMS key:
 	// CloudWatch alarms cannot publish to a topic encrypted with the AWS
 	// managed key (aws/sns), and alarm messages carry no tenant data.

@@ -1,11 +1,13 @@
-// Package backbone is the fourlanes CDK stack: one construct per concern,
-// and a stack that composes them.
+// Package backbone is the fourlanes CDK construct library: one construct per
+// concern, and NewBackbone, which composes them in a team's own stack around
+// its application (app.Application) and its tables. NewStack
+// (example_stack.go) is the example application's stack.
 //
 //	EventLog     events table (the insert-only log), state table, emitter policy
 //	DurableLane  Pipe (stream → filter → stream-filter → FIFO), FIFO + DLQ,
 //	             Pipe DLQ, durable-consumer and its queue mapping
-//	ChangeFeed   orders table (tracked entity), change-feed and search tables,
-//	             changefeed and its stream mapping, on-failure queue
+//	ChangeFeed   change-feed table, changefeed and a stream mapping on each
+//	             tracked entity's table (the application's), on-failure queue
 //	Reconcile    reconcile behind an AWS_IAM Function URL, caller policy
 //	Repair       dlq-repair with access to exactly what it repairs
 //	TamperWatch  tamper-watch and its mapping on the events stream (MODIFY
@@ -27,6 +29,9 @@
 //     topic;
 //   - stateful resources (tables, queues) keep pinned logical IDs and are
 //     retained on delete unless Props.RemovalPolicy says otherwise;
+//   - each function that runs a lane gets the environment of the modules
+//     bound there and read/write on their tables, nothing more; what the
+//     application needs and Props lack fails the synthesis, naming it;
 //   - constructs read nothing from the environment: the app (infra/main.go)
 //     turns context values into Props.
 package backbone
