@@ -1,0 +1,295 @@
+package backbone
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fourlanes/fourlanes/pkg/app"
+	"github.com/fourlanes/fourlanes/pkg/catalog"
+	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+)
+
+// A second, small application with its own domain, to prove the construct
+// is built from the application and not from the example: library tracks
+// BOOK and lends books (DURABLE, reading LOANS_TABLE); shelf projects books
+// (BEST_EFFORT, reading SHELF_TABLE).
+const (
+	envBooks = "LIBRARY_BOOKS_TABLE"
+	envLoans = "LIBRARY_LOANS_TABLE"
+	envShelf = "LIBRARY_SHELF_TABLE"
+)
+
+type lentV1 struct {
+	Book string `json:"book"`
+}
+
+type librarian struct{}
+
+func (librarian) handle(context.Context, envelope.Envelope) error { return nil }
+
+var libraryModule = catalog.Module[librarian]{
+	Name:   "library",
+	Emits:  []catalog.EventType{{Name: "library.book-lent", Versions: []catalog.Version{catalog.V[lentV1](1)}}},
+	Tracks: []catalog.Entity{{Name: "BOOK", TableEnv: envBooks, TenantAttr: "tenant", IDAttr: "isbn", VersionAttr: "version"}},
+	Subscribes: []catalog.Subscription[librarian]{
+		{Name: "library.remind", Types: "library.book-lent", Lane: catalog.Durable, Reads: []int{1}, Handler: librarian.handle},
+	},
+}
+
+var shelfModule = catalog.Module[librarian]{
+	Name: "shelf",
+	Subscribes: []catalog.Subscription[librarian]{
+		{Name: "shelf.project", Types: "record.*.BOOK", Lane: catalog.BestEffort, Reads: []int{1}, Handler: librarian.handle},
+	},
+}
+
+func bindLibrarian(m catalog.Module[librarian]) func(app.Runtime) (app.Bound, error) {
+	return func(app.Runtime) (app.Bound, error) { return app.Bound{Binding: m.Bind(librarian{})}, nil }
+}
+
+var libraryApp = app.Application{
+	Name: "library",
+	Modules: []app.Module{
+		{Spec: libraryModule.Spec(), Bind: bindLibrarian(libraryModule), Env: []string{envLoans}},
+		{Spec: shelfModule.Spec(), Bind: bindLibrarian(shelfModule), Env: []string{envShelf}},
+	},
+}
+
+// libraryStack is the library's own stack: its tables and the backbone.
+type libraryStack struct {
+	stack                     *Backbone
+	st                        awscdk.Stack
+	doc                       map[string]any
+	errors                    []string
+	booksID, loansID, shelfID string
+}
+
+// synthLibrary builds the library's stack; edit changes its props (and may
+// replace its tables) before the backbone is added.
+func synthLibrary(t *testing.T, edit func(st awscdk.Stack, p *Props)) *libraryStack {
+	t.Helper()
+	code := t.TempDir()
+	for _, fn := range keys.Functions {
+		if err := os.MkdirAll(filepath.Join(code, fn), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(code, fn, "bootstrap"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	st := awscdk.NewStack(a, jsii.String("Library"), nil)
+	books := testTable(st, "Books", awsdynamodb.StreamViewType_NEW_AND_OLD_IMAGES)
+	loans, shelf := testTable(st, "Loans", ""), testTable(st, "Shelf", "")
+	p := &Props{
+		App:      libraryApp,
+		Tracked:  map[string]awsdynamodb.ITable{"BOOK": books},
+		Tables:   map[string]awsdynamodb.ITable{envLoans: loans, envShelf: shelf},
+		CodeRoot: code,
+	}
+	if edit != nil {
+		edit(st, p)
+	}
+	ls := &libraryStack{st: st, stack: NewBackbone(st, p)}
+	ls.booksID, ls.loansID, ls.shelfID = ls.id(books), ls.id(loans), ls.id(shelf)
+	for _, m := range *assertions.Annotations_FromStack(st).FindError(jsii.String("*"), assertions.Match_AnyValue()) {
+		ls.errors = append(ls.errors, fmt.Sprint(m.Entry.Data))
+	}
+	if len(ls.errors) == 0 {
+		raw, err := json.Marshal(assertions.Template_FromStack(st, nil).ToJSON())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, &ls.doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ls
+}
+
+// testTable is a table of the library's, with a stream of view unless it is
+// empty.
+func testTable(st awscdk.Stack, id string, view awsdynamodb.StreamViewType) awsdynamodb.Table {
+	p := &awsdynamodb.TableProps{
+		PartitionKey: &awsdynamodb.Attribute{Name: jsii.String("pk"), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
+	}
+	if view != "" {
+		p.Stream = view
+	}
+	return awsdynamodb.NewTable(st, jsii.String(id), p)
+}
+
+func (ls *libraryStack) id(c constructs.IConstruct) string {
+	return *ls.st.GetLogicalId(c.Node().DefaultChild().(awscdk.CfnElement))
+}
+
+func (ls *libraryStack) synthesized() *synthesized {
+	return &synthesized{doc: ls.doc}
+}
+
+// TestSecondApplication: a stack built from the library application maps
+// BOOK's stream to changefeed, gives each lane's functions the environment
+// of the modules bound there, and grants exactly that.
+func TestSecondApplication(t *testing.T) {
+	ls := synthLibrary(t, nil)
+	if len(ls.errors) > 0 {
+		t.Fatalf("synthesis errors: %v", ls.errors)
+	}
+	s := ls.synthesized()
+	b := ls.stack
+	changefeed := ls.id(b.ChangeFeed.Changefeed.Fn)
+
+	t.Run("mappings", func(t *testing.T) {
+		var feeds []string
+		for id, m := range s.resources("AWS::Lambda::EventSourceMapping") {
+			if cmp.Equal(props(m)["FunctionName"], ref(changefeed)) {
+				feeds = append(feeds, id)
+			}
+		}
+		if want := []string{LogicalChangeFeedESM + "BOOK"}; !cmp.Equal(feeds, want) {
+			t.Fatalf("changefeed's mappings %v, want %v", feeds, want)
+		}
+		m := props(s.resources("AWS::Lambda::EventSourceMapping")[feeds[0]])
+		for k, v := range map[string]any{
+			"EventSourceArn":    getAtt(ls.booksID, "StreamArn"),
+			"StartingPosition":  "TRIM_HORIZON",
+			"DestinationConfig": map[string]any{"OnFailure": map[string]any{"Destination": getAtt(LogicalChangeFeedDLQ, "Arn")}},
+		} {
+			if diff := cmp.Diff(v, m[k]); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", k, diff)
+			}
+		}
+	})
+
+	t.Run("environment", func(t *testing.T) {
+		fns := s.resources("AWS::Lambda::Function")
+		for _, tt := range []struct {
+			fn       Function
+			has, not []string
+		}{
+			{b.Durable.DurableConsumer, []string{envLoans}, []string{envShelf, envBooks}},
+			{b.ChangeFeed.Changefeed, []string{envShelf, envBooks}, []string{envLoans}},
+			{b.Repair.Function, []string{envLoans, envShelf, envBooks}, nil},
+			{b.Durable.StreamFilter, nil, []string{envLoans, envShelf, envBooks}},
+			{b.Reconcile.Function, nil, []string{envLoans, envShelf, envBooks}},
+		} {
+			vars, _ := props(fns[ls.id(tt.fn.Fn)])["Environment"].(map[string]any)["Variables"].(map[string]any)
+			want := map[string]any{envLoans: ref(ls.loansID), envShelf: ref(ls.shelfID), envBooks: ref(ls.booksID)}
+			for _, name := range tt.has {
+				if diff := cmp.Diff(want[name], vars[name]); diff != "" {
+					t.Errorf("%s: %s (-want +got):\n%s", tt.fn.name, name, diff)
+				}
+			}
+			for _, name := range tt.not {
+				if v, ok := vars[name]; ok {
+					t.Errorf("%s has %s = %v; its modules do not read it", tt.fn.name, name, v)
+				}
+			}
+		}
+	})
+
+	t.Run("grants", func(t *testing.T) {
+		gs := grants(t, s.doc)
+		rw, read, stream := sorted(tableRead, tableWrite), sorted(tableRead), sorted(streamRead)
+		app := func(f Function) map[string][]string {
+			got := map[string][]string{}
+			for k, v := range access(gs, ls.id(f.Role)) {
+				for _, own := range []string{ls.booksID, ls.loansID, ls.shelfID} {
+					if k == own+".Arn" || k == own+".StreamArn" {
+						got[k] = v
+					}
+				}
+			}
+			return got
+		}
+		for _, tt := range []struct {
+			fn   Function
+			want map[string][]string
+		}{
+			{b.Durable.DurableConsumer, map[string][]string{ls.loansID + ".Arn": rw}},
+			{b.ChangeFeed.Changefeed, map[string][]string{
+				ls.shelfID + ".Arn": rw, ls.booksID + ".Arn": read, ls.booksID + ".StreamArn": stream,
+			}},
+			{b.Repair.Function, map[string][]string{
+				ls.loansID + ".Arn": rw, ls.shelfID + ".Arn": rw, ls.booksID + ".Arn": read, ls.booksID + ".StreamArn": stream,
+			}},
+			{b.Durable.StreamFilter, map[string][]string{}},
+			{b.Reconcile.Function, map[string][]string{}},
+			{b.Tamper.Function, map[string][]string{}},
+		} {
+			if diff := cmp.Diff(tt.want, app(tt.fn)); diff != "" {
+				t.Errorf("%s: access to the library's tables (-want +got):\n%s", tt.fn.name, diff)
+			}
+		}
+	})
+
+	t.Run("tags and alarms", func(t *testing.T) {
+		tags, _ := json.Marshal(props(s.resources("AWS::Lambda::Function")[changefeed])["Tags"])
+		if want := `{"Key":"app","Value":"library"}`; !regexp.MustCompile(regexp.QuoteMeta(want)).Match(tags) {
+			t.Errorf("changefeed's tags %s lack %s", tags, want)
+		}
+		desc := props(s.resources("AWS::CloudWatch::Alarm")[ls.id(b.Alarms.ByName["ChangeFeedIteratorAge"])])["AlarmDescription"].(string)
+		if want := "the library application's tracked streams (BOOK)"; !regexp.MustCompile(regexp.QuoteMeta(want)).MatchString(desc) {
+			t.Errorf("ChangeFeedIteratorAge description %q does not name %q", desc, want)
+		}
+	})
+}
+
+// TestApplicationPropsErrors: what the application needs and the props
+// lack fails the synthesis with an error naming it and what to give.
+func TestApplicationPropsErrors(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		edit func(st awscdk.Stack, p *Props)
+		want string // a regexp the one error must match
+	}{
+		{"missing tracked table", func(_ awscdk.Stack, p *Props) { p.Tracked = nil },
+			`tracks entity BOOK: give its table .* in Props.Tracked\["BOOK"\]`},
+		{"missing env table", func(_ awscdk.Stack, p *Props) { delete(p.Tables, envShelf) },
+			`module shelf of application library reads environment variable ` + envShelf + ` .* Props.Tables\["` + envShelf + `"\]`},
+		{"stream-less tracked table", func(st awscdk.Stack, p *Props) { p.Tracked["BOOK"] = testTable(st, "Plain", "") },
+			`tracked entity BOOK: its table has no stream.*Stream: NEW_AND_OLD_IMAGES`},
+		{"imported stream-less tracked table", func(st awscdk.Stack, p *Props) {
+			p.Tracked["BOOK"] = awsdynamodb.Table_FromTableName(st, jsii.String("Imported"), jsii.String("books"))
+		}, `tracked entity BOOK: its table has no stream`},
+		{"tracked table with keys only", func(st awscdk.Stack, p *Props) {
+			p.Tracked["BOOK"] = testTable(st, "Keys", awsdynamodb.StreamViewType_KEYS_ONLY)
+		},
+			`tracked entity BOOK: its table's stream has view KEYS_ONLY.*NEW_AND_OLD_IMAGES`},
+		{"untracked entity", func(_ awscdk.Stack, p *Props) { p.Tracked["BOOKS"] = p.Tracked["BOOK"] },
+			`Props.Tracked\["BOOKS"\]: application library tracks no entity BOOKS`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ls := synthLibrary(t, tt.edit)
+			if len(ls.errors) != 1 || !regexp.MustCompile(tt.want).MatchString(ls.errors[0]) {
+				t.Errorf("synthesis errors %q, want one matching %q", ls.errors, tt.want)
+			}
+		})
+	}
+}
+
+// TestExampleStackHasNoErrors: the example's stack gives the backbone every
+// table example.App needs (no synthesis error of any kind).
+func TestExampleStackHasNoErrors(t *testing.T) {
+	s := synth(t)
+	for _, m := range *assertions.Annotations_FromStack(s.stack.Stack).FindError(jsii.String("*"), assertions.Match_AnyValue()) {
+		t.Errorf("synthesis error at %s: %v", *m.Id, m.Entry.Data)
+	}
+	if _, ok := s.stack.ChangeFeed.Mappings["ORDER"]; !ok || len(s.stack.ChangeFeed.Mappings) != 1 {
+		t.Errorf("changefeed's mappings %v, want ORDER's only", s.stack.ChangeFeed.Mappings)
+	}
+}
