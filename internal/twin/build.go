@@ -19,13 +19,18 @@ import (
 
 // FunctionNames lists the functions of the repository at root: every
 // folder under functions/ with a main.go, sorted (as the Makefile finds them).
-func FunctionNames(root string) ([]string, error) {
-	mains, err := filepath.Glob(filepath.Join(root, "functions", "*", "main.go"))
+func FunctionNames(root string) ([]string, error) { return FunctionNamesIn(root, "functions") }
+
+// FunctionNamesIn lists the functions whose mains are in mains (a folder
+// relative to root, e.g. examples/library/functions): every folder there
+// with a main.go, sorted.
+func FunctionNamesIn(root, mains string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(root, mains, "*", "main.go"))
 	if err != nil {
 		return nil, err
 	}
 	var out []string
-	for _, m := range mains {
+	for _, m := range files {
 		out = append(out, filepath.Base(filepath.Dir(m)))
 	}
 	sort.Strings(out)
@@ -36,8 +41,14 @@ func FunctionNames(root string) ([]string, error) {
 // into dir/<fn>/bootstrap, with the flags the Makefile uses for Lambda
 // (static, lambda.norpc, trimmed), so the twin runs the same code.
 func BuildHost(ctx context.Context, root, dir string, fns []string) error {
+	return BuildHostFrom(ctx, root, "functions", dir, fns)
+}
+
+// BuildHostFrom is BuildHost for the mains in mains (a folder relative to
+// root): another application's functions.
+func BuildHostFrom(ctx context.Context, root, mains, dir string, fns []string) error {
 	if len(fns) == 0 {
-		return fmt.Errorf("build: no functions under %s", filepath.Join(root, "functions"))
+		return fmt.Errorf("build: no functions under %s", filepath.Join(root, mains))
 	}
 	tmp, err := os.MkdirTemp(dir, ".build-")
 	if err != nil {
@@ -52,7 +63,7 @@ func BuildHost(ctx context.Context, root, dir string, fns []string) error {
 	// One go build for all: the shared packages compile once.
 	args := []string{"build", "-tags", "lambda.norpc", "-trimpath", "-ldflags", "-s -w", "-o", tmp + string(filepath.Separator)}
 	for _, fn := range fns {
-		args = append(args, "./functions/"+fn)
+		args = append(args, "./"+filepath.ToSlash(filepath.Join(mains, fn)))
 	}
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
@@ -77,6 +88,13 @@ func BuildHost(ctx context.Context, root, dir string, fns []string) error {
 // path of the stack template. It runs the app directly (go run ./infra),
 // as the CDK CLI would, without the CLI.
 func Synth(ctx context.Context, root, outDir, codeRoot string) (string, error) {
+	return SynthApp(ctx, root, "./infra", outDir, codeRoot)
+}
+
+// SynthApp is Synth for the CDK app in package appPkg (relative to root,
+// e.g. ./examples/library/infra): another application's stack, with the
+// feature flags of root's cdk.json.
+func SynthApp(ctx context.Context, root, appPkg, outDir, codeRoot string) (string, error) {
 	if err := os.RemoveAll(outDir); err != nil {
 		return "", fmt.Errorf("synth: %w", err)
 	}
@@ -98,13 +116,13 @@ func Synth(ctx context.Context, root, outDir, codeRoot string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, "go", "run", "./infra")
+	cmd := exec.CommandContext(ctx, "go", "run", appPkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CDK_OUTDIR="+outDir, "CDK_CONTEXT_JSON="+string(ctxJSON), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("synth (go run ./infra): %w\n%s", err, tail(out.String(), 4000))
+		return "", fmt.Errorf("synth (go run %s): %w\n%s", appPkg, err, tail(out.String(), 4000))
 	}
 	return cfn.StackTemplate(outDir, "")
 }
@@ -173,17 +191,23 @@ func fileHash(p string) ([32]byte, error) {
 // from codeRoot (empty: the host binaries themselves). It returns the
 // template and the resolver that runs each function's host binary.
 func Assemble(ctx context.Context, root, hostDir, outDir, codeRoot string) (*cfn.Template, CodeResolver, error) {
-	fns, err := FunctionNames(root)
+	return AssembleApp(ctx, root, "functions", "./infra", hostDir, outDir, codeRoot)
+}
+
+// AssembleApp is Assemble for another application: its function mains in
+// the folder mains and its CDK app in package appPkg, both relative to root.
+func AssembleApp(ctx context.Context, root, mains, appPkg, hostDir, outDir, codeRoot string) (*cfn.Template, CodeResolver, error) {
+	fns, err := FunctionNamesIn(root, mains)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := BuildHost(ctx, root, hostDir, fns); err != nil {
+	if err := BuildHostFrom(ctx, root, mains, hostDir, fns); err != nil {
 		return nil, nil, err
 	}
 	if codeRoot == "" {
 		codeRoot = hostDir
 	}
-	path, err := Synth(ctx, root, outDir, codeRoot)
+	path, err := SynthApp(ctx, root, appPkg, outDir, codeRoot)
 	if err != nil {
 		return nil, nil, err
 	}
