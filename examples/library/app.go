@@ -1,0 +1,34 @@
+// Package library is a second, small application of fourlanes: a lending
+// library. loans lends books (it writes the loans table, the tracked entity
+// LOAN, and emits in the same transaction); reminders (DURABLE) sends a
+// member one reminder per loan event; shelf (BEST_EFFORT) projects loans into
+// the shelf table. It imports only fourlanes' framework packages.
+package library
+
+import (
+	"github.com/fourlanes/fourlanes/examples/library/loans"
+	"github.com/fourlanes/fourlanes/examples/library/reminders"
+	"github.com/fourlanes/fourlanes/examples/library/shelf"
+	"github.com/fourlanes/fourlanes/pkg/app"
+)
+
+// App is the library as fourlanes' functions and construct take it.
+var App = app.Application{
+	Name: "library",
+	Modules: []app.Module{
+		{Spec: loans.Module.Spec()},
+		{Spec: reminders.Module.Spec(), Bind: bindReminders},
+		{Spec: shelf.Module.Spec(), Bind: bindShelf, Env: []string{shelf.EnvTable}},
+	},
+}
+
+func bindReminders(rt app.Runtime) (app.Bound, error) {
+	return app.Bound{Binding: reminders.Module.Bind(&reminders.Reminder{
+		DB: rt.DynamoDB, StateTable: rt.StateTable, Logger: rt.Logger,
+	})}, nil
+}
+
+func bindShelf(rt app.Runtime) (app.Bound, error) {
+	p := &shelf.Projector{DB: rt.DynamoDB, Table: rt.Env[shelf.EnvTable], Logger: rt.Logger}
+	return app.Bound{Binding: shelf.Module.Bind(p), Reapplier: p}, nil
+}
