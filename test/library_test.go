@@ -1,0 +1,315 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fourlanes/fourlanes/examples/library"
+	"github.com/fourlanes/fourlanes/examples/library/loans"
+	"github.com/fourlanes/fourlanes/examples/library/reminders"
+	"github.com/fourlanes/fourlanes/examples/library/shelf"
+	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/internal/twin"
+	"github.com/fourlanes/fourlanes/internal/twin/cfn"
+	"github.com/fourlanes/fourlanes/internal/twin/twintest"
+	"github.com/fourlanes/fourlanes/pkg/delivery"
+	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
+)
+
+// The library's build and synthesis (examples/library), once per test
+// binary, apart from the example's (assemble).
+var (
+	libraryOnce      sync.Once
+	libraryAssembled struct {
+		template *cfn.Template
+		code     twin.CodeResolver
+		cli      string
+		took     time.Duration
+		err      error
+	}
+)
+
+// assembleLibrary builds the library's functions (examples/library/functions)
+// and the CLI for this machine and synthesizes the library's CDK app
+// (go run ./examples/library/infra) with the host binaries as code assets.
+func assembleLibrary(t *testing.T) (*cfn.Template, twin.CodeResolver, string) {
+	t.Helper()
+	libraryOnce.Do(func() {
+		a := &libraryAssembled
+		start := time.Now()
+		root, err := localaws.RepoRoot()
+		if err != nil {
+			a.err = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "fourlanes-library-")
+		if err != nil {
+			a.err = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		a.template, a.code, a.err = twin.AssembleApp(ctx, root, "examples/library/functions", "./examples/library/infra",
+			filepath.Join(dir, "bin"), filepath.Join(dir, "cdk.out"), "")
+		if a.err != nil {
+			return
+		}
+		a.cli = filepath.Join(dir, "fourlanes")
+		build := exec.CommandContext(ctx, "go", "build", "-o", a.cli, "./cmd/fourlanes")
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			a.err = fmt.Errorf("build the CLI: %w\n%s", err, out)
+		}
+		a.took = time.Since(start)
+	})
+	if libraryAssembled.err != nil {
+		t.Fatalf("assemble the library's stack: %v", libraryAssembled.err)
+	}
+	return libraryAssembled.template, libraryAssembled.code, libraryAssembled.cli
+}
+
+// startLibrary brings up a twin of the library's stack; the stack's app is
+// nil (the test drives the library's own service).
+func startLibrary(t *testing.T) *stack {
+	t.Helper()
+	ddbEP, sqsEP := twintest.Endpoints(t)
+	tmpl, code, cli := assembleLibrary(t)
+	s := &stack{t: t, ddb: localaws.NewDynamoDB(ddbEP), sqs: localaws.NewSQS(sqsEP), cli: cli, fn: map[string]string{}}
+	tw, err := twin.Up(t.Context(), twin.Config{
+		Template:         tmpl.Clone(),
+		StackName:        fmt.Sprintf("lib%06x", rand.Uint32()>>8),
+		DynamoDBEndpoint: ddbEP, SQSEndpoint: sqsEP,
+		Code:           code,
+		Log:            twintest.Logger(t),
+		PollInterval:   25 * time.Millisecond,
+		RetryDelay:     func(int) time.Duration { return 20 * time.Millisecond },
+		OnFunctionLine: s.line,
+	})
+	if err != nil {
+		t.Fatalf("twin up: %v", err)
+	}
+	t.Cleanup(func() {
+		tw.Close()
+		if t.Failed() {
+			s.mu.Lock()
+			lines := s.lines[max(0, len(s.lines)-300):]
+			s.mu.Unlock()
+			t.Logf("the functions' last %d lines:\n%s", len(lines), strings.Join(lines, "\n"))
+		}
+	})
+	s.tw = tw
+	for _, name := range keys.Functions {
+		if s.fn[name], err = tw.FunctionByCode(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.url = tw.URLs()[s.fn[keys.FnReconcile]]; s.url == "" {
+		t.Fatal("no Function URL for reconcile")
+	}
+	if s.env, err = tw.FunctionEnv(s.fn[keys.FnDLQRepair]); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{keys.EnvEventsTable, keys.EnvStateTable, loans.EnvTable, shelf.EnvTable} {
+		if s.env[v] == "" {
+			t.Fatalf("dlq-repair's environment lacks %s: %v", v, s.env)
+		}
+	}
+	return s
+}
+
+// The library, from its own declarations, deployed by the twin from its own
+// stack: two branches (tenants) open and return loans through the library's
+// service; every event reaches reminders (DURABLE) once, the shelf
+// projection (BEST_EFFORT) reaches every loan's final version, and reconcile
+// through the stack's Function URL finds every chain intact and no dead
+// letters. It clears no fault rules, so it runs in parallel.
+func TestLibraryEndToEnd(t *testing.T) {
+	t.Parallel()
+	s := startLibrary(t)
+	ctx := context.Background()
+
+	cat, err := library.App.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := eventstore.New(s.ddb, eventstore.Config{Table: s.env[keys.EnvEventsTable], Catalog: cat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	desk := &loans.Service{Events: events, Table: s.env[loans.EnvTable]}
+
+	// Each branch opens 6 loans and returns every other one, the branches
+	// at once.
+	tenants := []string{"north-branch", "south-branch"}
+	const opened = 6
+	final := map[string][]loans.Loan{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, len(tenants))
+	for _, tenant := range tenants {
+		wg.Go(func() {
+			tctx, err := tenancy.WithTenant(ctx, tenant)
+			if err != nil {
+				errs <- err
+				return
+			}
+			var ls []loans.Loan
+			for i := range opened {
+				l, err := desk.Open(tctx, fmt.Sprintf("isbn-%03d", i), fmt.Sprintf("member-%d", i%3))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if i%2 == 0 {
+					if l, err = desk.Return(tctx, l); err != nil {
+						errs <- err
+						return
+					}
+				}
+				ls = append(ls, l)
+			}
+			mu.Lock()
+			final[tenant] = ls
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// A stale return is refused, and changes nothing.
+	nctx, _ := tenancy.WithTenant(ctx, tenants[0])
+	stale := final[tenants[0]][0]
+	stale.Version = 1
+	if _, err := desk.Return(nctx, stale); !errors.Is(err, loans.ErrStale) {
+		t.Fatalf("return of a loan at a stale version: err %v, want ErrStale", err)
+	}
+
+	const perTenant = opened + opened/2
+	all := map[string][]envelope.Envelope{}
+	total := 0
+	for _, tenant := range tenants {
+		evs, err := events.AllEvents(ctx, tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != perTenant {
+			t.Fatalf("tenant %s: %d events in the log, want %d", tenant, len(evs), perTenant)
+		}
+		all[tenant] = evs
+		total += len(evs)
+	}
+
+	// Every event reaches reminders once: its claim completed, its reminder
+	// recorded in the state table, and exactly one "reminder sent" line.
+	eventually(t, 90*time.Second, "every event delivered to "+reminders.Subscription, func() (bool, string) {
+		sent := s.remindersSent()
+		for tenant, evs := range all {
+			for _, e := range evs {
+				if c, ok := s.claim(e.ID, reminders.Subscription); !ok || c.Status != delivery.StatusCompleted {
+					return false, fmt.Sprintf("tenant %s seq %d (%s): claim %q (found %v), want %s", tenant, e.Seq, e.Type, c.Status, ok, delivery.StatusCompleted)
+				}
+				if n := sent[e.ID]; n != 1 {
+					return false, fmt.Sprintf("tenant %s seq %d (%s): %d %q lines, want 1", tenant, e.Seq, e.Type, n, reminders.Sent)
+				}
+			}
+		}
+		return true, ""
+	})
+	sent := s.remindersSent()
+	lines := 0
+	for _, n := range sent {
+		lines += n
+	}
+	if len(sent) != total || lines != total {
+		t.Errorf("%d %q lines for %d events, want one per event (%d events in the log)", lines, reminders.Sent, len(sent), total)
+	}
+	for _, evs := range all {
+		for _, e := range evs {
+			out, err := s.ddb.GetItem(ctx, &dynamodb.GetItemInput{
+				TableName: aws.String(s.env[keys.EnvStateTable]), ConsistentRead: aws.Bool(true),
+				Key: map[string]types.AttributeValue{
+					keys.AttrPK: &types.AttributeValueMemberS{Value: reminders.StatePrefix + e.ID},
+					keys.AttrSK: &types.AttributeValueMemberS{Value: reminders.StateSK},
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Item == nil {
+				t.Errorf("event %s (%s): no reminder recorded in the state table", e.ID, e.Type)
+			}
+		}
+	}
+
+	// The shelf projection reaches every loan's final version.
+	proj := &shelf.Projector{DB: s.ddb, Table: s.env[shelf.EnvTable]}
+	eventually(t, 60*time.Second, "the shelf projection", func() (bool, string) {
+		for tenant, ls := range final {
+			for _, l := range ls {
+				r, ok, err := proj.Get(ctx, tenant, l.ID)
+				if err != nil {
+					return false, err.Error()
+				}
+				if want := (shelf.Row{Version: l.Version, Book: l.Book, OnShelf: l.Status == loans.StatusReturned}); !ok || r != want {
+					return false, fmt.Sprintf("loan %s of %s: projected %+v (found %v), want %+v", l.ID, tenant, r, ok, want)
+				}
+			}
+		}
+		return true, ""
+	})
+
+	// Reconcile through the stack's Function URL: every chain intact, no
+	// dead letters.
+	for _, tenant := range tenants {
+		r := s.reconcile(tenant)
+		if r.ChainIntact == nil || !*r.ChainIntact || r.LastSeq != perTenant || string(r.FirstBreak) != "null" {
+			t.Errorf("reconcile %s: chain_intact %v last_seq %d first_break %s, want intact through %d", tenant, r.ChainIntact, r.LastSeq, r.FirstBreak, perTenant)
+		}
+		if r.DeadLetterCount != 0 || len(r.DeadLetters) != 0 {
+			t.Errorf("reconcile %s: %d dead letters %v, want none", tenant, r.DeadLetterCount, r.DeadLetters)
+		}
+	}
+	if out := s.run(false, "reconcile", "-url", s.url); strings.Count(out, `"chain_intact": true`) != len(tenants) {
+		t.Errorf("reconcile of every tenant: want %d intact chains, got:\n%s", len(tenants), out)
+	}
+	t.Logf("library: %d events of %d tenants delivered once and projected; assembled (build + synth) in %v",
+		total, len(tenants), libraryAssembled.took.Round(time.Millisecond))
+}
+
+// remindersSent counts the "reminder sent" lines the functions printed, by
+// event id.
+func (s *stack) remindersSent() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for _, l := range s.lines {
+		_, text, _ := strings.Cut(l, ": ")
+		var line struct {
+			Msg     string `json:"msg"`
+			EventID string `json:"event_id"`
+		}
+		if json.Unmarshal([]byte(text), &line) == nil && line.Msg == reminders.Sent {
+			out[line.EventID]++
+		}
+	}
+	return out
+}
