@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
@@ -25,5 +27,22 @@ func TestCheckBuilt(t *testing.T) {
 	}
 	if err := checkBuilt(root); err != nil {
 		t.Errorf("all built: %v", err)
+	}
+}
+
+// TestStackNameFromContext: -c stackName=... names the stack; without it the
+// name is Fourlanes, the one existing deployments have.
+func TestStackNameFromContext(t *testing.T) {
+	for _, tt := range []struct {
+		ctx  map[string]any
+		want string
+	}{
+		{nil, "Fourlanes"},
+		{map[string]any{"stackName": "Library"}, "Library"},
+	} {
+		app := awscdk.NewApp(&awscdk.AppProps{Context: &tt.ctx})
+		if got := contextString(app, "stackName", "Fourlanes"); got != tt.want {
+			t.Errorf("context %v: stack name %q, want %q", tt.ctx, got, tt.want)
+		}
 	}
 }
