@@ -43,8 +43,8 @@ func TestApp(t *testing.T) {
 }
 
 // TestImportsOnlyTheFramework: nothing the library's modules and function
-// mains are built from is of the orders example, and no library package
-// imports it. (The stack's dependencies still hold it: infra/backbone keeps
+// mains are built from is of the orders example (pkg/example, or another
+// application under examples/), and no library package imports it. (The stack's dependencies still hold it: infra/backbone keeps
 // the example's NewStack until the example moves to its own folder.)
 func TestImportsOnlyTheFramework(t *testing.T) {
 	list := func(args ...string) []string {
@@ -68,8 +68,29 @@ func TestImportsOnlyTheFramework(t *testing.T) {
 	deps := list(append([]string{"-deps", "-test"}, built...)...)
 	imports := list(append([]string{"-f", `{{join .Imports " "}} {{join .TestImports " "}}`}, pkgs...)...)
 	for _, p := range slices.Concat(deps, imports) {
-		if strings.HasPrefix(p, "github.com/fourlanes/fourlanes/pkg/example") {
+		if strings.HasPrefix(p, "github.com/fourlanes/fourlanes/examples/orders") {
 			t.Errorf("the library depends on %s", p)
+		}
+	}
+}
+
+// TestFrameworkImportsNoLibrary: nothing of the framework, the orders
+// example's mains or the tools (nor their tests) depends on the library;
+// only the end-to-end tests that run it (test/) do.
+func TestFrameworkImportsNoLibrary(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "-test", "./pkg/...", "./infra/...", "./internal/...", "./functions/...", "./cmd/...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 100 {
+		t.Fatalf("go list -deps: %d packages, want the whole tree's", len(deps))
+	}
+	for _, p := range deps {
+		if strings.HasPrefix(p, "github.com/fourlanes/fourlanes/examples/library") {
+			t.Errorf("%s is a dependency outside examples/", p)
 		}
 	}
 }
