@@ -26,7 +26,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/changefeed"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
-	"github.com/fourlanes/fourlanes/pkg/example/search"
+	"github.com/fourlanes/fourlanes/examples/orders/search"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 

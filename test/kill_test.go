@@ -177,7 +177,7 @@ func TestKillMidBatch(t *testing.T) {
 		perKey[rec.Key]++
 	}
 	// Never twice, and never silently missing. The email outbox is
-	// reserve, send, record (pkg/example/notifications): a process killed
+	// reserve, send, record (examples/orders/notifications): a process killed
 	// after its reservation committed and before the send leaves an email
 	// that is, by design, not sent again, and the redelivery says so by key.
 	// The consumer handles a batch's tenants in parallel, so the kill can

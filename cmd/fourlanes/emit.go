@@ -18,8 +18,8 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/awsenv"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
-	"github.com/fourlanes/fourlanes/pkg/example"
-	"github.com/fourlanes/fourlanes/pkg/example/orders"
+	"github.com/fourlanes/fourlanes/examples/orders"
+	"github.com/fourlanes/fourlanes/examples/orders/orders"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )

@@ -15,7 +15,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/awsenv"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
-	"github.com/fourlanes/fourlanes/pkg/example"
+	"github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )

@@ -43,7 +43,7 @@ func TestApp(t *testing.T) {
 }
 
 // TestImportsOnlyTheFramework: nothing the library's modules and function
-// mains are built from is of the orders example (pkg/example, or another
+// mains are built from is of the orders example (examples/orders, or another
 // application under examples/), and no library package imports it. (The stack's dependencies still hold it: infra/backbone keeps
 // the example's NewStack until the example moves to its own folder.)
 func TestImportsOnlyTheFramework(t *testing.T) {

@@ -3,7 +3,7 @@
 package main
 
 import (
-	"github.com/fourlanes/fourlanes/pkg/example"
+	"github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/pkg/serve"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/fourlanes/fourlanes/functions/stream-filter/enrich"
 	"github.com/fourlanes/fourlanes/internal/twin/eventpattern"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
-	"github.com/fourlanes/fourlanes/pkg/example"
+	"github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
@@ -104,7 +104,7 @@ func TestPipeTargetPathsResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := enrich.New(enrich.Config{Catalog: cat, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), EMF: io.Discard})
+	h, err := enrich.New(enrich.Config{Catalog: cat, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), EMF: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}

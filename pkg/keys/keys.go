@@ -115,7 +115,7 @@ const MetricPipeRecordAge = "PipeRecordAge"
 
 // ---------------------------------------------------------------------------
 // State-table layout of delivery, catalog lanes and the example projection
-// (pkg/delivery, pkg/lanes, pkg/example). Keys are prefixed strings so other
+// (pkg/delivery, pkg/lanes, examples/orders). Keys are prefixed strings so other
 // record kinds (reconcile checkpoints, …) can share the table; every prefix
 // is listed here.
 //

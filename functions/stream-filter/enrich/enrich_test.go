@@ -16,7 +16,7 @@ import (
 	"github.com/fourlanes/fourlanes/functions/stream-filter/enrich"
 	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
-	"github.com/fourlanes/fourlanes/pkg/example"
+	"github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
 )
@@ -36,7 +36,7 @@ func newHarness(t *testing.T) harness {
 	}
 	logs, emf := &bytes.Buffer{}, &bytes.Buffer{}
 	h, err := enrich.New(enrich.Config{
-		Catalog: cat, Log: obs.NewLogger(logs, "info"), EMF: emf,
+		Catalog: cat, Logger: obs.NewLogger(logs, "info"), EMF: emf,
 		Now: func() time.Time { return created.Add(1500 * time.Millisecond) },
 	})
 	if err != nil {

@@ -1,5 +1,5 @@
 // Package demo is the workload `fourlanes dev` and the end-to-end tests run
-// on the local twin: the example orders application (pkg/example) as a
+// on the local twin: the example orders application (examples/orders) as a
 // service would run it, plus the two ways they break it on purpose.
 //
 //   - Order runs one order through its life (placed, paid, then shipped or
@@ -31,10 +31,10 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
-	"github.com/fourlanes/fourlanes/pkg/example"
-	"github.com/fourlanes/fourlanes/pkg/example/audit"
-	"github.com/fourlanes/fourlanes/pkg/example/inventory"
-	"github.com/fourlanes/fourlanes/pkg/example/orders"
+	"github.com/fourlanes/fourlanes/examples/orders"
+	"github.com/fourlanes/fourlanes/examples/orders/audit"
+	"github.com/fourlanes/fourlanes/examples/orders/inventory"
+	"github.com/fourlanes/fourlanes/examples/orders/orders"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/lanes"
 	"github.com/fourlanes/fourlanes/pkg/obs"
@@ -67,7 +67,7 @@ type App struct {
 	emitted atomic.Int64
 }
 
-// New wires the application: the catalog of pkg/example, the INLINE
+// New wires the application: the catalog of examples/orders, the INLINE
 // inventory (stock for every order the demo places) and the LOCAL audit.
 // log receives the application's and its handlers' logs.
 func New(db *dynamodb.Client, t Tables, log *slog.Logger) (*App, error) {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/catalog/gate"
-	"github.com/fourlanes/fourlanes/pkg/example"
+	"github.com/fourlanes/fourlanes/examples/orders"
 )
 
 var update = flag.Bool("update", false, "rewrite CATALOG.md at the repository root")
@@ -103,7 +103,7 @@ func TestSourceMatchesTheApplicationCatalog(t *testing.T) {
 	}
 	seen := 0
 	for _, m := range r.Modules {
-		if !strings.HasPrefix(m.Pkg, "github.com/fourlanes/fourlanes/pkg/example/") {
+		if !strings.HasPrefix(m.Pkg, "github.com/fourlanes/fourlanes/examples/orders/") {
 			continue
 		}
 		seen++

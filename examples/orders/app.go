@@ -2,11 +2,11 @@ package example
 
 import (
 	"github.com/fourlanes/fourlanes/pkg/app"
-	"github.com/fourlanes/fourlanes/pkg/example/audit"
-	"github.com/fourlanes/fourlanes/pkg/example/inventory"
-	"github.com/fourlanes/fourlanes/pkg/example/notifications"
-	"github.com/fourlanes/fourlanes/pkg/example/orders"
-	"github.com/fourlanes/fourlanes/pkg/example/search"
+	"github.com/fourlanes/fourlanes/examples/orders/audit"
+	"github.com/fourlanes/fourlanes/examples/orders/inventory"
+	"github.com/fourlanes/fourlanes/examples/orders/notifications"
+	"github.com/fourlanes/fourlanes/examples/orders/orders"
+	"github.com/fourlanes/fourlanes/examples/orders/search"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 

@@ -9,7 +9,7 @@ import (
 	"sync"
 
 	"github.com/fourlanes/fourlanes/pkg/envelope"
-	"github.com/fourlanes/fourlanes/pkg/example/orders"
+	"github.com/fourlanes/fourlanes/examples/orders/orders"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 

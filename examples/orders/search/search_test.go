@@ -18,7 +18,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
-	"github.com/fourlanes/fourlanes/pkg/example/search"
+	"github.com/fourlanes/fourlanes/examples/orders/search"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
 )

@@ -18,7 +18,7 @@ import (
 
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
-	"github.com/fourlanes/fourlanes/pkg/example/orders"
+	"github.com/fourlanes/fourlanes/examples/orders/orders"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 

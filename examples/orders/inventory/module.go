@@ -2,7 +2,7 @@ package inventory
 
 import (
 	"github.com/fourlanes/fourlanes/pkg/catalog"
-	"github.com/fourlanes/fourlanes/pkg/example/orders"
+	"github.com/fourlanes/fourlanes/examples/orders/orders"
 )
 
 // Module declares inventory's one subscription: reserve stock for a placed
