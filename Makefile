@@ -14,8 +14,10 @@ TESTFLAGS ?=
 # bench/RESULTS.md (scratch builds in bench/out/, which git ignores). Runs under with-servers.sh.
 BENCH_CMD ?= $(GO) run ./bench
 
-# Every Lambda: a folder under functions/ with a main.go.
-FUNCTIONS := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
+# The application make builds and deploys: the orders example. Every Lambda
+# is a folder under its functions/ with a main.go.
+APP_DIR := examples/orders
+FUNCTIONS := $(patsubst $(APP_DIR)/functions/%/main.go,%,$(wildcard $(APP_DIR)/functions/*/main.go))
 # Go sources to format-check, wherever they are, but not vendored tools or fixtures.
 GO_FILES = $(shell find . -name '*.go' -not -path './.cache/*' -not -path './build/*' \
 	-not -path './cdk.out/*' -not -path '*/node_modules/*' -not -path '*/testdata/*')
@@ -33,7 +35,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 help:
 	@echo 'make deps     install ElasticMQ, cfn-lint, boto3 and the CDK CLI into .cache/ (DynamoDB is our own: nothing to install)'
-	@echo 'make build    cross-compile functions/* to build/<fn>/bootstrap (linux/arm64)'
+	@echo 'make build    cross-compile $(APP_DIR)/functions/* to build/<fn>/bootstrap (linux/arm64)'
 	@echo 'make test     lint, build, then go test ./... against one fresh DynamoDB (fourlanes dynamodb) + ElasticMQ'
 	@echo 'make bench    every benchmark side by side in one run -> bench/RESULTS.md'
 	@echo 'make lint     gofmt check and go vet'
@@ -47,13 +49,13 @@ deps:
 
 build:
 ifeq ($(FUNCTIONS),)
-	@echo 'build: no functions/*/main.go yet; nothing to build'
+	@echo 'build: no $(APP_DIR)/functions/*/main.go yet; nothing to build'
 else
 	@echo 'build: $(words $(FUNCTIONS)) function(s) for linux/arm64 -> build/<fn>/bootstrap'
 	@for fn in $(FUNCTIONS); do \
 		echo "  build/$$fn/bootstrap"; \
 		CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags '-s -w' \
-			-o build/$$fn/bootstrap ./functions/$$fn; \
+			-o build/$$fn/bootstrap ./$(APP_DIR)/functions/$$fn; \
 	done
 endif
 

@@ -22,11 +22,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/fourlanes/fourlanes/examples/orders/search"
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/pkg/changefeed"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
-	"github.com/fourlanes/fourlanes/examples/orders/search"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
@@ -311,14 +311,14 @@ func benchColdStart(ctx context.Context, env *benchEnv, o options) (section, err
 	if err := env.requireDB(); err != nil {
 		return sec, err
 	}
-	mains, _ := filepath.Glob(filepath.Join(env.root, "functions", "*", "main.go"))
+	mains, _ := filepath.Glob(filepath.Join(env.root, "examples", "orders", "functions", "*", "main.go"))
 	if len(mains) == 0 {
-		return sec, fmt.Errorf("functions/*/main.go: %w", errNotLanded)
+		return sec, fmt.Errorf("examples/orders/functions/*/main.go: %w", errNotLanded)
 	}
 	var targets []*coldTarget
 	for _, m := range mains {
 		fn := filepath.Base(filepath.Dir(m))
-		targets = append(targets, &coldTarget{name: fn, pkg: "./functions/" + fn, payload: coldPayload(env.root, fn)})
+		targets = append(targets, &coldTarget{name: fn, pkg: "./examples/orders/functions/" + fn, payload: coldPayload(env.root, fn)})
 	}
 	hello := &coldTarget{name: "hello-world (aws-lambda-go baseline)", pkg: "./bench/hello", payload: []byte(`{}`)}
 	targets = append(targets, hello)

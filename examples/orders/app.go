@@ -1,12 +1,12 @@
 package example
 
 import (
-	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/examples/orders/audit"
 	"github.com/fourlanes/fourlanes/examples/orders/inventory"
 	"github.com/fourlanes/fourlanes/examples/orders/notifications"
 	"github.com/fourlanes/fourlanes/examples/orders/orders"
 	"github.com/fourlanes/fourlanes/examples/orders/search"
+	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 

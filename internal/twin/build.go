@@ -17,9 +17,17 @@ import (
 	"github.com/fourlanes/fourlanes/internal/twin/cfn"
 )
 
-// FunctionNames lists the functions of the repository at root: every
-// folder under functions/ with a main.go, sorted (as the Makefile finds them).
-func FunctionNames(root string) ([]string, error) { return FunctionNamesIn(root, "functions") }
+// The orders example's mains and CDK app (relative to the repository root):
+// what FunctionNames, BuildHost, Synth and Assemble build, as make does.
+const (
+	exampleMains = "examples/orders/functions"
+	exampleApp   = "./examples/orders/infra"
+)
+
+// FunctionNames lists the orders example's functions in the repository at
+// root: every folder under examples/orders/functions with a main.go, sorted
+// (as the Makefile finds them).
+func FunctionNames(root string) ([]string, error) { return FunctionNamesIn(root, exampleMains) }
 
 // FunctionNamesIn lists the functions whose mains are in mains (a folder
 // relative to root, e.g. examples/library/functions): every folder there
@@ -41,7 +49,7 @@ func FunctionNamesIn(root, mains string) ([]string, error) {
 // into dir/<fn>/bootstrap, with the flags the Makefile uses for Lambda
 // (static, lambda.norpc, trimmed), so the twin runs the same code.
 func BuildHost(ctx context.Context, root, dir string, fns []string) error {
-	return BuildHostFrom(ctx, root, "functions", dir, fns)
+	return BuildHostFrom(ctx, root, exampleMains, dir, fns)
 }
 
 // BuildHostFrom is BuildHost for the mains in mains (a folder relative to
@@ -83,12 +91,13 @@ func BuildHostFrom(ctx context.Context, root, mains, dir string, fns []string) e
 	return nil
 }
 
-// Synth synthesizes the CDK app at root (infra/) into outDir, staging the
-// functions from codeRoot (a folder of <fn>/bootstrap), and returns the
-// path of the stack template. It runs the app directly (go run ./infra),
+// Synth synthesizes the orders example's CDK app (examples/orders/infra) of
+// the repository at root into outDir, staging the functions from codeRoot (a
+// folder of <fn>/bootstrap), and returns the path of the stack template. It
+// runs the app directly (go run ./examples/orders/infra),
 // as the CDK CLI would, without the CLI.
 func Synth(ctx context.Context, root, outDir, codeRoot string) (string, error) {
-	return SynthApp(ctx, root, "./infra", outDir, codeRoot)
+	return SynthApp(ctx, root, exampleApp, outDir, codeRoot)
 }
 
 // SynthApp is Synth for the CDK app in package appPkg (relative to root,
@@ -186,12 +195,12 @@ func fileHash(p string) ([32]byte, error) {
 	return sha256.Sum256(b), nil
 }
 
-// Assemble builds the functions of the repository at root for this machine
+// Assemble builds the orders example's functions at root for this machine
 // into hostDir and synthesizes the stack into outDir, its code assets staged
 // from codeRoot (empty: the host binaries themselves). It returns the
 // template and the resolver that runs each function's host binary.
 func Assemble(ctx context.Context, root, hostDir, outDir, codeRoot string) (*cfn.Template, CodeResolver, error) {
-	return AssembleApp(ctx, root, "functions", "./infra", hostDir, outDir, codeRoot)
+	return AssembleApp(ctx, root, exampleMains, exampleApp, hostDir, outDir, codeRoot)
 }
 
 // AssembleApp is Assemble for another application: its function mains in

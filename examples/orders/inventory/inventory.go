@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/examples/orders/orders"
+	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 

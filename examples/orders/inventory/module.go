@@ -1,8 +1,8 @@
 package inventory
 
 import (
-	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/examples/orders/orders"
+	"github.com/fourlanes/fourlanes/pkg/catalog"
 )
 
 // Module declares inventory's one subscription: reserve stock for a placed

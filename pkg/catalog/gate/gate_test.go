@@ -14,9 +14,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/catalog/gate"
-	"github.com/fourlanes/fourlanes/examples/orders"
 )
 
 var update = flag.Bool("update", false, "rewrite CATALOG.md at the repository root")

@@ -84,7 +84,7 @@ func TestBootstrap(t *testing.T) {
 	}
 	defer daemon.Close()
 
-	req, err := os.ReadFile(filepath.Join("..", "..", "pkg", "reconcile", "testdata", "function-url-request.json"))
+	req, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "pkg", "reconcile", "testdata", "function-url-request.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

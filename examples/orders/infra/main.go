@@ -1,5 +1,5 @@
-// Command infra is the fourlanes CDK app: `cdk synth|diff|deploy` runs it
-// (cdk.json: "go run ./infra") from the repository root.
+// Command infra is the orders example's CDK app: `cdk synth|diff|deploy` runs it
+// (cdk.json: "go run ./examples/orders/infra") from the repository root.
 //
 // Context values (cdk.json or `cdk deploy -c key=value`):
 //

@@ -26,7 +26,7 @@ func TestBootstrap(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	payload, err := os.ReadFile(filepath.Join("enrich", "testdata", "pipe-batch.json"))
+	payload, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "functions", "stream-filter", "enrich", "testdata", "pipe-batch.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
