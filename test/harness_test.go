@@ -72,7 +72,7 @@ func cleanup() {
 }
 
 // assemble builds the functions and the CLI for this machine and
-// synthesizes the CDK app (go run ./infra) with the host binaries as code
+// synthesizes the CDK app (go run ./examples/orders/infra) with the host binaries as code
 // assets, once per test binary.
 func assemble(t *testing.T) (*cfn.Template, twin.CodeResolver, string) {
 	t.Helper()

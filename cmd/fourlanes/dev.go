@@ -268,7 +268,7 @@ func devTemplate(ctx context.Context, root, dir, hostBin string, fns []string, o
 		}
 	}
 	out := filepath.Join(dir, "cdk.out")
-	say("dev: synthesizing the CDK app (go run ./infra) into %s", rel(root, out))
+	say("dev: synthesizing the CDK app (go run ./examples/orders/infra) into %s", rel(root, out))
 	p, err := twin.Synth(ctx, root, out, codeRoot)
 	if err != nil {
 		return nil, nil, err

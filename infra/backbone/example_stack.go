@@ -12,9 +12,11 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
-// This file is the example application's stack (pkg/example): the only one
+// This file is the example application's stack (examples/orders): the only one
 // under infra/backbone that names the example's entities and tables. It
-// stays here until the example moves to its own folder (issue 14 item 4).
+// stays here, although the rest of the example moved to examples/orders,
+// because this package's tests synthesize it: an internal test cannot import
+// a package that imports backbone (import cycle).
 
 // Pinned logical IDs of the example's tables, and of its ORDER mapping
 // (created before the mappings were per entity): an existing deployment must
