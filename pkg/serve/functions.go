@@ -27,7 +27,7 @@ import (
 func StreamFilter(a app.Application) {
 	b := start(keys.FnStreamFilter)
 	cat := b.catalog(a)
-	h := get(enrich.New(enrich.Config{Catalog: cat, Log: b.log, Metrics: b.metrics})).or(b, "handler")
+	h := get(enrich.New(enrich.Config{Catalog: cat, Logger: b.log, Metrics: b.metrics})).or(b, "handler")
 	enrich.LogServed(b.ctx, b.log, cat)
 	run(b, h.Handle)
 }
@@ -157,7 +157,7 @@ func DLQRepair(a app.Application) {
 // insert-only log (package tamper). It needs no application.
 func TamperWatch() {
 	b := start(keys.FnTamperWatch)
-	h := &tamper.Handler{Log: b.log, Metrics: b.metrics}
+	h := &tamper.Handler{Logger: b.log, Metrics: b.metrics}
 	b.log.Info("tamper-watch watching the events stream for MODIFY and REMOVE", obs.KeyFunction, keys.FnTamperWatch)
 	lambda.StartWithOptions(obs.PerInvocationErr(b.metrics, h.Handle), lambda.WithEnableSIGTERM(func() {
 		b.log.Info(b.fn + " shutting down")

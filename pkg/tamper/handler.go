@@ -28,7 +28,7 @@ type Event struct {
 
 // Handler is tamper-watch's Lambda handler.
 type Handler struct {
-	Log     *slog.Logger
+	Logger  *slog.Logger
 	Metrics *obs.Metrics
 }
 
@@ -37,7 +37,7 @@ type Handler struct {
 // Change) per change. It never fails the batch: a retry cannot undo a change,
 // and a failing mapping would stop watching the shard.
 func (h *Handler) Handle(ctx context.Context, ev Event) error {
-	log := h.Log
+	log := h.Logger
 	if log == nil {
 		log = slog.Default()
 	}

@@ -134,7 +134,7 @@ func TestInspectUnreadable(t *testing.T) {
 // and seq, two EMF TamperDetected lines, and no error.
 func TestHandleLogsAndCounts(t *testing.T) {
 	var logs, metrics bytes.Buffer
-	h := &tamper.Handler{Log: obs.NewLogger(&logs, "info"), Metrics: obs.NewMetrics(&metrics)}
+	h := &tamper.Handler{Logger: obs.NewLogger(&logs, "info"), Metrics: obs.NewMetrics(&metrics)}
 	ev := tamper.Event{Records: []json.RawMessage{
 		fixture(t, "event-insert.json"), fixture(t, "head-modify.json"),
 		fixture(t, "event-modify.json"), fixture(t, "head-remove.json"),

@@ -115,7 +115,7 @@ var _ Catalog = (*catalog.Catalog)(nil)
 // Config configures a Handler.
 type Config struct {
 	Catalog Catalog      // required
-	Log     *slog.Logger // default slog.Default()
+	Logger  *slog.Logger // default slog.Default()
 	// Metrics counts what the enrichment drops and rejects and how far the
 	// Pipe is behind. Default: EMF lines on EMF (stdout when nil), each as
 	// it is counted; main passes the Metrics it flushes once per invocation
@@ -139,7 +139,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Catalog == nil {
 		return nil, errors.New("enrich: Config.Catalog is nil; the enrichment must know the declared event types")
 	}
-	h := &Handler{cat: cfg.Catalog, log: cfg.Log, metrics: cfg.Metrics, now: cfg.Now}
+	h := &Handler{cat: cfg.Catalog, log: cfg.Logger, metrics: cfg.Metrics, now: cfg.Now}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
