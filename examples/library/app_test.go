@@ -44,8 +44,7 @@ func TestApp(t *testing.T) {
 
 // TestImportsOnlyTheFramework: nothing the library's modules and function
 // mains are built from is of the orders example (examples/orders, or another
-// application under examples/), and no library package imports it. (The stack's dependencies still hold it: infra/backbone keeps
-// the example's NewStack until the example moves to its own folder.)
+// application under examples/), and no library package imports it.
 func TestImportsOnlyTheFramework(t *testing.T) {
 	list := func(args ...string) []string {
 		t.Helper()
@@ -59,13 +58,7 @@ func TestImportsOnlyTheFramework(t *testing.T) {
 	if len(pkgs) < 10 {
 		t.Fatalf("go list ./...: %d packages, want the library's 10 or more", len(pkgs))
 	}
-	var built []string
-	for _, p := range pkgs {
-		if !strings.HasSuffix(p, "/library/infra") {
-			built = append(built, p)
-		}
-	}
-	deps := list(append([]string{"-deps", "-test"}, built...)...)
+	deps := list(append([]string{"-deps", "-test"}, pkgs...)...)
 	imports := list(append([]string{"-f", `{{join .Imports " "}} {{join .TestImports " "}}`}, pkgs...)...)
 	for _, p := range slices.Concat(deps, imports) {
 		if strings.HasPrefix(p, "github.com/fourlanes/fourlanes/examples/orders") {

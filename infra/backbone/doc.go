@@ -1,7 +1,7 @@
 // Package backbone is the fourlanes CDK construct library: one construct per
 // concern, and NewBackbone, which composes them in a team's own stack around
-// its application (app.Application) and its tables. NewStack
-// (example_stack.go) is the example application's stack.
+// its application (app.Application) and its tables. The applications
+// under examples/ each build their stack with it.
 //
 //	EventLog     events table (the insert-only log), state table, emitter policy
 //	DurableLane  Pipe (stream → filter → stream-filter → FIFO), FIFO + DLQ,

@@ -35,8 +35,8 @@ const (
 
 // Props configures the backbone.
 type Props struct {
-	// StackProps are the stack's, when NewStack creates it; NewBackbone
-	// ignores them.
+	// StackProps are the stack's, when an application's stack function (the
+	// example's stack.NewStack) creates it; NewBackbone ignores them.
 	awscdk.StackProps
 	// App is the application the backbone runs: its modules decide which
 	// tables each function reads and which streams feed changefeed.

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/fourlanes/fourlanes/examples/orders/infra/stack"
 	"github.com/fourlanes/fourlanes/infra/backbone"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
@@ -36,7 +37,7 @@ func main() {
 	}
 	// Environment-agnostic: the template is the same wherever it is
 	// synthesized (tests, CI, a developer's machine) and deployable anywhere.
-	backbone.NewStack(app, contextString(app, "stackName", "Fourlanes"), &backbone.Props{
+	stack.NewStack(app, contextString(app, "stackName", "Fourlanes"), &backbone.Props{
 		CodeRoot:           codeRoot,
 		AlarmEmail:         contextString(app, "alarmEmail", ""),
 		ReserveConcurrency: contextString(app, "reserveConcurrency", "true") != "false",

@@ -12,11 +12,12 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
-// This file is the example application's stack (examples/orders): the only one
-// under infra/backbone that names the example's entities and tables. It
-// stays here, although the rest of the example moved to examples/orders,
-// because this package's tests synthesize it: an internal test cannot import
-// a package that imports backbone (import cycle).
+// This file is this package's test stack: a copy of the orders example's
+// stack (examples/orders/infra/stack.NewStack), which these tests synthesize
+// and check whole. They cannot import it: it imports backbone, and an
+// internal test cannot import a package that imports the package under test.
+// Keep the two alike; examples/orders/infra/stack's own test holds the real
+// one's pinned logical IDs.
 
 // Pinned logical IDs of the example's tables, and of its ORDER mapping
 // (created before the mappings were per entity): an existing deployment must
