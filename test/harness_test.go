@@ -150,7 +150,7 @@ func startStack(t *testing.T, mutate func(*cfn.Template)) *stack {
 		StackName:        fmt.Sprintf("e2e%06x", rand.Uint32()>>8),
 		DynamoDBEndpoint: ddbEP, SQSEndpoint: sqsEP,
 		Code:           code,
-		Log:            twintest.Logger(t),
+		Logger:         twintest.Logger(t),
 		PollInterval:   25 * time.Millisecond,
 		RetryDelay:     func(int) time.Duration { return 20 * time.Millisecond },
 		OnFunctionLine: s.line,

@@ -97,7 +97,7 @@ func startLibrary(t *testing.T) *stack {
 		StackName:        fmt.Sprintf("lib%06x", rand.Uint32()>>8),
 		DynamoDBEndpoint: ddbEP, SQSEndpoint: sqsEP,
 		Code:           code,
-		Log:            twintest.Logger(t),
+		Logger:         twintest.Logger(t),
 		PollInterval:   25 * time.Millisecond,
 		RetryDelay:     func(int) time.Duration { return 20 * time.Millisecond },
 		OnFunctionLine: s.line,

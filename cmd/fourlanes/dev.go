@@ -141,7 +141,7 @@ func devMain(ctx context.Context, o devOptions, stdout, stderr io.Writer) (int, 
 		Template: tmpl, StackName: "fourlanes-dev",
 		DynamoDBEndpoint: ddbSrv.Endpoint, SQSEndpoint: sqsSrv.Endpoint,
 		Code:           code,
-		Log:            twinLogger,
+		Logger:         twinLogger,
 		FunctionOutput: fnLog,
 		URLPorts:       ports,
 	})

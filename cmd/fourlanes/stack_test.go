@@ -64,8 +64,8 @@ func TestStackFlag(t *testing.T) {
 	}
 	name := fmt.Sprintf("cli%08x", rand.Uint32())
 	tw, err := twin.Up(t.Context(), twin.Config{Template: tmpl, StackName: name, DynamoDBEndpoint: ddbEP, SQSEndpoint: sqsEP,
-		Code: func(*cfn.Template, *cfn.Resource) (string, error) { return "", fmt.Errorf("no functions here") },
-		Log:  twintest.Logger(t)})
+		Code:   func(*cfn.Template, *cfn.Resource) (string, error) { return "", fmt.Errorf("no functions here") },
+		Logger: twintest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

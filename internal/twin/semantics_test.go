@@ -92,7 +92,7 @@ func upStack(t *testing.T, template string, code string, mutate func(*cfn.Templa
 		Template: tmpl, StackName: fmt.Sprintf("sem%08x", rand.Uint32()),
 		DynamoDBEndpoint: ddbEP, SQSEndpoint: sqsEP,
 		Code:           func(*cfn.Template, *cfn.Resource) (string, error) { return code, nil },
-		Log:            slog.New(slog.NewTextHandler(io.MultiWriter(twintest.Writer(t), s.log), nil)),
+		Logger:         slog.New(slog.NewTextHandler(io.MultiWriter(twintest.Writer(t), s.log), nil)),
 		FunctionOutput: twintest.Writer(t),
 		PollInterval:   20 * time.Millisecond,
 		OnFunctionLine: func(_ string, l lambdart.Line) {

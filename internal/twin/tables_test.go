@@ -54,8 +54,8 @@ func TestTwinKeepsAMatchingTable(t *testing.T) {
 		return twin.Up(t.Context(), twin.Config{
 			Template: tmpl, StackName: stack,
 			DynamoDBEndpoint: ddbEP, SQSEndpoint: sqsEP,
-			Code: func(*cfn.Template, *cfn.Resource) (string, error) { return fakeBin, nil },
-			Log:  twintest.Logger(t),
+			Code:   func(*cfn.Template, *cfn.Resource) (string, error) { return fakeBin, nil },
+			Logger: twintest.Logger(t),
 		})
 	}
 

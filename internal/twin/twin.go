@@ -40,9 +40,9 @@ type Config struct {
 	DynamoDBEndpoint, SQSEndpoint string
 	// Code finds each function's host bootstrap.
 	Code CodeResolver
-	// Log receives the twin's own log: every journal entry, resource
+	// Logger receives the twin's own log: every journal entry, resource
 	// creation, warnings. Nil discards it.
-	Log *slog.Logger
+	Logger *slog.Logger
 	// FunctionOutput receives every line the functions print, prefixed with
 	// the function's logical ID. Nil discards them.
 	FunctionOutput io.Writer
@@ -151,7 +151,7 @@ func Up(ctx context.Context, cfg Config) (*Twin, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	log := cfg.Log
+	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

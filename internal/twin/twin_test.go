@@ -71,7 +71,7 @@ func upFixture(t *testing.T, mutate func(*cfn.Template)) *fixture {
 		StackName:        fmt.Sprintf("fx%08x", rand.Uint32()),
 		DynamoDBEndpoint: ddbEP, SQSEndpoint: sqsEP,
 		Code:           func(*cfn.Template, *cfn.Resource) (string, error) { return fakeBin, nil },
-		Log:            twintest.Logger(t),
+		Logger:         twintest.Logger(t),
 		FunctionOutput: twintest.Writer(t),
 		PollInterval:   20 * time.Millisecond,
 		RetryDelay:     func(int) time.Duration { return 10 * time.Millisecond },
