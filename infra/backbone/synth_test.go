@@ -25,7 +25,7 @@ const testAlarmEmail = "ops@example.com"
 // synthesized is the one synthesis every test in this package shares:
 // synthesis takes seconds, the assertions milliseconds.
 type synthesized struct {
-	stack    *Stack
+	stack    *exampleStackT
 	template assertions.Template
 	// doc is the template as plain JSON, for checks the assertions package
 	// cannot express (every policy, every statement).
@@ -101,7 +101,10 @@ func doSynth() (res *synthesized, err error) {
 		ctx[k] = v
 	}
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(outDir), Context: &ctx})
-	stack := NewStack(app, "Fourlanes", &Props{
+	if exampleStack == nil {
+		return nil, fmt.Errorf("no example stack: example_stack_ext_test.go's init did not run")
+	}
+	stack := exampleStack(app, "Fourlanes", &Props{
 		CodeRoot:           codeRoot,
 		AlarmEmail:         testAlarmEmail,
 		ReserveConcurrency: true,
