@@ -202,16 +202,17 @@ func TestKillMidBatch(t *testing.T) {
 		case n == 0 && !flagged[key]:
 			t.Errorf("%s seq %d of %s: no email sent and none flagged as possibly missing", e.Type, e.Seq, e.TenantID)
 		case n == 1 && flagged[key]:
-			sentOnce++ // the held one: sent, killed before the record, not sent again
+			sentOnce++ // sent, killed before its record, not sent again
 		}
 	}
-	// The kill landed where it was held: between a send and its record.
-	if sentOnce != 1 {
-		t.Errorf("emails sent and then found unrecorded by a redelivery: %d, want 1 (the held one); flagged: %v", sentOnce, flagged)
+	// The kill landed where it was held: between a send and its record. A
+	// message of another tenant in the same batch may have been there too,
+	// its record in flight when the process died (CI saw 2), or between its
+	// reservation and its send (flagged, never sent).
+	if sentOnce < 1 {
+		t.Errorf("emails sent and then found unrecorded by a redelivery: %d, want at least 1 (the held one); flagged: %v", sentOnce, flagged)
 	}
-	if len(flagged) > 1 {
-		t.Logf("%d more emails reserved and not sent when the kill landed (flagged by key, as designed)", len(flagged)-1)
-	}
+	t.Logf("emails sent then found unrecorded: %d; reserved and never sent: %d (each flagged by key, as designed)", sentOnce, len(flagged)-sentOnce)
 	if got := s.waitMessagesDone(t, len(events)); got != int64(len(events)) {
 		t.Errorf("messages completed: %d, want %d", got, len(events))
 	}
