@@ -8,7 +8,9 @@ SHELL := /bin/bash
 GO ?= go
 CDK := $(CURDIR)/.cache/npm/node_modules/.bin/cdk
 CDK_FLAGS ?=
-TEST_PKGS ?= ./...
+# The end-to-end suite (./test/, the longest package) first, so it starts at once and the rest
+# share the other slot beside it, instead of starting last after every other package.
+TEST_PKGS ?= ./test/ ./...
 TESTFLAGS ?=
 # Benchmarks: the runner in bench/ measures everything side by side in one run and writes
 # bench/RESULTS.md (scratch builds in bench/out/, which git ignores). Runs under with-servers.sh.
