@@ -1,7 +1,7 @@
 // Package twin runs a synthesized CloudFormation stack on one machine: the
 // local twin behind `fourlanes dev` and the end-to-end tests. It reads the
-// template (package cfn), creates what the template declares on DynamoDB
-// Local and ElasticMQ, runs each function's real bootstrap against a local
+// template (package cfn), creates what the template declares on our own
+// DynamoDB (package ddb) and ElasticMQ, runs each function's real bootstrap against a local
 // Lambda Runtime API (package lambdart), and reproduces the AWS services in
 // between — EventBridge Pipes and Lambda event source mappings — with the
 // semantics AWS documents. Because it is driven by the template, a missing

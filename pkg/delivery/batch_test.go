@@ -234,8 +234,8 @@ func deliverAll(t *testing.T, ctx context.Context, d *delivery.Deliverer, p *del
 	return got
 }
 
-// TestDeliveryWritesPerSubscription counts DynamoDB writes against DynamoDB
-// Local: two per (event, subscription) on first delivery (claim, complete);
+// TestDeliveryWritesPerSubscription counts DynamoDB writes against our local
+// DynamoDB (internal/twin/ddb): two per (event, subscription) on first delivery (claim, complete);
 // a redelivery without a prefetch costs one refused claim each; with a
 // prefetch, none.
 func TestDeliveryWritesPerSubscription(t *testing.T) {
@@ -402,9 +402,9 @@ type strategyResult struct {
 
 // TestClaimStrategyCost measures three ways to claim the 30 (event,
 // subscription) pairs of a 10-message batch, on first delivery (all absent)
-// and on a redelivery where all of them are completed, against DynamoDB
-// Local. Capacity is modelled on DynamoDB's billing (AWS-FACTS §5); DynamoDB
-// Local reports one unit per transactional item, not two. The result is the
+// and on a redelivery where all of them are completed, against our local
+// DynamoDB (internal/twin/ddb). Capacity is modelled on DynamoDB's billing
+// (AWS-FACTS §5), two units per transactional item. The result is the
 // reason for batch.go's choice: per-item claims plus a BatchGetItem prefetch.
 func TestClaimStrategyCost(t *testing.T) {
 	if testing.Short() {

@@ -15,8 +15,9 @@ import (
 )
 
 // scriptedDB answers TransactWriteItems from a script of errors (nil =
-// success) and has no head, so every attempt starts from genesis. DynamoDB
-// Local never returns TransactionConflict; this is how that path is tested.
+// success) and has no head, so every attempt starts from genesis. It scripts exact error sequences
+// for unit tests; conflict_test.go drives the same path against our DynamoDB
+// with AWS-like TransactionConflict on.
 type scriptedDB struct {
 	mu     sync.Mutex
 	script []error

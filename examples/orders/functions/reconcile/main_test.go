@@ -60,8 +60,8 @@ func (testCatalog) Prepare(_ string, payload any) (int, map[string]any, error) {
 	return 1, p, err
 }
 
-// TestBootstrap runs the shipped binary (X-Ray on, as in AWS) against DynamoDB
-// Local through the local Lambda Runtime API (internal/twin/lambdart), with a Function URL request.
+// TestBootstrap runs the shipped binary (X-Ray on, as in AWS) against our
+// DynamoDB (internal/twin/ddb) through the local Lambda Runtime API (internal/twin/lambdart), with a Function URL request.
 func TestBootstrap(t *testing.T) {
 	bin := buildBootstrap(t)
 	db := localaws.DynamoDB(t)
