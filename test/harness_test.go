@@ -134,20 +134,17 @@ type stack struct {
 	lines  []string // every line the functions printed, "<fn>: text"
 }
 
-// startStack brings up a fresh twin of the synthesized template, mutated
-// by mutate if given (on a copy).
-func startStack(t *testing.T, mutate func(*cfn.Template)) *stack {
+// upStack brings tmpl up on a fresh twin named prefix+random, on this run's
+// DynamoDB and ElasticMQ, with the functions' lines collected in the stack
+// (and the last 300 logged when the test fails); the twin stops at the end
+// of the test.
+func upStack(t *testing.T, prefix string, tmpl *cfn.Template, code twin.CodeResolver, cli string) *stack {
 	t.Helper()
-	ddbEP, sqsEP := twintest.Endpoints(t) // skip before building when there are no servers
-	tmpl, code, cli := assemble(t)
-	tmpl = tmpl.Clone()
-	if mutate != nil {
-		mutate(tmpl)
-	}
+	ddbEP, sqsEP := twintest.Endpoints(t)
 	s := &stack{t: t, ddb: localaws.NewDynamoDB(ddbEP), sqs: localaws.NewSQS(sqsEP), cli: cli, fn: map[string]string{}}
 	tw, err := twin.Up(t.Context(), twin.Config{
 		Template:         tmpl,
-		StackName:        fmt.Sprintf("e2e%06x", rand.Uint32()>>8),
+		StackName:        fmt.Sprintf("%s%06x", prefix, rand.Uint32()>>8),
 		DynamoDBEndpoint: ddbEP, SQSEndpoint: sqsEP,
 		Code:           code,
 		Logger:         twintest.Logger(t),
@@ -170,6 +167,22 @@ func startStack(t *testing.T, mutate func(*cfn.Template)) *stack {
 		}
 	})
 	s.tw = tw
+	return s
+}
+
+// startStack brings up a fresh twin of the synthesized template, mutated
+// by mutate if given (on a copy).
+func startStack(t *testing.T, mutate func(*cfn.Template)) *stack {
+	t.Helper()
+	twintest.Endpoints(t) // skip before building when there are no servers
+	tmpl, code, cli := assemble(t)
+	tmpl = tmpl.Clone()
+	if mutate != nil {
+		mutate(tmpl)
+	}
+	s := upStack(t, "e2e", tmpl, code, cli)
+	tw := s.tw
+	var err error
 	for _, name := range []string{keys.FnStreamFilter, keys.FnDurableConsumer, keys.FnChangefeed, keys.FnReconcile, keys.FnDLQRepair} {
 		id, err := tw.FunctionByCode(name)
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +24,6 @@ import (
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/internal/twin"
 	"github.com/fourlanes/fourlanes/internal/twin/cfn"
-	"github.com/fourlanes/fourlanes/internal/twin/twintest"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
@@ -89,32 +87,10 @@ func assembleLibrary(t *testing.T) (*cfn.Template, twin.CodeResolver, string) {
 // nil (the test drives the library's own service).
 func startLibrary(t *testing.T) *stack {
 	t.Helper()
-	ddbEP, sqsEP := twintest.Endpoints(t)
 	tmpl, code, cli := assembleLibrary(t)
-	s := &stack{t: t, ddb: localaws.NewDynamoDB(ddbEP), sqs: localaws.NewSQS(sqsEP), cli: cli, fn: map[string]string{}}
-	tw, err := twin.Up(t.Context(), twin.Config{
-		Template:         tmpl.Clone(),
-		StackName:        fmt.Sprintf("lib%06x", rand.Uint32()>>8),
-		DynamoDBEndpoint: ddbEP, SQSEndpoint: sqsEP,
-		Code:           code,
-		Logger:         twintest.Logger(t),
-		PollInterval:   25 * time.Millisecond,
-		RetryDelay:     func(int) time.Duration { return 20 * time.Millisecond },
-		OnFunctionLine: s.line,
-	})
-	if err != nil {
-		t.Fatalf("twin up: %v", err)
-	}
-	t.Cleanup(func() {
-		tw.Close()
-		if t.Failed() {
-			s.mu.Lock()
-			lines := s.lines[max(0, len(s.lines)-300):]
-			s.mu.Unlock()
-			t.Logf("the functions' last %d lines:\n%s", len(lines), strings.Join(lines, "\n"))
-		}
-	})
-	s.tw = tw
+	s := upStack(t, "lib", tmpl.Clone(), code, cli)
+	tw := s.tw
+	var err error
 	for _, name := range keys.Functions {
 		if s.fn[name], err = tw.FunctionByCode(name); err != nil {
 			t.Fatal(err)

@@ -95,11 +95,19 @@ func (a Application) Catalog() (*catalog.Catalog, error) {
 // Validate checks the application: its name, its catalog, and that every
 // module with subscriptions can be bound.
 func (a Application) Validate() error {
+	_, err := a.Check()
+	return err
+}
+
+// Check is Validate that also returns the catalog it built, so a process
+// that needs both (a function at cold start) builds it once.
+func (a Application) Check() (*catalog.Catalog, error) {
 	var errs []error
 	if !nameRe.MatchString(a.Name) {
 		errs = append(errs, fmt.Errorf("app: Name %q: want 1 to 32 lower-case letters, digits and hyphens, starting with a letter", a.Name))
 	}
-	if _, err := a.Catalog(); err != nil {
+	cat, err := a.Catalog()
+	if err != nil {
 		errs = append(errs, fmt.Errorf("app %s: %w", a.Name, err))
 	}
 	for _, m := range a.Runs(catalog.Durable, catalog.BestEffort) {
@@ -107,7 +115,10 @@ func (a Application) Validate() error {
 			errs = append(errs, fmt.Errorf("app %s: module %s has DURABLE or BEST_EFFORT subscriptions and no Bind: give Module.Bind", a.Name, m.Spec.Name))
 		}
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return cat, nil
 }
 
 // Runs returns the modules with a subscription on any of lanes, in order.

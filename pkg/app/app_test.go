@@ -36,6 +36,9 @@ func TestValidate(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Fatalf("valid application: %v", err)
 	}
+	if cat, err := good.Check(); err != nil || cat == nil || !cat.Known("shop.sold") {
+		t.Fatalf("Check: catalog %v, %v; want the application's (shop.sold known)", cat, err)
+	}
 	if got := good.Runs(catalog.Durable, catalog.BestEffort); len(got) != 1 || got[0].Spec.Name != "mail" {
 		t.Errorf("Runs(DURABLE, BEST_EFFORT): got %d modules, want mail", len(got))
 	}
@@ -58,6 +61,9 @@ func TestValidate(t *testing.T) {
 		err := tc.app.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want an error with %q", tc.name, err, tc.want)
+		}
+		if cat, err := tc.app.Check(); err == nil || cat != nil {
+			t.Errorf("%s: Check gave catalog %v, %v; want none and the error", tc.name, cat, err)
 		}
 	}
 }

@@ -66,12 +66,9 @@ func (b *boot) aws() aws.Config {
 	return get(awsenv.Load(b.ctx)).or(b, "AWS configuration")
 }
 
-// catalog validates a and returns its catalog, or fails.
+// catalog validates a and returns its catalog (built once), or fails.
 func (b *boot) catalog(a app.Application) *catalog.Catalog {
-	if err := a.Validate(); err != nil {
-		b.fail("invalid application", err)
-	}
-	return get(a.Catalog()).or(b, "invalid catalog")
+	return get(a.Check()).or(b, "invalid application")
 }
 
 // env requires names and the environment the modules of a on lanes read,
