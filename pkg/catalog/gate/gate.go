@@ -549,3 +549,59 @@ func lev(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// Unregistered compares the modules declared in source under the package
+// prefix pkgPrefix (e.g. an application's folder's import path, ending in
+// "/") with specs, the modules an application registers at run time (its
+// app.Application's, say). It returns one line per problem: a module
+// declared but not registered (no process can bind it), one declared
+// differently from what is registered, or a registered module the source
+// does not declare. Payload types are not compared (the gate reads source,
+// not types).
+func (r *Report) Unregistered(pkgPrefix string, specs []catalog.Spec) []string {
+	registered := make(map[string]catalog.Spec, len(specs))
+	for _, s := range specs {
+		registered[s.Name] = s
+	}
+	var problems []string
+	declared := map[string]bool{}
+	for _, m := range r.Modules {
+		if !strings.HasPrefix(m.Pkg, pkgPrefix) {
+			continue
+		}
+		declared[m.Spec.Name] = true
+		rt, ok := registered[m.Spec.Name]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s:%d: module %s is declared but not registered; no process can bind it", m.Pos.Filename, m.Pos.Line, m.Spec.Name))
+			continue
+		}
+		if got, want := specSummary(m.Spec), specSummary(rt); got != want {
+			problems = append(problems, fmt.Sprintf("module %s: the source declares\n%s\nthe application registers\n%s", m.Spec.Name, got, want))
+		}
+	}
+	for _, s := range specs {
+		if !declared[s.Name] {
+			problems = append(problems, fmt.Sprintf("module %s is registered but declared nowhere under %s", s.Name, pkgPrefix))
+		}
+	}
+	return problems
+}
+
+// specSummary is a declaration as the gate can read it from source.
+func specSummary(s catalog.Spec) string {
+	var b strings.Builder
+	for _, t := range s.Emits {
+		var vs []int
+		for _, v := range t.Versions {
+			vs = append(vs, v.Schema)
+		}
+		fmt.Fprintf(&b, "emits %s %v\n", t.Name, vs)
+	}
+	for _, e := range s.Tracks {
+		fmt.Fprintf(&b, "tracks %s %s/%s/%s/%s\n", e.Name, e.TableEnv, e.TenantAttr, e.IDAttr, e.VersionAttr)
+	}
+	for _, x := range s.Subscribes {
+		fmt.Fprintf(&b, "sub %s %s %s %v\n", x.Name, x.Types, x.Lane, x.Reads)
+	}
+	return b.String()
+}

@@ -97,46 +97,35 @@ func TestRepositoryPassesTheGate(t *testing.T) {
 // written but left out of example.Specs (never registered) fails here.
 func TestSourceMatchesTheApplicationCatalog(t *testing.T) {
 	r := runRepo(t)
-	runtime := map[string]catalog.Spec{}
-	for _, s := range example.Specs() {
-		runtime[s.Name] = s
-	}
-	seen := 0
-	for _, m := range r.Modules {
-		if !strings.HasPrefix(m.Pkg, "github.com/fourlanes/fourlanes/examples/orders/") {
-			continue
-		}
-		seen++
-		rt, ok := runtime[m.Spec.Name]
-		if !ok {
-			t.Errorf("%s:%d: module %s is declared but not in example.Specs(); no process can register it", m.Pos.Filename, m.Pos.Line, m.Spec.Name)
-			continue
-		}
-		if got, want := summary(m.Spec), summary(rt); got != want {
-			t.Errorf("module %s: source says\n%s\nruntime says\n%s", m.Spec.Name, got, want)
-		}
-	}
-	if seen != len(runtime) {
-		t.Errorf("source declares %d example modules, the runtime catalog has %d", seen, len(runtime))
+	for _, p := range r.Unregistered("github.com/fourlanes/fourlanes/examples/orders/", example.Specs()) {
+		t.Error(p)
 	}
 }
 
-func summary(s catalog.Spec) string {
-	var b strings.Builder
-	for _, t := range s.Emits {
-		var vs []int
-		for _, v := range t.Versions {
-			vs = append(vs, v.Schema)
+// TestUnregisteredNamesEachProblem: a declared module the application does
+// not register, one it registers differently, and one it registers that no
+// source declares each give a problem naming it.
+func TestUnregisteredNamesEachProblem(t *testing.T) {
+	r := runRepo(t)
+	specs := example.Specs()
+	dropped := specs[0].Name
+	changed := specs[1]
+	changed.Tracks = append(slices.Clone(changed.Tracks), catalog.Entity{Name: "GHOST", TableEnv: "GHOST_TABLE"})
+	ghost := catalog.Spec{Name: "ghost"}
+	got := r.Unregistered("github.com/fourlanes/fourlanes/examples/orders/", append([]catalog.Spec{changed, ghost}, specs[2:]...))
+	want := []string{
+		"module " + dropped + " is declared but not registered",
+		"module " + changed.Name + ": the source declares",
+		"module ghost is registered but declared nowhere",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("problems: got %d, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for _, w := range want {
+		if !slices.ContainsFunc(got, func(p string) bool { return strings.Contains(p, w) }) {
+			t.Errorf("no problem says %q:\n%s", w, strings.Join(got, "\n"))
 		}
-		fmt.Fprintf(&b, "emits %s %v\n", t.Name, vs)
 	}
-	for _, e := range s.Tracks {
-		fmt.Fprintf(&b, "tracks %s %s/%s/%s/%s\n", e.Name, e.TableEnv, e.TenantAttr, e.IDAttr, e.VersionAttr)
-	}
-	for _, x := range s.Subscribes {
-		fmt.Fprintf(&b, "sub %s %s %s %v\n", x.Name, x.Types, x.Lane, x.Reads)
-	}
-	return b.String()
 }
 
 // TestCatalogUpToDate is the drift check of CATALOG.md; -update rewrites it.
