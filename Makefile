@@ -42,7 +42,7 @@ help:
 	@echo 'make bench    every benchmark side by side in one run -> bench/RESULTS.md'
 	@echo 'make lint     gofmt check and go vet'
 	@echo 'make synth | diff | deploy   build, then the CDK CLI (CDK_FLAGS=... passes flags)'
-	@echo 'make dev      build, then run the local twin (go run ./cmd/fourlanes dev)'
+	@echo 'make dev      build, then run the local twin with the orders example (go run ./examples/orders/cmd/orders dev)'
 	@echo 'make catalog  regenerate CATALOG.md from the module declarations (the gate checks it is fresh)'
 	@echo 'make clean    remove build/, cdk.out/, bench/out/ (make distclean: .cache/ too)'
 
@@ -86,7 +86,7 @@ synth diff deploy: build
 dev: build
 	@bash scripts/deps.sh elasticmq
 	@echo 'dev: the local twin starts its own DynamoDB (in-process, state kept in .cache/twin/dynamodb) and ElasticMQ'
-	$(GO) run ./cmd/fourlanes dev
+	$(GO) run ./examples/orders/cmd/orders dev
 
 catalog:
 	$(GO) test ./pkg/catalog/gate -run '^TestCatalogUpToDate$$' -update -count=1

@@ -39,7 +39,7 @@ import (
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/internal/twin"
 	"github.com/fourlanes/fourlanes/internal/twin/cfn"
-	"github.com/fourlanes/fourlanes/internal/twin/demo"
+	"github.com/fourlanes/fourlanes/examples/orders/demo"
 	"github.com/fourlanes/fourlanes/internal/twin/lambdart"
 	"github.com/fourlanes/fourlanes/internal/twin/twintest"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
@@ -96,7 +96,7 @@ func assemble(t *testing.T) (*cfn.Template, twin.CodeResolver, string) {
 			return
 		}
 		cli := filepath.Join(tmpDir, "fourlanes")
-		build := exec.CommandContext(ctx, "go", "build", "-o", cli, "./cmd/fourlanes")
+		build := exec.CommandContext(ctx, "go", "build", "-o", cli, "./examples/orders/cmd/orders") // the example's build of the CLI (pkg/cli): emit needs its catalog
 		build.Dir = root
 		if out, err := build.CombinedOutput(); err != nil {
 			assembled.err = fmt.Errorf("build the CLI: %w\n%s", err, out)

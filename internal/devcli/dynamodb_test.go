@@ -1,4 +1,4 @@
-package main
+package devcli
 
 import (
 	"bufio"
@@ -19,6 +19,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/pkg/cli"
 )
 
 // serveDynamoDB runs `fourlanes dynamodb args...` until stop is called, and returns the
@@ -30,7 +31,7 @@ func serveDynamoDB(t *testing.T, args ...string) (endpoint string, stop func() i
 	var stderr strings.Builder
 	done := make(chan int, 1)
 	go func() {
-		code := run(ctx, append([]string{"dynamodb"}, args...), pw, &stderr)
+		code := cli.Run(ctx, nil, append([]string{"dynamodb"}, args...), pw, &stderr, Commands(nil)...)
 		pw.Close()
 		done <- code
 	}()
@@ -98,8 +99,8 @@ func TestDynamoDBCommandServesAndStops(t *testing.T) {
 		t.Errorf("tables: got %v, want [%s]", got, name)
 	}
 
-	if code := stop(); code != exitOK {
-		t.Errorf("exit code after the signal: got %d, want %d", code, exitOK)
+	if code := stop(); code != cli.ExitOK {
+		t.Errorf("exit code after the signal: got %d, want %d", code, cli.ExitOK)
 	}
 	if c, err := net.DialTimeout("tcp", u.Host, time.Second); err == nil {
 		c.Close()
@@ -118,8 +119,8 @@ func TestDynamoDBCommandDataSurvivesRestart(t *testing.T) {
 	if _, err := db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(name), Item: item}); err != nil {
 		t.Fatalf("put: %v", err)
 	}
-	if code := stop(); code != exitOK {
-		t.Fatalf("first run: exit %d, want %d", code, exitOK)
+	if code := stop(); code != cli.ExitOK {
+		t.Fatalf("first run: exit %d, want %d", code, cli.ExitOK)
 	}
 
 	endpoint, _ = serveDynamoDB(t, "-listen", "127.0.0.1:0", "-data", dir)
@@ -145,8 +146,8 @@ func TestDynamoDBCommandUsage(t *testing.T) {
 		{[]string{"dynamodb", "extra"}, `unexpected argument "extra"`},
 	} {
 		code, _, stderr := runCLI(t, tc.args...)
-		if code != exitUsage || !strings.Contains(stderr, tc.want) {
-			t.Errorf("fourlanes %v: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr, exitUsage, tc.want)
+		if code != cli.ExitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("fourlanes %v: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr, cli.ExitUsage, tc.want)
 		}
 	}
 }
@@ -162,10 +163,19 @@ func TestDynamoDBCommandRefusesAnUnreadableState(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, stdout, stderr := runCLI(t, "dynamodb", "-listen", "127.0.0.1:0", "-data", dir)
-	if code != exitError || stdout != "" || !strings.Contains(stderr, "ddb-state.json") || !strings.Contains(stderr, "cannot be loaded") {
-		t.Errorf("exit %d, stdout %q, stderr %q; want exit %d, no endpoint and an error naming ddb-state.json", code, stdout, stderr, exitError)
+	if code != cli.ExitError || stdout != "" || !strings.Contains(stderr, "ddb-state.json") || !strings.Contains(stderr, "cannot be loaded") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit %d, no endpoint and an error naming ddb-state.json", code, stdout, stderr, cli.ExitError)
 	}
 	if b, _ := os.ReadFile(file); string(b) != `{"Version":1,"Tables":[` {
 		t.Errorf("the unreadable state was changed: %q", b)
 	}
+}
+
+// runCLI runs the framework's CLI build (no application) with these
+// commands, as cmd/fourlanes does.
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb strings.Builder
+	code = cli.Run(context.Background(), nil, args, &out, &errb, Commands(nil)...)
+	return code, out.String(), errb.String()
 }

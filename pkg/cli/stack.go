@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func openStack(ctx context.Context, fs *flag.FlagSet, stack string, local bool) 
 		return s, nil
 	}
 	if local {
-		return nil, fmt.Errorf("%w: -stack and -local both name the stack; pass one", errUsage)
+		return nil, fmt.Errorf("%w: -stack and -local both name the stack; pass one", ErrUsage)
 	}
 	cfg, err := awsenv.Load(ctx)
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -42,7 +42,7 @@ func TestEmitPayloadFromFile(t *testing.T) {
 
 	for i, c := range []struct{ arg, order string }{{"@" + file, "o-file"}, {"@-", "o-stdin"}} {
 		code, out, stderr := runCLI(t, "emit", "-table", table, "-tenant", "acme", "-type", "order.placed", "-payload", c.arg)
-		if code != exitOK {
+		if code != ExitOK {
 			t.Fatalf("emit -payload %s: exit %d: %s", c.arg, code, stderr)
 		}
 		var e envelope.Envelope
@@ -76,14 +76,14 @@ func TestEmitPayloadRefused(t *testing.T) {
 		code    int
 		want    string
 	}{
-		{"@" + absent, exitError, "-payload @" + absent + ": cannot read the payload: open " + absent},
-		{"@" + dir, exitError, "-payload @" + dir + ": cannot read the payload"},
-		{"@" + array, exitUsage, "-payload @" + array + " is not a JSON object"},
-		{"@" + null, exitUsage, "-payload @" + null + " is not a JSON object: null"},
-		{"@" + two, exitUsage, "-payload @" + two + " is not a JSON object: more after the object"},
-		{"@" + cut, exitUsage, "-payload @" + cut + " is not a JSON object: unexpected EOF"},
-		{"@", exitUsage, "want @FILE, or @- for stdin"},
-		{`{"a":1} x`, exitUsage, "-payload is not a JSON object"},
+		{"@" + absent, ExitError, "-payload @" + absent + ": cannot read the payload: open " + absent},
+		{"@" + dir, ExitError, "-payload @" + dir + ": cannot read the payload"},
+		{"@" + array, ExitUsage, "-payload @" + array + " is not a JSON object"},
+		{"@" + null, ExitUsage, "-payload @" + null + " is not a JSON object: null"},
+		{"@" + two, ExitUsage, "-payload @" + two + " is not a JSON object: more after the object"},
+		{"@" + cut, ExitUsage, "-payload @" + cut + " is not a JSON object: unexpected EOF"},
+		{"@", ExitUsage, "want @FILE, or @- for stdin"},
+		{`{"a":1} x`, ExitUsage, "-payload is not a JSON object"},
 	} {
 		code, out, stderr := runCLI(t, "emit", "-table", "no-such-table", "-tenant", "acme", "-type", "order.placed", "-payload", c.payload)
 		if code != c.code || !strings.Contains(stderr, c.want) || out != "" {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -83,7 +83,7 @@ func TestStackFlag(t *testing.T) {
 		t.Helper()
 		args = append([]string{"emit", "-tenant", "acme", "-type", "order.placed", "-payload", strings.Replace(placedPayload, "%s", "o-1", 1)}, args...)
 		code, out, stderr := runCLI(t, args...)
-		if code != exitOK {
+		if code != ExitOK {
 			t.Fatalf("%v: exit %d: %s", args, code, stderr)
 		}
 		var e envelope.Envelope
@@ -113,17 +113,17 @@ func TestStackFlag(t *testing.T) {
 	}
 	file := filepath.Join(t.TempDir(), "acme.jsonl")
 	code, _, stderr := runCLI(t, "export", "-stack", name, "-tenant", "acme", "-o", file)
-	if code != exitOK || !strings.Contains(stderr, "exported tenant acme: 2 events") || !strings.Contains(stderr, "signed checkpoint at seq 1 (s3://"+bucket+"/") {
+	if code != ExitOK || !strings.Contains(stderr, "exported tenant acme: 2 events") || !strings.Contains(stderr, "signed checkpoint at seq 1 (s3://"+bucket+"/") {
 		t.Fatalf("export -stack: exit %d: %s", code, stderr)
 	}
 	if b, err := os.ReadFile(file + ".checkpoint"); err != nil || !bytes.Equal(b, note) {
 		t.Errorf("export -stack: %s.checkpoint: got %q (%v), want the bucket's note", file, b, err)
 	}
-	if code, out, _ := runCLI(t, "verify", file); code != exitOK || !strings.Contains(out, "2 events verified") {
+	if code, out, _ := runCLI(t, "verify", file); code != ExitOK || !strings.Contains(out, "2 events verified") {
 		t.Errorf("verify of export -stack: exit %d: %s", code, out)
 	}
 	code, out, stderr := runCLI(t, "watermarks", "-stack", name, "-tenant", "acme")
-	if code != exitOK || !strings.Contains(out, "acme") {
+	if code != ExitOK || !strings.Contains(out, "acme") {
 		t.Errorf("watermarks -stack: exit %d: %s %s", code, out, stderr)
 	}
 
@@ -147,10 +147,10 @@ func TestStackFlag(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"repair", "-stack", name}, exitError, "stack " + name + " has no output " + keys.OutputRepairFunction},
-		{[]string{"reconcile", "-stack", name}, exitError, "stack " + name + " has no output " + keys.OutputReconcileURL},
-		{[]string{"watermarks", "-stack", "NoSuchStack"}, exitError, "Stack with id NoSuchStack does not exist"},
-		{[]string{"emit", "-stack", name, "-local", "-tenant", "acme", "-type", "order.placed", "-payload", "{}"}, exitUsage, "-stack and -local"},
+		{[]string{"repair", "-stack", name}, ExitError, "stack " + name + " has no output " + keys.OutputRepairFunction},
+		{[]string{"reconcile", "-stack", name}, ExitError, "stack " + name + " has no output " + keys.OutputReconcileURL},
+		{[]string{"watermarks", "-stack", "NoSuchStack"}, ExitError, "Stack with id NoSuchStack does not exist"},
+		{[]string{"emit", "-stack", name, "-local", "-tenant", "acme", "-type", "order.placed", "-payload", "{}"}, ExitUsage, "-stack and -local"},
 	} {
 		code, _, stderr := runCLI(t, c.args...)
 		if code != c.code || !strings.Contains(stderr, c.want) {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -13,7 +13,7 @@ import (
 )
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flags("export", "export -tenant T [-o FILE] [-table NAME | -stack NAME | -local] [-checkpoint-bucket B] [-checkpoint-out FILE.checkpoint]", stderr)
+	fs := Flags("export", "export -tenant T [-o FILE] [-table NAME | -stack NAME | -local] [-checkpoint-bucket B] [-checkpoint-out FILE.checkpoint]", stderr)
 	tenant := fs.String("tenant", "", "the tenant whose chain to export (required)")
 	out := fs.String("o", "-", "the file to write (JSON Lines); - writes stdout")
 	table := fs.String("table", os.Getenv(keys.EnvEventsTable), "the events table (default $"+keys.EnvEventsTable+"; the stack output EventsTableName)")
@@ -21,14 +21,14 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	stack := fs.String("stack", "", stackHelp+" (EventsTableName, and CheckpointBucketName if it has one)")
 	cpBucket := fs.String("checkpoint-bucket", os.Getenv(keys.EnvCheckpointBucket), "the bucket of signed checkpoints (default $"+keys.EnvCheckpointBucket+"; the stack output CheckpointBucketName; -local: the twin's)")
 	cpOut := fs.String("checkpoint-out", "", "where to write the newest signed checkpoint the export reaches (default FILE.checkpoint; none for stdout)")
-	if err := parse(fs, args); err != nil {
+	if err := Parse(fs, args); err != nil {
 		return 0, err
 	}
 	if fs.NArg() > 0 {
-		return 0, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+		return 0, fmt.Errorf("%w: unexpected argument %q", ErrUsage, fs.Arg(0))
 	}
 	if *tenant == "" {
-		return 0, fmt.Errorf("%w: -tenant is required", errUsage)
+		return 0, fmt.Errorf("%w: -tenant is required", ErrUsage)
 	}
 	so, err := openStack(ctx, fs, *stack, *local)
 	if err != nil {
@@ -38,7 +38,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		return 0, err
 	}
 	so.fillOptional("checkpoint-bucket", cpBucket, keys.OutputCheckpointBucket)
-	store, err := openStore(ctx, *table, *local)
+	store, err := openStore(ctx, nil, *table, *local) // reading needs no catalog
 	if err != nil {
 		return 0, err
 	}
@@ -62,7 +62,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if res.Head == nil {
 		abort()
 		fmt.Fprintf(stderr, "tenant %s has no events (no head row): nothing exported\n", *tenant)
-		return exitOK, nil
+		return ExitOK, nil
 	}
 	if err := commit(); err != nil {
 		return 0, err
@@ -71,7 +71,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if err := exportCheckpoint(ctx, *tenant, res.Head.LastSeq, *out, *cpOut, *cpBucket, *local, stderr); err != nil {
 		return 0, err
 	}
-	return exitOK, nil
+	return ExitOK, nil
 }
 
 // exportCheckpoint writes, beside the export, the newest signed checkpoint

@@ -1,9 +1,10 @@
-package main
+package cli
 
 import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -16,9 +17,17 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/fourlanes/fourlanes/examples/orders"
+
 	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 )
+
+// run runs the CLI with the orders example's application, whose event
+// types the tests emit.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return Run(ctx, &example.App, args, stdout, stderr)
+}
 
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
@@ -27,24 +36,44 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
+// TestWithoutAnApplication: a build of the CLI without an application
+// (cmd/fourlanes) says how to get one for the commands that need its
+// catalog, and runs the others.
+func TestWithoutAnApplication(t *testing.T) {
+	for _, args := range [][]string{
+		{"emit", "-tenant", "t1", "-type", "order.paid", "-payload", "{}", "-table", "x"},
+		{"watermarks", "-table", "x", "-state-table", "y"},
+	} {
+		var out, errb bytes.Buffer
+		code := Run(context.Background(), nil, args, &out, &errb)
+		if code != ExitUsage || !strings.Contains(errb.String(), "needs the application's catalog") || !strings.Contains(errb.String(), "cli.Main(yourapp.App)") {
+			t.Errorf("fourlanes %v without an application: exit %d, stderr %q; want exit %d naming cli.Main", args, code, errb.String(), ExitUsage)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := Run(context.Background(), nil, []string{"verify", "-h"}, &out, &errb); code != ExitOK {
+		t.Errorf("verify -h without an application: exit %d, stderr %q", code, errb.String())
+	}
+}
+
 func TestUsage(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		code int
 		want string
 	}{
-		{nil, exitUsage, "Usage:"},
-		{[]string{"help"}, exitOK, "fourlanes dev"},
-		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
-		{[]string{"reconcile"}, exitUsage, "no URL: pass -url"},
-		{[]string{"reconcile", "-url", "not a url"}, exitUsage, "is not an absolute URL"},
-		{[]string{"repair"}, exitUsage, "no function: pass -function"},
-		{[]string{"verify"}, exitUsage, "want one FILE"},
-		{[]string{"emit", "-tenant", "t1"}, exitUsage, "-tenant, -type and -payload are required"},
-		{[]string{"emit", "-tenant", "t1", "-type", "order.paid", "-payload", "[1]"}, exitUsage, "is not a JSON object"},
-		{[]string{"reconcile", "-nope"}, exitUsage, "flag provided but not defined"},
-		{[]string{"emit", "-tenant", "t1", "-type", "widget.made", "-payload", "{}", "-table", "x"}, exitUsage, "emit appends the example's declared types"},
-		{[]string{"verify", "-h"}, exitOK, "Usage: fourlanes verify"},
+		{nil, ExitUsage, "Usage:"},
+		{[]string{"help"}, ExitOK, "fourlanes dev"},
+		{[]string{"frobnicate"}, ExitUsage, `unknown command "frobnicate"`},
+		{[]string{"reconcile"}, ExitUsage, "no URL: pass -url"},
+		{[]string{"reconcile", "-url", "not a url"}, ExitUsage, "is not an absolute URL"},
+		{[]string{"repair"}, ExitUsage, "no function: pass -function"},
+		{[]string{"verify"}, ExitUsage, "want one FILE"},
+		{[]string{"emit", "-tenant", "t1"}, ExitUsage, "-tenant, -type and -payload are required"},
+		{[]string{"emit", "-tenant", "t1", "-type", "order.paid", "-payload", "[1]"}, ExitUsage, "is not a JSON object"},
+		{[]string{"reconcile", "-nope"}, ExitUsage, "flag provided but not defined"},
+		{[]string{"emit", "-tenant", "t1", "-type", "widget.made", "-payload", "{}", "-table", "x"}, ExitUsage, "the application declares no such event type"},
+		{[]string{"verify", "-h"}, ExitOK, "Usage: fourlanes verify"},
 	} {
 		t.Setenv(EnvReconcileURL, "")
 		t.Setenv(EnvRepairFunction, "")
@@ -102,31 +131,31 @@ func writeExport(t *testing.T, x chain.Export) string {
 func TestVerify(t *testing.T) {
 	x := chainOf(t, "t1", 3)
 	code, out, stderr := runCLI(t, "verify", writeExport(t, x))
-	if code != exitOK || !strings.Contains(out, "OK tenant t1: 3 events verified from genesis; head last_seq 3 matches") {
+	if code != ExitOK || !strings.Contains(out, "OK tenant t1: 3 events verified from genesis; head last_seq 3 matches") {
 		t.Fatalf("intact chain: exit %d, %q %q", code, out, stderr)
 	}
 
 	tampered := chainOf(t, "t1", 3)
 	tampered.Events[1].Payload["order_id"] = "forged"
 	code, out, _ = runCLI(t, "verify", writeExport(t, tampered))
-	if code != exitFinding || !strings.Contains(out, "BROKEN tenant t1 at seq 2: hash mismatch") {
-		t.Errorf("tampered chain: exit %d, %q; want exit %d naming seq 2", code, out, exitFinding)
+	if code != ExitFinding || !strings.Contains(out, "BROKEN tenant t1 at seq 2: hash mismatch") {
+		t.Errorf("tampered chain: exit %d, %q; want exit %d naming seq 2", code, out, ExitFinding)
 	}
 
 	gap := chainOf(t, "t1", 3)
 	gap.Events = append(gap.Events[:1], gap.Events[2:]...)
 	code, out, _ = runCLI(t, "verify", writeExport(t, gap))
-	if code != exitFinding || !strings.Contains(out, "at seq 2: missing seq") {
+	if code != ExitFinding || !strings.Contains(out, "at seq 2: missing seq") {
 		t.Errorf("gap: exit %d, %q", code, out)
 	}
 
 	code, out, _ = runCLI(t, "verify", "-tenant", "t2", writeExport(t, x))
-	if code != exitFinding || !strings.Contains(out, "wrong tenant") {
+	if code != ExitFinding || !strings.Contains(out, "wrong tenant") {
 		t.Errorf("another tenant's chain: exit %d, %q", code, out)
 	}
 
 	code, _, stderr = runCLI(t, "verify", filepath.Join(t.TempDir(), "missing.jsonl"))
-	if code != exitError || !strings.Contains(stderr, "no such file") {
+	if code != ExitError || !strings.Contains(stderr, "no such file") {
 		t.Errorf("missing file: exit %d, %q", code, stderr)
 	}
 }
@@ -152,7 +181,7 @@ func TestReconcileLocalFollowsCursor(t *testing.T) {
 	}))
 	defer srv.Close()
 	code, out, stderr := runCLI(t, "reconcile", "-url", srv.URL+"/")
-	if code != exitFinding || !strings.Contains(stderr, "a chain is broken") || strings.Count(out, `"tenant"`) != 2 {
+	if code != ExitFinding || !strings.Contains(stderr, "a chain is broken") || strings.Count(out, `"tenant"`) != 2 {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, stderr)
 	}
 	if fmt.Sprint(queries) != "[ cursor=c2]" {
@@ -170,11 +199,11 @@ func TestReconcileHTTPErrors(t *testing.T) {
 	}))
 	defer srv.Close()
 	code, _, stderr := runCLI(t, "reconcile", "-url", srv.URL, "-tenant", "forbidden")
-	if code != exitError || !strings.Contains(stderr, "ReconcileCallerPolicyArn") {
+	if code != ExitError || !strings.Contains(stderr, "ReconcileCallerPolicyArn") {
 		t.Errorf("403: exit %d, %q; want the policy named", code, stderr)
 	}
 	code, _, stderr = runCLI(t, "reconcile", "-url", srv.URL, "-tenant", "x y")
-	if code != exitError || !strings.Contains(stderr, "400 Bad Request") || !strings.Contains(stderr, "bad tenant") {
+	if code != ExitError || !strings.Contains(stderr, "400 Bad Request") || !strings.Contains(stderr, "bad tenant") {
 		t.Errorf("400: exit %d, %q", code, stderr)
 	}
 }
@@ -213,7 +242,7 @@ func TestReconcileSignsSigV4(t *testing.T) {
 func TestLocalWithoutTwin(t *testing.T) {
 	t.Setenv(EnvTwinDir, t.TempDir())
 	code, _, stderr := runCLI(t, "repair", "-local")
-	if code != exitError || !strings.Contains(stderr, "no running twin") {
+	if code != ExitError || !strings.Contains(stderr, "no running twin") {
 		t.Errorf("repair -local without a twin: exit %d, %q", code, stderr)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -86,7 +86,7 @@ func TestVerifyCheckpoint(t *testing.T) {
 	}
 	cp3 := sign(signer, signer.Public(), "acme", 3, honest[2].Hash)
 
-	if code, out, errOut := runCLI(t, "verify", "-checkpoint", cp3, "-key", pemFile, exportOf(t, honest)); code != exitOK ||
+	if code, out, errOut := runCLI(t, "verify", "-checkpoint", cp3, "-key", pemFile, exportOf(t, honest)); code != ExitOK ||
 		!strings.Contains(out, "OK extends the checkpoint signed by fourlanes/test") {
 		t.Fatalf("honest export: exit %d\n%s%s", code, out, errOut)
 	}
@@ -103,16 +103,16 @@ func TestVerifyCheckpoint(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, out, errOut := runCLI(t, "verify", "-checkpoint", c.cp, "-key", pemFile, c.file)
-			if code != exitFinding || !strings.Contains(out, c.want) {
-				t.Errorf("exit %d, want %d and %q\n%s%s", code, exitFinding, c.want, out, errOut)
+			if code != ExitFinding || !strings.Contains(out, c.want) {
+				t.Errorf("exit %d, want %d and %q\n%s%s", code, ExitFinding, c.want, out, errOut)
 			}
 		})
 	}
 	// The rewritten export is consistent: without the checkpoint it verifies.
-	if code, out, _ := runCLI(t, "verify", exportOf(t, sealed(t, 5, 2, "forged"))); code != exitOK {
+	if code, out, _ := runCLI(t, "verify", exportOf(t, sealed(t, 5, 2, "forged"))); code != ExitOK {
 		t.Errorf("rewritten export without -checkpoint: exit %d %s, want OK (why the checkpoint is needed)", code, out)
 	}
-	if code, _, errOut := runCLI(t, "verify", "-checkpoint", cp3, exportOf(t, honest)); code != exitUsage {
+	if code, _, errOut := runCLI(t, "verify", "-checkpoint", cp3, exportOf(t, honest)); code != ExitUsage {
 		t.Errorf("-checkpoint without -key: exit %d %s, want usage", code, errOut)
 	}
 }

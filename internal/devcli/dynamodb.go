@@ -1,4 +1,4 @@
-package main
+package devcli
 
 import (
 	"context"
@@ -12,30 +12,31 @@ import (
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/internal/twin/ddb"
+	"github.com/fourlanes/fourlanes/pkg/cli"
 )
 
 // runDynamoDB serves the project's own DynamoDB (internal/twin/ddb): the DynamoDB and
 // DynamoDB Streams JSON 1.0 APIs on one port, until SIGINT or SIGTERM.
 func runDynamoDB(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flags("dynamodb -listen ADDR [flags]", "dynamodb", stderr)
+	fs := cli.Flags("dynamodb -listen ADDR [flags]", "dynamodb", stderr)
 	listen := fs.String("listen", "127.0.0.1:8000", "address to listen on (port 0: any free port; the endpoint printed is the real one)")
 	data := fs.String("data", "", "keep tables, items and streams in this folder, so they survive a restart (default: in memory)")
 	conflicts := fs.Bool("conflicts", false, "fail concurrent transactions on one item with TransactionConflict, as AWS does, instead of queueing them")
 	wcu := fs.Float64("partition-wcu", 0, "per-partition-key write budget in WCU per second, over which writes are throttled (AWS: 1000; 0: no limit)")
 	retention := fs.Duration("stream-retention", 24*time.Hour, "how long stream records stay readable")
 	shardRecords := fs.Int("shard-records", 0, "roll a stream's open shard over after this many records (0: 10000)")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return 0, err
 	}
 	switch {
 	case fs.NArg() > 0:
-		return 0, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+		return 0, fmt.Errorf("%w: unexpected argument %q", cli.ErrUsage, fs.Arg(0))
 	case *wcu < 0:
-		return 0, fmt.Errorf("%w: -partition-wcu %v: want 0 or more", errUsage, *wcu)
+		return 0, fmt.Errorf("%w: -partition-wcu %v: want 0 or more", cli.ErrUsage, *wcu)
 	case *retention <= 0:
-		return 0, fmt.Errorf("%w: -stream-retention %v: want more than 0", errUsage, *retention)
+		return 0, fmt.Errorf("%w: -stream-retention %v: want more than 0", cli.ErrUsage, *retention)
 	case *shardRecords < 0:
-		return 0, fmt.Errorf("%w: -shard-records %d: want 0 or more", errUsage, *shardRecords)
+		return 0, fmt.Errorf("%w: -shard-records %d: want 0 or more", cli.ErrUsage, *shardRecords)
 	}
 	if *data != "" {
 		if err := os.MkdirAll(*data, 0o755); err != nil {
@@ -90,5 +91,5 @@ func runDynamoDB(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	if serveErr != nil {
 		return 0, fmt.Errorf("serve: %w", serveErr)
 	}
-	return exitOK, nil
+	return cli.ExitOK, nil
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -12,8 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/fourlanes/fourlanes/examples/orders"
+	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/pkg/awsenv"
+	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -22,8 +23,8 @@ import (
 
 const watermarksSynopsis = "watermarks [-table NAME -state-table NAME | -stack NAME | -local] [-tenant T] [-set-to-head (-tenant T | -all) -yes]"
 
-func runWatermarks(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flags("watermarks", watermarksSynopsis, stderr)
+func runWatermarks(ctx context.Context, a *app.Application, args []string, stdout, stderr io.Writer) (int, error) {
+	fs := Flags("watermarks", watermarksSynopsis, stderr)
 	table := fs.String("table", os.Getenv(keys.EnvEventsTable), "the events table (default $"+keys.EnvEventsTable+"; the stack output EventsTableName)")
 	stateTable := fs.String("state-table", os.Getenv(keys.EnvStateTable), "the state table (default $"+keys.EnvStateTable+"; the stack output "+keys.OutputStateTable+")")
 	local := fs.Bool("local", false, "the tables of the twin `fourlanes dev` is running")
@@ -33,27 +34,31 @@ func runWatermarks(ctx context.Context, args []string, stdout, stderr io.Writer)
 	setToHead := fs.Bool("set-to-head", false, "declare every event through each tenant's head settled for every DURABLE subscription: "+
 		"for a stack upgraded to delivery watermarks, whose earlier deliveries left none (reconcile would report them unsettled from seq 1)")
 	yes := fs.Bool("yes", false, "with -set-to-head: do it (without -yes it refuses)")
-	if err := parse(fs, args); err != nil {
+	if err := Parse(fs, args); err != nil {
 		return 0, err
 	}
 	if fs.NArg() > 0 {
-		return 0, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+		return 0, fmt.Errorf("%w: unexpected argument %q", ErrUsage, fs.Arg(0))
 	}
 	if *tenant != "" {
 		if err := tenancy.CheckTenant(*tenant); err != nil {
-			return 0, fmt.Errorf("%w: -tenant: %v", errUsage, err)
+			return 0, fmt.Errorf("%w: -tenant: %v", ErrUsage, err)
 		}
 	}
 	switch {
 	case *all && !*setToHead:
-		return 0, fmt.Errorf("%w: -all applies to -set-to-head; listing covers every tenant unless -tenant", errUsage)
+		return 0, fmt.Errorf("%w: -all applies to -set-to-head; listing covers every tenant unless -tenant", ErrUsage)
 	case *setToHead && (*tenant == "") == !*all:
-		return 0, fmt.Errorf("%w: -set-to-head needs exactly one of -tenant T and -all", errUsage)
+		return 0, fmt.Errorf("%w: -set-to-head needs exactly one of -tenant T and -all", ErrUsage)
 	case *setToHead && !*yes:
 		return 0, fmt.Errorf("%w: refusing -set-to-head without -yes: it declares every event through the head settled, "+
-			"so an event that was never delivered would no longer show as unsettled; run without -set-to-head first to see the watermarks", errUsage)
+			"so an event that was never delivered would no longer show as unsettled; run without -set-to-head first to see the watermarks", ErrUsage)
 	case *yes && !*setToHead:
-		return 0, fmt.Errorf("%w: -yes applies to -set-to-head only", errUsage)
+		return 0, fmt.Errorf("%w: -yes applies to -set-to-head only", ErrUsage)
+	}
+	cat, err := catalogOf(a, "watermarks")
+	if err != nil {
+		return 0, err
 	}
 	so, err := openStack(ctx, fs, *stack, *local)
 	if err != nil {
@@ -73,11 +78,11 @@ func runWatermarks(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return 0, err
 		}
 		*table, *stateTable, endpoint = st.EventsTable, st.Outputs[keys.OutputStateTable], st.DynamoDBEndpoint
-		opts = append(opts, config.WithRegion("us-east-1"), config.WithCredentialsProvider(localCreds{}))
+		opts = append(opts, config.WithRegion("us-east-1"), config.WithCredentialsProvider(LocalCredentials{}))
 	}
 	if *table == "" || *stateTable == "" {
 		return 0, fmt.Errorf("%w: pass -table and -state-table (the stack outputs EventsTableName and %s), -stack NAME, set $%s and $%s, or -local",
-			errUsage, keys.OutputStateTable, keys.EnvEventsTable, keys.EnvStateTable)
+			ErrUsage, keys.OutputStateTable, keys.EnvEventsTable, keys.EnvStateTable)
 	}
 	cfg, err := awsenv.Load(ctx, opts...)
 	if err != nil {
@@ -88,7 +93,7 @@ func runWatermarks(ctx context.Context, args []string, stdout, stderr io.Writer)
 			o.BaseEndpoint = &endpoint
 		}
 	})
-	w, err := newWatermarkTool(db, *table, *stateTable)
+	w, err := newWatermarkTool(db, cat, *table, *stateTable)
 	if err != nil {
 		return 0, err
 	}
@@ -107,11 +112,7 @@ type watermarkTool struct {
 	now   func() time.Time
 }
 
-func newWatermarkTool(db *dynamodb.Client, eventsTable, stateTable string) (*watermarkTool, error) {
-	cat, err := example.Catalog()
-	if err != nil {
-		return nil, err
-	}
+func newWatermarkTool(db *dynamodb.Client, cat *catalog.Catalog, eventsTable, stateTable string) (*watermarkTool, error) {
 	log, err := eventstore.New(db, eventstore.Config{Table: eventsTable, Catalog: cat})
 	if err != nil {
 		return nil, err
@@ -180,7 +181,7 @@ func (w *watermarkTool) list(ctx context.Context, tenant string, stdout io.Write
 	if err != nil {
 		return 0, err
 	}
-	return exitOK, nil
+	return ExitOK, nil
 }
 
 // setToHead moves each watermark below the head up to it, with the same
@@ -224,5 +225,5 @@ func (w *watermarkTool) setToHead(ctx context.Context, tenant string, stdout io.
 		return 0, err
 	}
 	fmt.Fprintf(stdout, "%d watermark(s) set to the head\n", changed)
-	return exitOK, nil
+	return ExitOK, nil
 }

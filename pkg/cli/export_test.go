@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"os"
@@ -30,17 +30,17 @@ func TestExportThenVerify(t *testing.T) {
 	for _, id := range []string{"o-1", "o-2", "o-3"} {
 		code, _, stderr := runCLI(t, "emit", "-table", table, "-tenant", "acme", "-type", "order.placed",
 			"-payload", `{"order_id":"`+id+`","customer_email":"zoë@example.com","items":[{"sku":"A-1","qty":2}],"total_cents":1999,"currency":"EUR"}`)
-		if code != exitOK {
+		if code != ExitOK {
 			t.Fatalf("emit: exit %d: %s", code, stderr)
 		}
 	}
 	file := filepath.Join(t.TempDir(), "acme.jsonl")
 	code, _, stderr := runCLI(t, "export", "-table", table, "-tenant", "acme", "-o", file)
-	if code != exitOK || !strings.Contains(stderr, "exported tenant acme: 3 events, head last_seq 3") {
+	if code != ExitOK || !strings.Contains(stderr, "exported tenant acme: 3 events, head last_seq 3") {
 		t.Fatalf("export: exit %d: %s", code, stderr)
 	}
 	code, out, stderr := runCLI(t, "verify", file)
-	if code != exitOK || !strings.Contains(out, "OK tenant acme: 3 events verified from genesis; head last_seq 3 matches") {
+	if code != ExitOK || !strings.Contains(out, "OK tenant acme: 3 events verified from genesis; head last_seq 3 matches") {
 		t.Fatalf("verify: exit %d: %s %s", code, out, stderr)
 	}
 
@@ -53,17 +53,17 @@ func TestExportThenVerify(t *testing.T) {
 	if err := os.WriteFile(file, []byte(strings.Replace(string(b), `"o-2"`, `"o-9"`, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, _ := runCLI(t, "verify", file); code != exitFinding || !strings.Contains(out, "BROKEN tenant acme at seq 2: hash mismatch") {
+	if code, out, _ := runCLI(t, "verify", file); code != ExitFinding || !strings.Contains(out, "BROKEN tenant acme at seq 2: hash mismatch") {
 		t.Errorf("tampered export: exit %d: %s", code, out)
 	}
 	empty := filepath.Join(t.TempDir(), "none.jsonl")
-	if code, _, stderr := runCLI(t, "export", "-table", table, "-tenant", "nobody", "-o", empty); code != exitOK || !strings.Contains(stderr, "no events") {
+	if code, _, stderr := runCLI(t, "export", "-table", table, "-tenant", "nobody", "-o", empty); code != ExitOK || !strings.Contains(stderr, "no events") {
 		t.Errorf("empty tenant: exit %d: %s", code, stderr)
 	}
 	if _, err := os.Stat(empty); !os.IsNotExist(err) {
 		t.Errorf("empty tenant: %s exists (%v); want no file", empty, err)
 	}
-	if code, _, stderr := runCLI(t, "export", "-table", table); code != exitUsage || !strings.Contains(stderr, "-tenant is required") {
+	if code, _, stderr := runCLI(t, "export", "-table", table); code != ExitUsage || !strings.Contains(stderr, "-tenant is required") {
 		t.Errorf("no tenant: exit %d: %s", code, stderr)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 )
 
 func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flags("verify", "verify [-tenant T] [-checkpoint FILE.checkpoint -key PUBLIC_KEY.pem] [-json] FILE", stderr)
+	fs := Flags("verify", "verify [-tenant T] [-checkpoint FILE.checkpoint -key PUBLIC_KEY.pem] [-json] FILE", stderr)
 	tenant := fs.String("tenant", "", "the tenant the chain must belong to (default: the first event's, or the head line's in an export without events)")
 	cpFile := fs.String("checkpoint", "", "a signed checkpoint (from fourlanes export) the chain must extend")
 	keyFile := fs.String("key", "", "the checkpoint signing key's public key, PEM or DER (aws kms get-public-key)")
@@ -26,18 +26,18 @@ func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) (int,
   last_hash   its hash (the genesis hash before any event); only when the chain holds
   break       when broken: {"seq", "line" (a line whose seq cannot be read), "reason", "expected", "got"}
   checkpoint  when -checkpoint was given: {"file", "log", "tenant", "seq", "hash", "time", "verdict", "error" (it could not be opened)}`)
-	if err := parse(fs, args); err != nil {
+	if err := Parse(fs, args); err != nil {
 		return 0, err
 	}
 	if fs.NArg() != 1 {
-		return 0, fmt.Errorf("%w: want one FILE (an exported chain, JSON Lines; - reads stdin)", errUsage)
+		return 0, fmt.Errorf("%w: want one FILE (an exported chain, JSON Lines; - reads stdin)", ErrUsage)
 	}
 	if (*cpFile == "") != (*keyFile == "") {
-		return 0, fmt.Errorf("%w: -checkpoint and -key go together", errUsage)
+		return 0, fmt.Errorf("%w: -checkpoint and -key go together", ErrUsage)
 	}
 	name := fs.Arg(0)
 	if *cpFile != "" && name == "-" {
-		return 0, fmt.Errorf("%w: -checkpoint reads FILE twice; pass a file, not -", errUsage)
+		return 0, fmt.Errorf("%w: -checkpoint reads FILE twice; pass a file, not -", ErrUsage)
 	}
 	v, err := verifyFile(name, *tenant, *cpFile, *keyFile)
 	if err != nil {
@@ -53,9 +53,9 @@ func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) (int,
 		v.writeText(stdout)
 	}
 	if v.Verdict != verdictOK {
-		return exitFinding, nil
+		return ExitFinding, nil
 	}
-	return exitOK, nil
+	return ExitOK, nil
 }
 
 // Verdicts of verify.

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -27,7 +27,7 @@ import (
 const EnvReconcileURL = "FOURLANES_RECONCILE_URL"
 
 func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flags("reconcile", "reconcile [-url URL | -stack NAME | -local] [-tenant T] [-full] [-cursor C] [-limit N] [-max-events N]", stderr)
+	fs := Flags("reconcile", "reconcile [-url URL | -stack NAME | -local] [-tenant T] [-full] [-cursor C] [-limit N] [-max-events N]", stderr)
 	u := fs.String("url", os.Getenv(EnvReconcileURL), "reconcile's Function URL (the stack output ReconcileUrl; default $"+EnvReconcileURL+")")
 	local := fs.Bool("local", false, "use the URL of the twin `fourlanes dev` is running")
 	stack := fs.String("stack", "", stackHelp+" (ReconcileUrl)")
@@ -37,17 +37,17 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	limit := fs.Int("limit", 0, "tenants per page without -tenant (1-100; default: the function's, 20)")
 	maxEvents := fs.Int64("max-events", 0, "events verified per call before the function answers with a cursor (default: no limit)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
-	if err := parse(fs, args); err != nil {
+	if err := Parse(fs, args); err != nil {
 		return 0, err
 	}
 	if fs.NArg() > 0 {
-		return 0, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+		return 0, fmt.Errorf("%w: unexpected argument %q", ErrUsage, fs.Arg(0))
 	}
 	if *limit != 0 && *tenant != "" {
-		return 0, fmt.Errorf("%w: -limit pages the list of tenants; it does not apply with -tenant", errUsage)
+		return 0, fmt.Errorf("%w: -limit pages the list of tenants; it does not apply with -tenant", ErrUsage)
 	}
 	if *limit < 0 || *maxEvents < 0 {
-		return 0, fmt.Errorf("%w: -limit and -max-events must be positive", errUsage)
+		return 0, fmt.Errorf("%w: -limit and -max-events must be positive", ErrUsage)
 	}
 	so, err := openStack(ctx, fs, *stack, *local)
 	if err != nil {
@@ -64,11 +64,11 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		*u = st.ReconcileURL
 	}
 	if *u == "" {
-		return 0, fmt.Errorf("%w: no URL: pass -url (the stack output ReconcileUrl), -stack NAME, set $%s, or -local for the twin", errUsage, EnvReconcileURL)
+		return 0, fmt.Errorf("%w: no URL: pass -url (the stack output ReconcileUrl), -stack NAME, set $%s, or -local for the twin", ErrUsage, EnvReconcileURL)
 	}
 	base, err := url.Parse(*u)
 	if err != nil || base.Scheme == "" || base.Host == "" {
-		return 0, fmt.Errorf("%w: -url %q is not an absolute URL", errUsage, *u)
+		return 0, fmt.Errorf("%w: -url %q is not an absolute URL", ErrUsage, *u)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
@@ -145,9 +145,9 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	if broken {
 		fmt.Fprintln(stderr, "fourlanes reconcile: a chain is broken (see first_break)")
-		return exitFinding, nil
+		return ExitFinding, nil
 	}
-	return exitOK, nil
+	return ExitOK, nil
 }
 
 type reconcileClient struct {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -113,7 +113,7 @@ func TestReconcileFlagsReachHandler(t *testing.T) {
 	run := func(args ...string) []page {
 		t.Helper()
 		code, out, stderr := runCLI(t, append([]string{"reconcile", "-url", srv.URL + "/"}, args...)...)
-		if code != exitOK {
+		if code != ExitOK {
 			t.Fatalf("reconcile %v: exit %d: %s", args, code, stderr)
 		}
 		return pages(out)
@@ -140,7 +140,7 @@ func TestReconcileFlagsReachHandler(t *testing.T) {
 	}
 	// -cursor resumes: the first page's cursor, passed back, gives the rest.
 	code, out, stderr := runCLI(t, "reconcile", "-url", srv.URL+"/", "-limit", "2")
-	if code != exitOK {
+	if code != ExitOK {
 		t.Fatalf("reconcile -limit 2: exit %d: %s", code, stderr)
 	}
 	first := pages(out)[0]
@@ -151,10 +151,10 @@ func TestReconcileFlagsReachHandler(t *testing.T) {
 		t.Errorf("-cursor: got %+v, want the last tenant t3", ps)
 	}
 	// Flags the handler would refuse are refused by the CLI first.
-	if code, _, stderr := runCLI(t, "reconcile", "-url", srv.URL+"/", "-tenant", "t1", "-limit", "2"); code != exitUsage || !strings.Contains(stderr, "-limit pages the list of tenants") {
+	if code, _, stderr := runCLI(t, "reconcile", "-url", srv.URL+"/", "-tenant", "t1", "-limit", "2"); code != ExitUsage || !strings.Contains(stderr, "-limit pages the list of tenants") {
 		t.Errorf("-tenant with -limit: exit %d, %q", code, stderr)
 	}
-	if code, _, stderr := runCLI(t, "reconcile", "-url", srv.URL+"/", "-mode", "full"); code != exitUsage || !strings.Contains(stderr, "flag provided but not defined: -mode") {
+	if code, _, stderr := runCLI(t, "reconcile", "-url", srv.URL+"/", "-mode", "full"); code != ExitUsage || !strings.Contains(stderr, "flag provided but not defined: -mode") {
 		t.Errorf("-mode: exit %d, %q", code, stderr)
 	}
 }

@@ -1,6 +1,7 @@
-package main
+package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,12 +10,21 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/aws/aws-sdk-go-v2/aws"
 )
 
-// devState is what a running `fourlanes dev` tells the other commands
-// (-local), in .cache/twin/dev.json under the repository root.
-type devState struct {
+// LocalCredentials are the credentials the twin's servers accept (any
+// signature; these name where they come from).
+type LocalCredentials struct{}
+
+// Retrieve returns the fixed local credentials.
+func (LocalCredentials) Retrieve(context.Context) (aws.Credentials, error) {
+	return aws.Credentials{AccessKeyID: "fourlanes", SecretAccessKey: "local", Source: "fourlanes dev"}, nil
+}
+
+// DevState is what a running `fourlanes dev` tells the other commands
+// (-local), in .cache/twin/dev.json under the module root.
+type DevState struct {
 	PID       int    `json:"pid"`
 	StackName string `json:"stack_name"`
 	// CloudFormationEndpoint answers DescribeStacks for StackName: with
@@ -28,32 +38,48 @@ type devState struct {
 	S3Endpoint             string            `json:"s3_endpoint"`
 	EventsTable            string            `json:"events_table"`
 	Outputs                map[string]string `json:"outputs"`
+	// TableEnv are the environment variables naming the application's own
+	// tables that the stack gives its functions (a demo workload writes them).
+	TableEnv map[string]string `json:"table_env,omitempty"`
 }
 
 // EnvTwinDir overrides where `fourlanes dev` keeps its files (binaries,
 // synthesized template, logs, dev.json); default .cache/twin.
 const EnvTwinDir = "FOURLANES_TWIN_DIR"
 
-func devDir() (string, error) {
+// TwinDir is where `fourlanes dev` keeps its files: $FOURLANES_TWIN_DIR, or
+// .cache/twin under the module root (the nearest go.mod at or above the
+// working directory).
+func TwinDir() (string, error) {
 	if d := os.Getenv(EnvTwinDir); d != "" {
 		return filepath.Abs(d)
 	}
-	root, err := localaws.RepoRoot()
+	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(root, ".cache", "twin"), nil
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, ".cache", "twin"), nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod at or above the working directory: run in your module, or set $%s", EnvTwinDir)
+		}
+		dir = parent
+	}
 }
 
 func statePath() (string, error) {
-	dir, err := devDir()
+	dir, err := TwinDir()
 	if err != nil {
 		return "", err
 	}
 	return filepath.Join(dir, "dev.json"), nil
 }
 
-func writeState(st devState) (string, error) {
+// WriteDevState writes st for the other commands' -local and returns its path.
+func WriteDevState(st DevState) (string, error) {
 	p, err := statePath()
 	if err != nil {
 		return "", err
@@ -68,15 +94,16 @@ func writeState(st devState) (string, error) {
 	return p, os.WriteFile(p, b, 0o644)
 }
 
-func removeState() {
+// RemoveDevState removes what WriteDevState wrote.
+func RemoveDevState() {
 	if p, err := statePath(); err == nil {
 		_ = os.Remove(p)
 	}
 }
 
 // readState reads the running twin's endpoints for -local.
-func readState() (devState, error) {
-	var st devState
+func readState() (DevState, error) {
+	var st DevState
 	p, err := statePath()
 	if err != nil {
 		return st, err

@@ -1,7 +1,8 @@
-package main
+package devcli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,62 +20,95 @@ import (
 	"github.com/fourlanes/fourlanes/internal/twin"
 	"github.com/fourlanes/fourlanes/internal/twin/cfn"
 	"github.com/fourlanes/fourlanes/internal/twin/ddb"
-	"github.com/fourlanes/fourlanes/internal/twin/demo"
+	"github.com/fourlanes/fourlanes/pkg/cli"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
-// localCreds are the credentials the local servers accept.
-type localCreds struct{}
+// Commands are the CLI's commands that run the local twin: dev (with the
+// application's demo workload, if d is not nil) and dynamodb.
+func Commands(d *Demo) []cli.Command {
+	return []cli.Command{
+		{Name: "dev", Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+			return runDev(ctx, d, args, stdout, stderr)
+		}},
+		{Name: "dynamodb", Run: runDynamoDB},
+	}
+}
 
-func (localCreds) Retrieve(context.Context) (aws.Credentials, error) {
-	return aws.Credentials{AccessKeyID: "fourlanes", SecretAccessKey: "local", Source: "fourlanes dev"}, nil
+// Demo is an application's demo workload, which `fourlanes dev` runs once
+// the stack is up (-demo=false skips it).
+type Demo struct {
+	// Flags adds the workload's own flags to dev's (sizes, say).
+	Flags func(fs *flag.FlagSet)
+	// Try are command lines dev prints for the user to try (emit, say).
+	Try []string
+	// Run drives the application on the twin; it tells the user what it
+	// does through env.Note and stops when ctx ends.
+	Run func(ctx context.Context, env DemoEnv)
+}
+
+// DemoEnv is what a demo workload gets from the running twin.
+type DemoEnv struct {
+	DynamoDB *dynamodb.Client
+	// TableEnv are the environment variables the stack gives its functions:
+	// the framework's tables and the application's own.
+	TableEnv map[string]string
+	// Logger writes to app.log beside the twin's logs.
+	Logger *slog.Logger
+	// Note prints one line on dev's output.
+	Note func(format string, a ...any)
+	// ChangeFeedDLQ is the logical ID of the change feed's on-failure queue;
+	// QueueDepth counts the messages (visible and in flight) of a queue.
+	ChangeFeedDLQ string
+	QueueDepth    func(ctx context.Context, logicalID string) (int, error)
 }
 
 type devOptions struct {
 	template string // a template file; empty: synthesize
 	cdkOut   string // a cloud assembly to read; empty: synthesize
-	tenants  int
-	orders   int
 	demo     bool
 	port     int
 	every    time.Duration
 	data     string // the DynamoDB's state folder; empty: in memory
 }
 
-func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flags("dev [flags]", "dev", stderr)
+func runDev(ctx context.Context, d *Demo, args []string, stdout, stderr io.Writer) (int, error) {
+	fs := cli.Flags("dev [flags]", "dev", stderr)
 	var o devOptions
 	fs.StringVar(&o.cdkOut, "cdk-out", "", "run the stack of this cloud assembly (e.g. cdk.out from `make synth`) instead of synthesizing")
 	fs.StringVar(&o.template, "template", "", "run this template file (its assets beside it) instead of synthesizing")
-	fs.IntVar(&o.tenants, "tenants", 3, "tenants in the demo workload")
-	fs.IntVar(&o.orders, "orders", 5, "orders per tenant in the demo workload")
-	fs.BoolVar(&o.demo, "demo", true, "run the demo workload (orders, one dead letter, one poison record)")
+	if d != nil {
+		fs.BoolVar(&o.demo, "demo", true, "run the application's demo workload")
+		if d.Flags != nil {
+			d.Flags(fs)
+		}
+	}
 	fs.IntVar(&o.port, "reconcile-port", 0, "serve reconcile's Function URL on this port (0: any free port)")
 	fs.DurationVar(&o.every, "status-every", time.Second, "how often the status line refreshes")
 	defaultData := ""
-	if dir, err := devDir(); err == nil {
+	if dir, err := cli.TwinDir(); err == nil {
 		defaultData = filepath.Join(dir, "dynamodb")
 	}
 	fs.StringVar(&o.data, "data", defaultData, "keep the DynamoDB's tables, items and streams in this folder, so they survive a restart (\"\": in memory; remove the folder to start afresh)")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return 0, err
 	}
 	if fs.NArg() > 0 {
-		return 0, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+		return 0, fmt.Errorf("%w: unexpected argument %q", cli.ErrUsage, fs.Arg(0))
 	}
 	if o.template != "" && o.cdkOut != "" {
-		return 0, fmt.Errorf("%w: -template and -cdk-out: pick one", errUsage)
+		return 0, fmt.Errorf("%w: -template and -cdk-out: pick one", cli.ErrUsage)
 	}
-	return devMain(ctx, o, stdout, stderr)
+	return devMain(ctx, d, o, stdout, stderr)
 }
 
-func devMain(ctx context.Context, o devOptions, stdout, stderr io.Writer) (int, error) {
+func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Writer) (int, error) {
 	say := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
 	root, err := localaws.RepoRoot()
 	if err != nil {
 		return 0, err
 	}
-	dir, err := devDir()
+	dir, err := cli.TwinDir()
 	if err != nil {
 		return 0, err
 	}
@@ -155,16 +189,16 @@ func devMain(ctx context.Context, o devOptions, stdout, stderr io.Writer) (int, 
 	}
 	repairName, _ := tw.FunctionName(ids.repair)
 	env, _ := tw.FunctionEnv(ids.repair)
-	st := devState{
+	st := cli.DevState{
 		PID: os.Getpid(), StackName: tw.StackName(), CloudFormationEndpoint: tw.CloudFormationEndpoint(),
 		ReconcileURL: tw.URLs()[ids.reconcile], RepairFunction: repairName, LambdaEndpoint: tw.InvokeEndpoint(),
-		DynamoDBEndpoint: ddbSrv.Endpoint, SQSEndpoint: tw.SQSEndpoint(), S3Endpoint: tw.S3Endpoint(), EventsTable: env[keys.EnvEventsTable], Outputs: tw.Outputs(),
+		DynamoDBEndpoint: ddbSrv.Endpoint, SQSEndpoint: tw.SQSEndpoint(), S3Endpoint: tw.S3Endpoint(), EventsTable: env[keys.EnvEventsTable], Outputs: tw.Outputs(), TableEnv: env,
 	}
-	statePath, err := writeState(st)
+	statePath, err := cli.WriteDevState(st)
 	if err != nil {
 		return 0, err
 	}
-	defer removeState()
+	defer cli.RemoveDevState()
 
 	say("")
 	say("dev: the stack is up on this machine (%d resources from the template; Ctrl-C stops it)", len(tmpl.Resources))
@@ -177,7 +211,11 @@ func devMain(ctx context.Context, o devOptions, stdout, stderr io.Writer) (int, 
 	say("  logs            %s (the twin: invocations, deliveries, retries), %s (the functions)", rel(root, twinLog.Name()), rel(root, fnLog.Name()))
 	say("  try             fourlanes reconcile -local")
 	say("                  fourlanes repair -local")
-	say(`                  fourlanes emit -local -tenant t9 -type order.paid -payload '{"order_id":"o1","customer_email":"a@t9.example","amount_cents":100,"payment_ref":"p1"}'`)
+	if d != nil {
+		for _, l := range d.Try {
+			say("                  %s", l)
+		}
+	}
 	say("  endpoints for -local in %s", rel(root, statePath))
 	names := make([]string, 0, len(st.Outputs))
 	for k := range st.Outputs {
@@ -191,20 +229,28 @@ func devMain(ctx context.Context, o devOptions, stdout, stderr io.Writer) (int, 
 	say("")
 
 	db := localaws.NewDynamoDB(ddbSrv.Endpoint)
-	var app *demo.App
-	if tables, err := demo.TablesFromEnv(env); err == nil {
+	notes := make(chan string, 16)
+	if o.demo && d != nil {
 		appLog, err := os.Create(filepath.Join(dir, "app.log"))
 		if err != nil {
 			return 0, err
 		}
 		defer appLog.Close()
-		if app, err = demo.New(db, tables, slog.New(slog.NewJSONHandler(appLog, nil))); err != nil {
-			return 0, err
+		denv := DemoEnv{
+			DynamoDB: db, TableEnv: env, Logger: slog.New(slog.NewJSONHandler(appLog, nil)),
+			Note: func(format string, a ...any) {
+				select {
+				case notes <- fmt.Sprintf(format, a...):
+				case <-ctx.Done():
+				}
+			},
+			ChangeFeedDLQ: ids.feedDLQ,
+			QueueDepth: func(ctx context.Context, id string) (int, error) {
+				v, f, err := tw.QueueDepth(ctx, id)
+				return v + f, err
+			},
 		}
-	}
-	notes := make(chan string, 16)
-	if o.demo && app != nil {
-		go runDemo(ctx, app, tw, ids, o, notes)
+		go d.Run(ctx, denv)
 	}
 
 	// 4. The status line until Ctrl-C.
@@ -220,7 +266,7 @@ func devMain(ctx context.Context, o devOptions, stdout, stderr io.Writer) (int, 
 				fmt.Fprintln(stdout)
 			}
 			say("dev: stopping (functions get SIGTERM, then the servers stop)")
-			return exitOK, nil
+			return cli.ExitOK, nil
 		case n := <-notes:
 			if tty {
 				fmt.Fprint(stdout, "\r\033[K")
@@ -326,81 +372,6 @@ func findIDs(tw *twin.Twin) (stackIDs, error) {
 		}
 	}
 	return ids, nil
-}
-
-// runDemo is the demo workload: tenants of orders, one dead letter (a
-// payload the subscriber cannot decode), and one poison record on the
-// change feed, fixed once it is isolated so `fourlanes repair -local` can
-// apply it.
-func runDemo(ctx context.Context, app *demo.App, tw *twin.Twin, ids stackIDs, o devOptions, notes chan<- string) {
-	note := func(format string, a ...any) {
-		select {
-		case notes <- fmt.Sprintf(format, a...):
-		case <-ctx.Done():
-		}
-	}
-	tenants := make([]string, o.tenants)
-	for i := range tenants {
-		tenants[i] = fmt.Sprintf("tenant-%d", i+1)
-	}
-	note("demo: %d tenants × %d orders (placed, paid, shipped or cancelled)", o.tenants, o.orders)
-	half := max(o.orders/2, 1)
-	if _, err := app.Workload(ctx, tenants, half); err != nil && ctx.Err() == nil {
-		note("demo: workload failed: %v", err)
-		return
-	}
-	poisonTenant := tenants[0]
-	poison, err := app.PlantPoison(ctx, poisonTenant)
-	if err != nil {
-		note("demo: %v", err)
-		return
-	}
-	note("demo: placed order %s of %s with a corrupt search document: the change feed will fail on it every time (a poison record)", poison.ID, poisonTenant)
-	if e, err := app.EmitUnchecked(ctx, tenants[len(tenants)-1]); err == nil {
-		note("demo: emitted %s seq %d of %s with a payload its schema does not allow: notifications will dead-letter it", e.Type, e.Seq, e.TenantID)
-	}
-	if _, err := workloadFrom(ctx, app, tenants, half, o.orders); err != nil && ctx.Err() == nil {
-		note("demo: workload failed: %v", err)
-		return
-	}
-	note("demo: %d events appended; waiting for the poison record to reach the on-failure queue", app.Emitted())
-	for ctx.Err() == nil {
-		if v, f, err := tw.QueueDepth(ctx, ids.feedDLQ); err == nil && v+f > 0 {
-			break
-		}
-		sleepCtx(ctx, 500*time.Millisecond)
-	}
-	if ctx.Err() != nil {
-		return
-	}
-	if err := app.FixPoison(ctx, poisonTenant, poison.ID); err != nil {
-		note("demo: %v", err)
-		return
-	}
-	note("demo: the poison record was isolated by bisect and its metadata is on %s; its neighbours were applied. The cause is now fixed: run `fourlanes repair -local` to apply it, then `fourlanes reconcile -local`", ids.feedDLQ)
-}
-
-// workloadFrom runs orders from..to-1 of each tenant.
-func workloadFrom(ctx context.Context, app *demo.App, tenants []string, from, to int) (int, error) {
-	n := 0
-	for i := from; i < to; i++ {
-		for _, t := range tenants {
-			if _, err := app.Order(ctx, t, i); err != nil {
-				return n, err
-			}
-			n++
-		}
-	}
-	return n, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
 
 // statusLine is one line: events appended, delivered per lane, DLQ

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
@@ -35,8 +36,8 @@ func TestWatermarksRefuses(t *testing.T) {
 		t.Setenv("EVENTS_TABLE", "")
 		t.Setenv("STATE_TABLE", "")
 		code, _, stderr := runCLI(t, append([]string{"watermarks"}, tc.args...)...)
-		if code != exitUsage || !strings.Contains(stderr, tc.want) {
-			t.Errorf("watermarks %v: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr, exitUsage, tc.want)
+		if code != ExitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("watermarks %v: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr, ExitUsage, tc.want)
 		}
 	}
 }
@@ -55,7 +56,11 @@ func TestWatermarksAgainstDynamoDB(t *testing.T) {
 			}
 		}
 	}
-	w, err := newWatermarkTool(db, eventsTable, stateTable)
+	cat, err := example.App.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := newWatermarkTool(db, cat, eventsTable, stateTable)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +73,7 @@ func TestWatermarksAgainstDynamoDB(t *testing.T) {
 	listed := func() map[string][]string {
 		t.Helper()
 		var out bytes.Buffer
-		if code, err := w.list(ctx, "", &out); err != nil || code != exitOK {
+		if code, err := w.list(ctx, "", &out); err != nil || code != ExitOK {
 			t.Fatalf("list: exit %d, %v", code, err)
 		}
 		rows := map[string][]string{}
@@ -142,12 +147,12 @@ func TestWatermarksLocal(t *testing.T) {
 	t.Setenv(EnvTwinDir, t.TempDir())
 	t.Setenv("EVENTS_TABLE", "")
 	t.Setenv("STATE_TABLE", "")
-	if _, err := writeState(devState{PID: os.Getpid(), DynamoDBEndpoint: aws.ToString(db.Options().BaseEndpoint),
+	if _, err := WriteDevState(DevState{PID: os.Getpid(), DynamoDBEndpoint: aws.ToString(db.Options().BaseEndpoint),
 		EventsTable: eventsTable, Outputs: map[string]string{keys.OutputStateTable: stateTable}}); err != nil {
 		t.Fatal(err)
 	}
 	code, stdout, stderr := runCLI(t, "watermarks", "-local", "-tenant", "t-local")
-	if code != exitOK {
+	if code != ExitOK {
 		t.Fatalf("watermarks -local: exit %d, stderr %q", code, stderr)
 	}
 	rows := strings.Split(strings.TrimSpace(stdout), "\n")[1:]
@@ -161,10 +166,10 @@ func TestWatermarksLocal(t *testing.T) {
 	}
 
 	// A state file without the output (a twin of an older stack) is a usage error naming it.
-	if _, err := writeState(devState{PID: os.Getpid(), DynamoDBEndpoint: aws.ToString(db.Options().BaseEndpoint), EventsTable: eventsTable}); err != nil {
+	if _, err := WriteDevState(DevState{PID: os.Getpid(), DynamoDBEndpoint: aws.ToString(db.Options().BaseEndpoint), EventsTable: eventsTable}); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, stderr := runCLI(t, "watermarks", "-local"); code != exitUsage || !strings.Contains(stderr, keys.OutputStateTable) {
-		t.Errorf("watermarks -local without the state table output: exit %d, stderr %q; want exit %d naming %s", code, stderr, exitUsage, keys.OutputStateTable)
+	if code, _, stderr := runCLI(t, "watermarks", "-local"); code != ExitUsage || !strings.Contains(stderr, keys.OutputStateTable) {
+		t.Errorf("watermarks -local without the state table output: exit %d, stderr %q; want exit %d naming %s", code, stderr, ExitUsage, keys.OutputStateTable)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -79,31 +79,31 @@ func TestVerifyJSON(t *testing.T) {
 		code int
 		want map[string]any
 	}{
-		{"intact", []string{intact}, exitOK, map[string]any{"verdict": "OK", "tenant": "t1", "events": 3.0,
+		{"intact", []string{intact}, ExitOK, map[string]any{"verdict": "OK", "tenant": "t1", "events": 3.0,
 			"last_seq": 3.0, "last_hash": x.Head.LastHash}},
-		{"no head line", []string{writeExport(t, noHead)}, exitFinding, map[string]any{"verdict": "BROKEN", "tenant": "t1", "events": 3.0,
+		{"no head line", []string{writeExport(t, noHead)}, ExitFinding, map[string]any{"verdict": "BROKEN", "tenant": "t1", "events": 3.0,
 			"last_seq": 3.0, "break": map[string]any{"seq": 3.0, "reason": "head mismatch", "expected": "head at seq 3", "got": "no head row"}}},
-		{"no events", []string{"-tenant", "t9", writeExport(t, chain.Export{})}, exitOK, map[string]any{"verdict": "OK", "tenant": "t9", "events": 0.0,
+		{"no events", []string{"-tenant", "t9", writeExport(t, chain.Export{})}, ExitOK, map[string]any{"verdict": "OK", "tenant": "t9", "events": 0.0,
 			"last_seq": 0.0, "last_hash": chain.Genesis("t9")}},
-		{"tampered", []string{writeExport(t, tampered)}, exitFinding, map[string]any{"verdict": "BROKEN", "tenant": "t1", "events": 1.0,
+		{"tampered", []string{writeExport(t, tampered)}, ExitFinding, map[string]any{"verdict": "BROKEN", "tenant": "t1", "events": 1.0,
 			"last_seq": 1.0, "break": map[string]any{"seq": 2.0, "reason": "hash mismatch",
 				"expected": rehash(t, tampered.Events[1]), "got": x.Events[1].Hash}}},
 		// Corpus: the second event's type edited; a later line not an object.
-		{"corpus edited-type", []string{filepath.Join("..", "..", "pkg", "chain", "testdata", "negative", "edited-type.jsonl")}, exitFinding,
+		{"corpus edited-type", []string{filepath.Join("..", "..", "pkg", "chain", "testdata", "negative", "edited-type.jsonl")}, ExitFinding,
 			map[string]any{"verdict": "BROKEN", "tenant": "acme", "events": 1.0, "last_seq": 1.0,
 				"break": map[string]any{"seq": 2.0, "reason": "hash mismatch",
 					"expected": "23eaf92f6d3165eadf88a9f7135c121590abb9802401a3183bb3d8a4e028d5e1",
 					"got":      "5d86539d15dda5eac80424c071169623c76d61ecbcd7a2e52ff326778dcfe750"}}},
-		{"corpus line-not-an-object", []string{filepath.Join("..", "..", "pkg", "chain", "testdata", "negative", "line-not-an-object.jsonl")}, exitFinding,
+		{"corpus line-not-an-object", []string{filepath.Join("..", "..", "pkg", "chain", "testdata", "negative", "line-not-an-object.jsonl")}, ExitFinding,
 			map[string]any{"verdict": "BROKEN", "tenant": "acme", "events": 3.0, "last_seq": 3.0,
 				"break": map[string]any{"seq": 0.0, "line": 4.0, "reason": "malformed event",
 					"expected": "an event line with a readable seq, or the head line last",
 					"got":      "not a JSON object: byte 0: the line is not a JSON object"}}},
-		{"checkpoint extended", []string{"-checkpoint", cp2, "-key", pemFile, intact}, exitOK, map[string]any{"verdict": "OK", "tenant": "t1",
+		{"checkpoint extended", []string{"-checkpoint", cp2, "-key", pemFile, intact}, ExitOK, map[string]any{"verdict": "OK", "tenant": "t1",
 			"events": 3.0, "last_seq": 3.0, "last_hash": x.Head.LastHash,
 			"checkpoint": map[string]any{"file": cp2, "log": "fourlanes/test", "tenant": "t1", "seq": 2.0, "hash": x.Events[1].Hash,
 				"time": "2026-11-30T23:00:00Z", "verdict": "OK"}}},
-		{"checkpoint not extended", []string{"-checkpoint", cpForged, "-key", pemFile, intact}, exitFinding, map[string]any{"verdict": "BROKEN",
+		{"checkpoint not extended", []string{"-checkpoint", cpForged, "-key", pemFile, intact}, ExitFinding, map[string]any{"verdict": "BROKEN",
 			"tenant": "t1", "events": 3.0, "last_seq": 3.0,
 			"break": map[string]any{"seq": 2.0, "reason": "checkpoint mismatch",
 				"expected": "hash " + strings.Repeat("ab", 32) + " (signed at 2026-11-30T23:00:00Z)", "got": "hash " + x.Events[1].Hash},
@@ -124,13 +124,13 @@ func TestVerifyJSON(t *testing.T) {
 	// A checkpoint that cannot be opened is a BROKEN verdict naming why.
 	code, got := verifyJSON(t, "-checkpoint", garbage, "-key", pemFile, intact)
 	cpv, _ := got["checkpoint"].(map[string]any)
-	if code != exitFinding || got["verdict"] != "BROKEN" || cpv["verdict"] != "BROKEN" || cpv["file"] != garbage || cpv["error"] == "" || cpv["error"] == nil {
-		t.Errorf("unopenable checkpoint: exit %d, %v; want exit %d, BROKEN with the checkpoint's error", code, got, exitFinding)
+	if code != ExitFinding || got["verdict"] != "BROKEN" || cpv["verdict"] != "BROKEN" || cpv["file"] != garbage || cpv["error"] == "" || cpv["error"] == nil {
+		t.Errorf("unopenable checkpoint: exit %d, %v; want exit %d, BROKEN with the checkpoint's error", code, got, ExitFinding)
 	}
 
 	// An error is not a verdict: exit 1, nothing on stdout.
-	if code, out, errOut := runCLI(t, "verify", "-json", filepath.Join(t.TempDir(), "absent.jsonl")); code != exitError || out != "" {
-		t.Errorf("absent file: exit %d, stdout %q, stderr %q; want exit %d and no stdout", code, out, errOut, exitError)
+	if code, out, errOut := runCLI(t, "verify", "-json", filepath.Join(t.TempDir(), "absent.jsonl")); code != ExitError || out != "" {
+		t.Errorf("absent file: exit %d, stdout %q, stderr %q; want exit %d and no stdout", code, out, errOut, ExitError)
 	}
 }
 
@@ -146,10 +146,10 @@ func TestVerifyTextUnchanged(t *testing.T) {
 		code int
 		want string
 	}{
-		{"intact", []string{writeExport(t, x)}, exitOK, "OK tenant t1: 2 events verified from genesis; head last_seq 2 matches\n"},
-		{"no events, no head line", []string{"-tenant", "t9", writeExport(t, chain.Export{})}, exitOK,
+		{"intact", []string{writeExport(t, x)}, ExitOK, "OK tenant t1: 2 events verified from genesis; head last_seq 2 matches\n"},
+		{"no events, no head line", []string{"-tenant", "t9", writeExport(t, chain.Export{})}, ExitOK,
 			"OK tenant t9: 0 events verified from genesis; no head line: the last event is not checked against a head\n"},
-		{"tampered", []string{writeExport(t, tampered)}, exitFinding,
+		{"tampered", []string{writeExport(t, tampered)}, ExitFinding,
 			"BROKEN tenant t1 at seq 2: hash mismatch\n  expected " + rehash(t, tampered.Events[1]) + "\n  got      " + x.Events[1].Hash + "\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

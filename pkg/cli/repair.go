@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -22,21 +22,21 @@ import (
 const EnvRepairFunction = "FOURLANES_REPAIR_FUNCTION"
 
 func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flags("repair", "repair [-function NAME | -stack NAME | -local] [-payload JSON]", stderr)
+	fs := Flags("repair", "repair [-function NAME | -stack NAME | -local] [-payload JSON]", stderr)
 	name := fs.String("function", os.Getenv(EnvRepairFunction), "dlq-repair's name or ARN (the stack output RepairFunctionName; default $"+EnvRepairFunction+")")
 	local := fs.Bool("local", false, "invoke the dlq-repair of the twin `fourlanes dev` is running")
 	stack := fs.String("stack", "", stackHelp+" (RepairFunctionName)")
 	payload := fs.String("payload", "{}", "the invocation's event (JSON)")
 	logs := fs.Bool("logs", false, "print the end of the invocation's log to stderr")
 	timeout := fs.Duration("timeout", 6*time.Minute, "give up after this long (dlq-repair runs up to 5 minutes)")
-	if err := parse(fs, args); err != nil {
+	if err := Parse(fs, args); err != nil {
 		return 0, err
 	}
 	if fs.NArg() > 0 {
-		return 0, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+		return 0, fmt.Errorf("%w: unexpected argument %q", ErrUsage, fs.Arg(0))
 	}
 	if !json.Valid([]byte(*payload)) {
-		return 0, fmt.Errorf("%w: -payload is not JSON", errUsage)
+		return 0, fmt.Errorf("%w: -payload is not JSON", ErrUsage)
 	}
 	so, err := openStack(ctx, fs, *stack, *local)
 	if err != nil {
@@ -54,7 +54,7 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		*name, endpoint = st.RepairFunction, st.LambdaEndpoint
 	}
 	if *name == "" {
-		return 0, fmt.Errorf("%w: no function: pass -function (the stack output RepairFunctionName), -stack NAME, set $%s, or -local for the twin", errUsage, EnvRepairFunction)
+		return 0, fmt.Errorf("%w: no function: pass -function (the stack output RepairFunctionName), -stack NAME, set $%s, or -local for the twin", ErrUsage, EnvRepairFunction)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
@@ -107,7 +107,7 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	}
 	fmt.Fprintf(stderr, "fourlanes repair: %d fixed, %d open, complete: %v\n", report.Fixed, report.Open, report.Complete)
 	if report.Open > 0 || !report.Complete {
-		return exitFinding, nil
+		return ExitFinding, nil
 	}
-	return exitOK, nil
+	return ExitOK, nil
 }

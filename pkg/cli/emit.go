@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -8,42 +8,44 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/fourlanes/fourlanes/examples/orders"
-	"github.com/fourlanes/fourlanes/examples/orders/orders"
+	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/pkg/awsenv"
-	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
-func runEmit(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flags("emit", "emit -tenant T -type TYPE -payload (JSON | @FILE | @-) [-table NAME | -stack NAME | -local]", stderr)
+func runEmit(ctx context.Context, a *app.Application, args []string, stdout, stderr io.Writer) (int, error) {
+	fs := Flags("emit", "emit -tenant T -type TYPE -payload (JSON | @FILE | @-) [-table NAME | -stack NAME | -local]", stderr)
 	tenant := fs.String("tenant", "", "the tenant (required)")
-	typ := fs.String("type", "", "the event type, declared in the example catalog, e.g. order.paid (required)")
+	typ := fs.String("type", "", "the event type, one the application declares (required)")
 	payload := fs.String("payload", "", "the payload, a JSON object fitting the type's current schema (required): inline, or @FILE to read it from FILE, @- from stdin")
 	table := fs.String("table", os.Getenv(keys.EnvEventsTable), "the events table (default $"+keys.EnvEventsTable+"; the stack output EventsTableName)")
 	actor := fs.String("actor", "fourlanes-cli", "the actor recorded on the event")
 	local := fs.Bool("local", false, "append to the twin `fourlanes dev` is running")
 	stack := fs.String("stack", "", stackHelp+" (EventsTableName)")
-	if err := parse(fs, args); err != nil {
+	if err := Parse(fs, args); err != nil {
 		return 0, err
 	}
 	if fs.NArg() > 0 {
-		return 0, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+		return 0, fmt.Errorf("%w: unexpected argument %q", ErrUsage, fs.Arg(0))
 	}
 	if *tenant == "" || *typ == "" || *payload == "" {
-		return 0, fmt.Errorf("%w: -tenant, -type and -payload are required", errUsage)
+		return 0, fmt.Errorf("%w: -tenant, -type and -payload are required", ErrUsage)
 	}
-	if !slices.Contains(emittable, *typ) {
-		return 0, fmt.Errorf("%w: -type %q: emit appends the example's declared types: %s", errUsage, *typ, strings.Join(emittable, ", "))
+	cat, err := catalogOf(a, "emit")
+	if err != nil {
+		return 0, err
+	}
+	if _, _, ok := cat.Type(*typ); !ok {
+		return 0, fmt.Errorf("%w: -type %q: the application declares no such event type; emit appends one of %s", ErrUsage, *typ, strings.Join(cat.TypeNames(), ", "))
 	}
 	p, err := readPayload(*payload, os.Stdin)
 	if err != nil {
@@ -56,18 +58,18 @@ func runEmit(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if err := so.fill("table", table, keys.OutputEventsTable); err != nil {
 		return 0, err
 	}
-	store, err := openStore(ctx, *table, *local)
+	store, err := openStore(ctx, cat, *table, *local)
 	if err != nil {
 		return 0, err
 	}
 	tctx, err := tenancy.WithTenant(ctx, *tenant)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", errUsage, err)
+		return 0, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	tctx = tenancy.WithActor(tctx, *actor)
 	ctx, cancel := context.WithTimeout(tctx, 30*time.Second)
 	defer cancel()
-	e, err := emitDeclared(ctx, store, *typ, p)
+	e, err := store.Emit(ctx, *typ, p)
 	if err != nil {
 		return 0, err
 	}
@@ -76,7 +78,7 @@ func runEmit(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		return 0, err
 	}
 	fmt.Fprintln(stdout, string(b))
-	return exitOK, nil
+	return ExitOK, nil
 }
 
 // readPayload reads -payload: inline JSON, or as curl does, @FILE the
@@ -88,7 +90,7 @@ func readPayload(arg string, stdin io.Reader) (map[string]any, error) {
 		var err error
 		switch name {
 		case "":
-			return nil, fmt.Errorf("%w: -payload @: want @FILE, or @- for stdin", errUsage)
+			return nil, fmt.Errorf("%w: -payload @: want @FILE, or @- for stdin", ErrUsage)
 		case "-":
 			what = "-payload @- (stdin)"
 			b, err = io.ReadAll(stdin)
@@ -113,35 +115,15 @@ func readPayload(arg string, stdin io.Reader) (map[string]any, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s is not a JSON object: %v", errUsage, what, err)
+		return nil, fmt.Errorf("%w: %s is not a JSON object: %v", ErrUsage, what, err)
 	}
 	return p, nil
 }
 
-// emitDeclared emits p as typ, one of the example application's declared
-// types. Each Emit names its type constant, so the catalog gate checks this
-// command like any other producer (a main package is never counted as one).
-func emitDeclared(ctx context.Context, store *eventstore.Store, typ string, p map[string]any) (envelope.Envelope, error) {
-	switch typ {
-	case orders.TypePlaced:
-		return store.Emit(ctx, orders.TypePlaced, p)
-	case orders.TypePaid:
-		return store.Emit(ctx, orders.TypePaid, p)
-	case orders.TypeShipped:
-		return store.Emit(ctx, orders.TypeShipped, p)
-	case orders.TypeCancelled:
-		return store.Emit(ctx, orders.TypeCancelled, p)
-	}
-	return envelope.Envelope{}, fmt.Errorf("%w: -type %q: emit appends the example's declared types: %s", errUsage, typ, strings.Join(emittable, ", "))
-}
-
-// emittable are the types emitDeclared knows.
-var emittable = []string{orders.TypePlaced, orders.TypePaid, orders.TypeShipped, orders.TypeCancelled}
-
-// openStore opens the events table for the CLI: table in AWS with the
+// openStore opens the events table for the CLI (cat may be nil for a reader): table in AWS with the
 // default credentials, or with local the table of the twin `fourlanes dev`
 // is running.
-func openStore(ctx context.Context, table string, local bool) (*eventstore.Store, error) {
+func openStore(ctx context.Context, cat *catalog.Catalog, table string, local bool) (*eventstore.Store, error) {
 	var opts []func(*config.LoadOptions) error
 	var endpoint string
 	if local {
@@ -150,14 +132,10 @@ func openStore(ctx context.Context, table string, local bool) (*eventstore.Store
 			return nil, err
 		}
 		table, endpoint = st.EventsTable, st.DynamoDBEndpoint
-		opts = append(opts, config.WithRegion("us-east-1"), config.WithCredentialsProvider(localCreds{}))
+		opts = append(opts, config.WithRegion("us-east-1"), config.WithCredentialsProvider(LocalCredentials{}))
 	}
 	if table == "" {
-		return nil, fmt.Errorf("%w: no events table: pass -table (the stack output EventsTableName), -stack NAME, set $%s, or -local", errUsage, keys.EnvEventsTable)
-	}
-	cat, err := example.Catalog()
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: no events table: pass -table (the stack output EventsTableName), -stack NAME, set $%s, or -local", ErrUsage, keys.EnvEventsTable)
 	}
 	cfg, err := awsenv.Load(ctx, opts...)
 	if err != nil {

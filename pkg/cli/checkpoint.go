@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -39,7 +39,7 @@ func localCheckpointSource() (checkpointSource, error) {
 func latestCheckpoint(ctx context.Context, src checkpointSource, tenant string, maxSeq int64) ([]byte, string, error) {
 	var opts []func(*config.LoadOptions) error
 	if src.endpoint != "" {
-		opts = append(opts, config.WithRegion("us-east-1"), config.WithCredentialsProvider(localCreds{}))
+		opts = append(opts, config.WithRegion("us-east-1"), config.WithCredentialsProvider(LocalCredentials{}))
 	}
 	cfg, err := awsenv.Load(ctx, opts...)
 	if err != nil {

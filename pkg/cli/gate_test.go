@@ -1,0 +1,55 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// moduleRoot is the repository root (pkg/cli's tests run in pkg/cli).
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// TestGateCommand: `fourlanes gate` passes an application that keeps its
+// declarations (the library example), names every violation of one that
+// does not (a fixture) with exit 3, and writes and checks the catalog.
+func TestGateCommand(t *testing.T) {
+	root := moduleRoot(t)
+	code, out, stderr := runCLI(t, "gate", "-C", root, "./examples/library/...")
+	if code != ExitOK || out != "" || !strings.Contains(stderr, "0 violations") || strings.Contains(stderr, " 0 modules") {
+		t.Fatalf("gate ./examples/library/...: exit %d, stdout %q, stderr %q; want exit 0, its modules read, no violation", code, out, stderr)
+	}
+
+	code, out, stderr = runCLI(t, "gate", "-C", root, "./pkg/catalog/gate/testdata/undeclared/...")
+	if code != ExitFinding || !strings.Contains(out, "pkg/catalog/gate/testdata/undeclared/") || !strings.Contains(out, "widget.exploded") {
+		t.Fatalf("gate on a fixture that emits an undeclared type: exit %d, stdout %q, stderr %q; want exit %d and the violation with its file", code, out, stderr, ExitFinding)
+	}
+
+	md := filepath.Join(t.TempDir(), "CATALOG.md")
+	if code, out, stderr := runCLI(t, "gate", "-C", root, "-catalog", md, "./examples/library/..."); code != ExitOK {
+		t.Fatalf("gate -catalog: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	b, err := os.ReadFile(md)
+	if err != nil || !strings.Contains(string(b), "loan.") {
+		t.Fatalf("gate -catalog wrote %q (err %v); want the library's catalog", b, err)
+	}
+	if code, out, _ := runCLI(t, "gate", "-C", root, "-check-catalog", md, "./examples/library/..."); code != ExitOK {
+		t.Errorf("gate -check-catalog on the catalog it just wrote: exit %d, stdout %q", code, out)
+	}
+	if err := os.WriteFile(md, append(b, "stale\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := runCLI(t, "gate", "-C", root, "-check-catalog", md, "./examples/library/..."); code != ExitFinding || !strings.Contains(out, "not what the declarations generate") {
+		t.Errorf("gate -check-catalog on a stale catalog: exit %d, stdout %q; want exit %d naming the file", code, out, ExitFinding)
+	}
+	if code, _, stderr := runCLI(t, "gate", "-allow", "no-reason"); code != ExitUsage || !strings.Contains(stderr, "want TYPE=REASON") {
+		t.Errorf("gate -allow without a reason: exit %d, stderr %q; want a usage error", code, stderr)
+	}
+}
