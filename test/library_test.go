@@ -70,7 +70,7 @@ func assembleLibrary(t *testing.T) (*cfn.Template, twin.CodeResolver, string) {
 			return
 		}
 		a.cli = filepath.Join(dir, "fourlanes")
-		build := exec.CommandContext(ctx, "go", "build", "-o", a.cli, "./cmd/fourlanes")
+		build := exec.CommandContext(ctx, "go", "build", "-o", a.cli, "./examples/library/cmd/library") // the library's own build of the CLI (cli.Main(&library.App))
 		build.Dir = root
 		if out, err := build.CombinedOutput(); err != nil {
 			a.err = fmt.Errorf("build the CLI: %w\n%s", err, out)
@@ -267,6 +267,27 @@ func TestLibraryEndToEnd(t *testing.T) {
 	if out := s.run(false, "reconcile", "-url", s.url); strings.Count(out, `"chain_intact": true`) != len(tenants) {
 		t.Errorf("reconcile of every tenant: want %d intact chains, got:\n%s", len(tenants), out)
 	}
+	// The library's own build of the CLI knows its catalog: watermarks
+	// lists its DURABLE subscription for every tenant, settled to the head.
+	eventually(t, 60*time.Second, "the library CLI's watermarks at the head", func() (bool, string) {
+		code, out, errOut := s.cli2("watermarks", "-table", s.env[keys.EnvEventsTable], "-state-table", s.env[keys.EnvStateTable])
+		if code != 0 {
+			return false, fmt.Sprintf("exit %d: %s", code, errOut)
+		}
+		for _, tenant := range tenants {
+			found := false
+			for _, line := range strings.Split(out, "\n") {
+				f := strings.Fields(line)
+				if len(f) >= 5 && f[0] == tenant && f[1] == reminders.Subscription {
+					found = f[3] == fmt.Sprint(perTenant) && f[4] == "0"
+				}
+			}
+			if !found {
+				return false, fmt.Sprintf("no line for %s %s at head %d, 0 behind:\n%s", tenant, reminders.Subscription, perTenant, out)
+			}
+		}
+		return true, ""
+	})
 	t.Logf("library: %d events of %d tenants delivered once and projected; assembled (build + synth) in %v",
 		total, len(tenants), libraryAssembled.took.Round(time.Millisecond))
 }
