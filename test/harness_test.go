@@ -36,10 +36,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/fourlanes/fourlanes/examples/orders/demo"
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/internal/twin"
 	"github.com/fourlanes/fourlanes/internal/twin/cfn"
-	"github.com/fourlanes/fourlanes/examples/orders/demo"
 	"github.com/fourlanes/fourlanes/internal/twin/lambdart"
 	"github.com/fourlanes/fourlanes/internal/twin/twintest"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
