@@ -51,6 +51,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -71,9 +73,11 @@ var ErrNoBatchRead = errors.New("store cannot read claims in batches")
 // maxBatchGet is BatchGetItem's limit of keys per request.
 const maxBatchGet = 100
 
-// ClaimReader reads many claims at once. A claim absent from the answer was
-// not found (or not read: the caller must treat both the same, by claiming).
+// ClaimReader reads many claims at once.
 type ClaimReader interface {
+	// GetClaims reads the claims ks. A pair it read is in the answer, found
+	// or not (ClaimRecord.Found); a pair left out was not read, and the
+	// claim reads it itself.
 	GetClaims(ctx context.Context, ks []Key) (map[Key]ClaimRecord, error)
 }
 
@@ -84,17 +88,18 @@ type batchGetter interface {
 
 // GetClaims reads the claims ks with BatchGetItem, 100 keys a request,
 // eventually consistent (see the note at the top of batch.go for why that is
-// safe). Keys DynamoDB leaves unprocessed after a few retries are left out.
+// safe): each event's claim item and, for the upgrade, each pair's legacy
+// claim. Pairs DynamoDB leaves unprocessed after a few retries are left out.
 // ErrNoBatchRead if the client has no BatchGetItem.
 func (d *DynamoStore) GetClaims(ctx context.Context, ks []Key) (map[Key]ClaimRecord, error) {
 	claims, _, err := d.ReadBatch(ctx, ks, nil)
 	return claims, err
 }
 
-// ReadBatch reads the claims ks and, when the store has an events table
-// (WithLog), the event rows evs, in the same BatchGetItem requests (100
-// keys a request across both tables), eventually consistent. Rows not found
-// (or left unprocessed) are absent from the answer.
+// ReadBatch reads the claims ks (as GetClaims) and, when the store has an
+// events table (WithLog), the event rows evs, in the same BatchGetItem
+// requests (100 keys a request across both tables), eventually consistent.
+// Event rows not found (or left unprocessed) are absent from the answer.
 func (d *DynamoStore) ReadBatch(ctx context.Context, ks []Key, evs []EventRef) (map[Key]ClaimRecord, map[EventRef]LoggedEvent, error) {
 	bg, ok := d.db.(batchGetter)
 	if !ok {
@@ -103,19 +108,22 @@ func (d *DynamoStore) ReadBatch(ctx context.Context, ks []Key, evs []EventRef) (
 	if d.log == "" {
 		evs = nil
 	}
-	byPK := make(map[string]Key, len(ks))
 	type want struct {
 		table string
 		key   map[string]types.AttributeValue
 	}
 	var wants []want
-	for _, k := range ks {
-		pk := keys.StateClaimPrefix + k.String()
-		if _, dup := byPK[pk]; dup {
-			continue
+	seenPK := map[string]bool{}
+	addState := func(k map[string]types.AttributeValue) {
+		pk := str(k, keys.AttrPK)
+		if !seenPK[pk] {
+			seenPK[pk] = true
+			wants = append(wants, want{d.table, k})
 		}
-		byPK[pk] = k
-		wants = append(wants, want{d.table, map[string]types.AttributeValue{keys.AttrPK: s(pk), keys.AttrSK: s(keys.StateClaimSK)}})
+	}
+	for _, k := range ks {
+		addState(eventClaimKey(k.EventID))
+		addState(legacyClaimKey(k))
 	}
 	seenEv := map[EventRef]bool{}
 	for _, e := range evs {
@@ -124,23 +132,21 @@ func (d *DynamoStore) ReadBatch(ctx context.Context, ks []Key, evs []EventRef) (
 			wants = append(wants, want{d.log, eventKey(e)})
 		}
 	}
-	claims := make(map[Key]ClaimRecord, len(ks))
+	items := map[string]map[string]types.AttributeValue{} // state items found, by pk
+	read := map[string]bool{}                             // state pks read, found or not
 	logged := make(map[EventRef]LoggedEvent, len(evs))
-	for len(wants) > 0 {
+	var err error
+	for len(wants) > 0 && err == nil {
 		n := min(len(wants), maxBatchGet)
 		req := map[string][]map[string]types.AttributeValue{}
 		for _, w := range wants[:n] {
 			req[w.table] = append(req[w.table], w.key)
 		}
 		wants = wants[n:]
-		if err := d.batchGet(ctx, bg, req, func(table string, it map[string]types.AttributeValue) {
+		_, err = d.batchGet(ctx, bg, req, false, func(table string, it map[string]types.AttributeValue) {
 			if table == d.table {
-				pk, _ := it[keys.AttrPK].(*types.AttributeValueMemberS)
-				if pk == nil {
-					return
-				}
-				if k, ok := byPK[pk.Value]; ok {
-					claims[k] = claimRecord(k, it)
+				if pk := str(it, keys.AttrPK); pk != "" {
+					items[pk] = it
 				}
 				return
 			}
@@ -149,17 +155,47 @@ func (d *DynamoStore) ReadBatch(ctx context.Context, ks []Key, evs []EventRef) (
 			}
 			ref := EventRef{Tenant: str(it, keys.AttrTenant), Seq: num(it, keys.AttrSeq)}
 			logged[ref] = LoggedEvent{ID: str(it, keys.AttrID), Hash: str(it, keys.AttrHash)}
-		}); err != nil {
-			return claims, logged, err
+		}, func(table string, k map[string]types.AttributeValue) {
+			if table == d.table {
+				read[str(k, keys.AttrPK)] = true
+			}
+		})
+	}
+	claims := make(map[Key]ClaimRecord, len(ks))
+	decoded := map[string]eventItem{}
+	for _, k := range ks {
+		evPK, legPK := keys.StateEventClaimPrefix+k.EventID, keys.StateClaimPrefix+k.String()
+		if !read[evPK] || !read[legPK] {
+			continue
 		}
+		ei, ok := decoded[k.EventID]
+		if !ok {
+			ei = decodeEventItem(k.EventID, items[evPK])
+			decoded[k.EventID] = ei
+		}
+		switch e, found := ei.entries[k.Subscription]; {
+		case found:
+			claims[k] = e.ClaimRecord
+		case items[legPK] != nil:
+			r := decodeClaim(items[legPK])
+			r.Key, r.Legacy = k, true
+			claims[k] = r
+		default:
+			claims[k] = ClaimRecord{Key: k}
+		}
+	}
+	if err != nil {
+		return claims, logged, err
 	}
 	return claims, logged, nil
 }
 
 // batchGet reads keys by table (≤ 100 in all) and retries unprocessed keys
 // up to three times with a short backoff; what is still unprocessed then is
-// left out.
-func (d *DynamoStore) batchGet(ctx context.Context, bg batchGetter, ks map[string][]map[string]types.AttributeValue, found func(string, map[string]types.AttributeValue)) error {
+// returned. found is called with each item found, read (when not nil) with
+// each key answered, found or not.
+func (d *DynamoStore) batchGet(ctx context.Context, bg batchGetter, ks map[string][]map[string]types.AttributeValue, consistent bool,
+	found func(string, map[string]types.AttributeValue), read func(string, map[string]types.AttributeValue)) (map[string][]map[string]types.AttributeValue, error) {
 	pause := 20 * time.Millisecond
 	for attempt := 0; len(ks) > 0 && attempt < 4; attempt++ {
 		if attempt > 0 {
@@ -168,18 +204,14 @@ func (d *DynamoStore) batchGet(ctx context.Context, bg batchGetter, ks map[strin
 			case <-t.C:
 			case <-ctx.Done():
 				t.Stop()
-				return nil // a prefetch is an optimisation: what was read stands
+				return ks, nil // a prefetch is an optimisation: what was read stands
 			}
 			pause *= 2
 		}
 		items := map[string]types.KeysAndAttributes{}
 		for table, tk := range ks {
 			if table == d.table {
-				items[table] = types.KeysAndAttributes{
-					Keys:                     tk,
-					ProjectionExpression:     aws.String("#pk, #st, #lu, #att, #tn"),
-					ExpressionAttributeNames: map[string]string{"#pk": keys.AttrPK, "#st": keys.AttrStatus, "#lu": keys.AttrLeaseUntil, "#att": keys.AttrAttempts, "#tn": keys.AttrTenant},
-				}
+				items[table] = types.KeysAndAttributes{Keys: tk, ConsistentRead: aws.Bool(consistent)}
 				continue
 			}
 			items[table] = types.KeysAndAttributes{
@@ -191,46 +223,61 @@ func (d *DynamoStore) batchGet(ctx context.Context, bg batchGetter, ks map[strin
 		}
 		res, err := bg.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: items, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 		if err != nil {
-			return fmt.Errorf("read a batch of claims and events: %w", err)
+			return ks, fmt.Errorf("read a batch of claims and events: %w", err)
 		}
 		for table, its := range res.Responses {
 			for _, it := range its {
 				found(table, it)
 			}
 		}
-		ks = map[string][]map[string]types.AttributeValue{}
+		left := map[string][]map[string]types.AttributeValue{}
 		for table, u := range res.UnprocessedKeys {
 			if len(u.Keys) > 0 {
-				ks[table] = u.Keys
+				left[table] = u.Keys
 			}
 		}
+		if read != nil {
+			for table, tk := range ks {
+				unread := map[string]bool{}
+				for _, k := range left[table] {
+					unread[keyString(k)] = true
+				}
+				for _, k := range tk {
+					if !unread[keyString(k)] {
+						read(table, k)
+					}
+				}
+			}
+		}
+		ks = left
 	}
-	return nil
+	return ks, nil
 }
 
-func claimRecord(k Key, it map[string]types.AttributeValue) ClaimRecord {
-	r := ClaimRecord{Key: k}
-	if v, ok := it[keys.AttrStatus].(*types.AttributeValueMemberS); ok {
-		r.Status = Status(v.Value)
+// keyString identifies a key (string and number attributes) for set membership.
+func keyString(k map[string]types.AttributeValue) string {
+	names := make([]string, 0, len(k))
+	for name := range k {
+		names = append(names, name)
 	}
-	if v, ok := it[keys.AttrTenant].(*types.AttributeValueMemberS); ok {
-		r.Tenant = v.Value
+	sort.Strings(names)
+	var b strings.Builder
+	for _, name := range names {
+		b.WriteString(name)
+		b.WriteByte('=')
+		switch v := k[name].(type) {
+		case *types.AttributeValueMemberS:
+			b.WriteString("S:" + v.Value)
+		case *types.AttributeValueMemberN:
+			b.WriteString("N:" + v.Value)
+		}
+		b.WriteByte(0)
 	}
-	var lu, att int64
-	if v, ok := it[keys.AttrLeaseUntil].(*types.AttributeValueMemberN); ok {
-		_, _ = fmt.Sscan(v.Value, &lu)
-	}
-	if v, ok := it[keys.AttrAttempts].(*types.AttributeValueMemberN); ok {
-		_, _ = fmt.Sscan(v.Value, &att)
-	}
-	if lu > 0 {
-		r.LeaseUntil = time.UnixMilli(lu)
-	}
-	r.Attempts = int(att)
-	return r
+	return b.String()
 }
 
-// GetClaims reads each claim with Get (the fake needs no batching).
+// GetClaims reads each claim with Get (the fake needs no batching); every
+// pair is read, so every pair is in the answer.
 func (m *MemoryStore) GetClaims(ctx context.Context, ks []Key) (map[Key]ClaimRecord, error) {
 	out := make(map[Key]ClaimRecord, len(ks))
 	for _, k := range ks {
@@ -238,9 +285,10 @@ func (m *MemoryStore) GetClaims(ctx context.Context, ks []Key) (map[Key]ClaimRec
 		if err != nil {
 			return out, err
 		}
-		if ok {
-			out[k] = r
+		if !ok {
+			r = ClaimRecord{Key: k}
 		}
+		out[k] = r
 	}
 	return out, nil
 }
@@ -297,6 +345,15 @@ func (p *Prefetched) final(k Key) (Claim, bool) {
 	return Claim{Status: r.Status, LeaseUntil: r.LeaseUntil, Attempts: r.Attempts}, true
 }
 
+// record returns the claim of k as read, when it was read (found or not).
+func (p *Prefetched) record(k Key) (ClaimRecord, bool) {
+	if p == nil {
+		return ClaimRecord{}, false
+	}
+	r, read := p.claims[k]
+	return r, read
+}
+
 // loggedEvent returns the event row read at ref, if it was read.
 func (p *Prefetched) loggedEvent(ref EventRef) (LoggedEvent, bool) {
 	if p == nil {
@@ -323,7 +380,7 @@ type batchReader interface {
 // PrefetchStats says what a Prefetch read.
 type PrefetchStats struct {
 	Keys  int // claims asked for: one per (event, bound DURABLE subscription)
-	Found int // claims that exist
+	Found int // claims that exist (in the event's claim item, or legacy per-pair claims)
 	Final int // of those, completed or dead: Deliver will skip them without a write
 	// Events and Logged: event rows asked for and found, for the in-log
 	// check (Config.Log with a store that reads the log, DynamoStore.WithLog).
@@ -373,8 +430,10 @@ func (d *Deliverer) Prefetch(ctx context.Context, envs []envelope.Envelope) (*Pr
 	} else {
 		p.claims, err = b.reader.GetClaims(ctx, ks)
 	}
-	st.Found = len(p.claims)
 	for _, r := range p.claims {
+		if r.Found() {
+			st.Found++
+		}
 		if r.Status == StatusCompleted || r.Status == StatusDead {
 			st.Final++
 		}

@@ -235,9 +235,10 @@ func deliverAll(t *testing.T, ctx context.Context, d *delivery.Deliverer, p *del
 }
 
 // TestDeliveryWritesPerSubscription counts DynamoDB writes against our local
-// DynamoDB (internal/twin/ddb): two per (event, subscription) on first delivery (claim, complete);
-// a redelivery without a prefetch costs one refused claim each; with a
-// prefetch, none.
+// DynamoDB (internal/twin/ddb): 1 + N per event with N subscriptions on first
+// delivery (one claim of all, one completion each); a redelivery costs none,
+// with a prefetch (one BatchGetItem for the batch) or without (the claim
+// reads the event's claim item and legacy claims first).
 func TestDeliveryWritesPerSubscription(t *testing.T) {
 	rg := newBatchRig(t)
 	ctx := context.Background()
@@ -250,8 +251,8 @@ func TestDeliveryWritesPerSubscription(t *testing.T) {
 	req, writes, tx, _, cu := rg.db.snapshot()
 	t.Logf("first delivery: %d (event, subscription) pairs, %d item writes (%d transactional), requests %v, %.0f capacity units reported",
 		pairs, writes, tx, req, cu)
-	if writes != 2*pairs || tx != 0 {
-		t.Errorf("first delivery: got %d item writes (%d transactional), want %d (claim + complete per pair), none transactional", writes, tx, 2*pairs)
+	if want := len(envs) * (1 + batchSubs); writes != want || tx != 0 {
+		t.Errorf("first delivery: got %d item writes (%d transactional), want %d (1 claim + %d completions per event), none transactional", writes, tx, want, batchSubs)
 	}
 
 	rg.db.reset()
@@ -259,8 +260,8 @@ func TestDeliveryWritesPerSubscription(t *testing.T) {
 		t.Fatalf("redelivery outcomes: got %v, want %d already completed", got, pairs)
 	}
 	_, writes, _, _, _ = rg.db.snapshot()
-	if writes != pairs {
-		t.Errorf("redelivery without prefetch: got %d item writes, want %d (one refused claim per pair)", writes, pairs)
+	if writes != 0 {
+		t.Errorf("redelivery without prefetch: got %d item writes, want 0 (the claim reads first)", writes)
 	}
 
 	rg.db.reset()
@@ -272,8 +273,9 @@ func TestDeliveryWritesPerSubscription(t *testing.T) {
 		t.Fatalf("prefetched redelivery outcomes: got %v, want %d already completed", got, pairs)
 	}
 	req, writes, _, reads, _ := rg.db.snapshot()
-	if writes != 0 || req["BatchGetItem"] != 1 || reads != pairs {
-		t.Errorf("prefetched redelivery: got %d writes, %d BatchGetItem, %d keys read; want 0, 1, %d", writes, req["BatchGetItem"], reads, pairs)
+	// Keys: each event's claim item, and each pair's legacy claim (upgrade).
+	if want := len(envs) + pairs; writes != 0 || req["BatchGetItem"] != 1 || reads != want {
+		t.Errorf("prefetched redelivery: got %d writes, %d BatchGetItem, %d keys read; want 0, 1, %d", writes, req["BatchGetItem"], reads, want)
 	}
 	if st.Keys != pairs || st.Final != pairs || p.Skipped() != pairs {
 		t.Errorf("prefetch stats %+v, skipped %d; want %d keys, all final, all skipped", st, p.Skipped(), pairs)
@@ -285,9 +287,9 @@ func TestDeliveryWritesPerSubscription(t *testing.T) {
 	}
 }
 
-// TestDeadLetterPathWrites: a failing handler costs the claim plus one
-// transaction of two items (claim → dead, dead-letter row); its siblings
-// keep the common path.
+// TestDeadLetterPathWrites: a failing handler costs one transaction of two
+// items (its entry → dead, dead-letter row) instead of its completion; its
+// siblings keep the common path (one claim for all, one completion each).
 func TestDeadLetterPathWrites(t *testing.T) {
 	rg := newBatchRig(t)
 	rg.recv.fail["batchtest.b"] = true
@@ -297,8 +299,8 @@ func TestDeadLetterPathWrites(t *testing.T) {
 		t.Fatalf("outcomes: got %v, want 2 completed and 1 dead-lettered", got)
 	}
 	req, writes, tx, _, _ := rg.db.snapshot()
-	if want := 2*2 + 1 + 2; writes != want || tx != 2 || req["TransactWriteItems"] != 1 {
-		t.Errorf("got %d item writes (%d transactional, %d transactions), want %d (2×2 common path, 1 claim + 2 in one transaction for the dead one)",
+	if want := 1 + 2 + 2; writes != want || tx != 2 || req["TransactWriteItems"] != 1 {
+		t.Errorf("got %d item writes (%d transactional, %d transactions), want %d (1 claim, 2 completions, 2 in one transaction for the dead one)",
 			writes, tx, req["TransactWriteItems"], want)
 	}
 	// Redelivered later, the dead claim is parked: prefetched, it costs nothing.
@@ -318,7 +320,7 @@ func TestDeadLetterPathWrites(t *testing.T) {
 
 // TestPrefetchMixedBatch: in a batch where half the events were delivered
 // before (a redelivery after a partial failure), the prefetch saves exactly
-// their claims; the new half costs two writes per pair.
+// their claims; the new half costs 1 + N writes per event.
 func TestPrefetchMixedBatch(t *testing.T) {
 	rg := newBatchRig(t)
 	ctx := context.Background()
@@ -333,8 +335,8 @@ func TestPrefetchMixedBatch(t *testing.T) {
 	if got[delivery.Completed] != 5*batchSubs || got[delivery.AlreadyCompleted] != 5*batchSubs {
 		t.Fatalf("outcomes: got %v, want %d completed and %d already completed", got, 5*batchSubs, 5*batchSubs)
 	}
-	if _, writes, _, _, _ := rg.db.snapshot(); writes != 2*5*batchSubs {
-		t.Errorf("got %d writes, want %d (only the new events' claims and completions)", writes, 2*5*batchSubs)
+	if _, writes, _, _, _ := rg.db.snapshot(); writes != 5*(1+batchSubs) {
+		t.Errorf("got %d writes, want %d (only the new events' claims and completions)", writes, 5*(1+batchSubs))
 	}
 	if st.Keys != 10*batchSubs || st.Final != 5*batchSubs {
 		t.Errorf("prefetch stats %+v: want %d keys, %d final", st, 10*batchSubs, 5*batchSubs)

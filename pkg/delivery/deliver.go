@@ -171,13 +171,12 @@ func (d *Deliverer) DeliverWith(ctx context.Context, e envelope.Envelope, p *Pre
 	}
 	rt := d.reg.Route(e.Type, catalog.Durable)
 	lanes.ReportRoute(hctx, d.lanesConfig(), string(catalog.Durable), d.reg.Catalog(), e, rt)
+	res.Subscriptions = d.deliverAll(hctx, rt.Bound, e, p)
 	var errs []error
-	for _, b := range rt.Bound {
-		sr := d.deliverOne(hctx, b, e, p)
+	for _, sr := range res.Subscriptions {
 		if sr.Outcome == Failed {
 			errs = append(errs, sr.Err)
 		}
-		res.Subscriptions = append(res.Subscriptions, sr)
 	}
 	if len(errs) > 0 {
 		return res, fmt.Errorf("deliver %s %s: %w", e.Type, e.ID, errors.Join(errs...))
@@ -213,31 +212,73 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (d *Deliverer) deliverOne(ctx context.Context, b catalog.Bound, e envelope.Envelope, p *Prefetched) SubResult {
-	sr := SubResult{Subscription: b.Name}
-	log := d.cfg.Logger.With(slog.String(obs.KeySubscription, b.Name), slog.String(obs.KeyEventType, e.Type))
-	if err := ctx.Err(); err != nil {
-		sr.Outcome, sr.Err = Failed, fmt.Errorf("subscription %s not started: %w", b.Name, err)
-		return sr
+// deliverAll claims every subscription of bound that the prefetch did not
+// read as final in one Store.ClaimEvent (one write), then runs the handlers
+// it took, one after another, each ending in its own completion (or dead
+// letter): 1 + N writes for N subscriptions on a first delivery.
+func (d *Deliverer) deliverAll(ctx context.Context, bound []catalog.Bound, e envelope.Envelope, p *Prefetched) []SubResult {
+	out := make([]SubResult, len(bound))
+	logs := make([]*slog.Logger, len(bound))
+	var take []int
+	seen := map[string]ClaimRecord{}
+	for i, b := range bound {
+		out[i].Subscription = b.Name
+		logs[i] = d.cfg.Logger.With(slog.String(obs.KeySubscription, b.Name), slog.String(obs.KeyEventType, e.Type))
+		k := Key{EventID: e.ID, Subscription: b.Name}
+		if c, final := p.final(k); final {
+			out[i] = d.notAcquired(ctx, logs[i], out[i], c)
+			continue
+		}
+		if r, read := p.record(k); read {
+			seen[b.Name] = r
+		}
+		take = append(take, i)
 	}
-	req := d.request(ctx, b, e)
-	c, final := p.final(req.Key)
-	var err error
-	if !final {
-		c, err = d.cfg.Store.Claim(ctx, req)
+	if len(take) == 0 {
+		return out
+	}
+	if err := ctx.Err(); err != nil {
+		for _, i := range take {
+			out[i].Outcome, out[i].Err = Failed, fmt.Errorf("subscription %s not started: %w", bound[i].Name, err)
+		}
+		return out
+	}
+	now := d.cfg.Now()
+	req := EventClaimRequest{EventID: e.ID, Tenant: e.TenantID, Type: e.Type, Seq: e.Seq, SchemaVersion: e.SchemaVersion,
+		Token: newToken(), Now: now, LeaseUntil: d.lease(ctx, now), ExpiresAt: now.Add(d.cfg.Retention), Seen: seen}
+	for _, i := range take {
+		req.Subscriptions = append(req.Subscriptions, bound[i].Name)
+	}
+	claims, err := d.cfg.Store.ClaimEvent(ctx, req)
+	if err == nil && len(claims) != len(take) {
+		err = fmt.Errorf("claim %s: store answered %d claims for %d subscriptions", e.ID, len(claims), len(take))
 	}
 	if err != nil {
-		log.ErrorContext(ctx, "claim failed", slog.Any(obs.KeyErr, err))
-		sr.Outcome, sr.Err = Failed, err
-		return sr
+		for _, i := range take {
+			logs[i].ErrorContext(ctx, "claim failed", slog.Any(obs.KeyErr, err))
+			out[i].Outcome, out[i].Err = Failed, err
+		}
+		return out
 	}
-	if !c.Acquired {
-		return d.notAcquired(ctx, log, sr, c)
+	sibling := false // a sibling was dead-lettered in this delivery: its item keeps no TTL
+	for j, i := range take {
+		c, b := claims[j], bound[i]
+		switch {
+		case !c.Acquired:
+			out[i] = d.notAcquired(ctx, logs[i], out[i], c)
+		case ctx.Err() != nil:
+			// Its claim stays pending until the lease ends; the redelivery
+			// (after the visibility timeout, by then expired) takes it over.
+			out[i].Outcome, out[i].Err = Failed, fmt.Errorf("subscription %s not started: %w", b.Name, ctx.Err())
+		default:
+			if c.TakenOver {
+				logs[i].WarnContext(ctx, "took over a pending claim whose lease expired; an earlier delivery was cut off", slog.Int("attempts", c.Attempts))
+			}
+			out[i] = d.runClaimed(ctx, logs[i], b, e, req.request(b.Name), false, sibling)
+			sibling = sibling || out[i].Outcome == DeadLettered
+		}
 	}
-	if c.TakenOver {
-		log.WarnContext(ctx, "took over a pending claim whose lease expired; an earlier delivery was cut off", slog.Int("attempts", c.Attempts))
-	}
-	return d.runClaimed(ctx, log, b, e, req, false)
+	return out
 }
 
 func (d *Deliverer) notAcquired(ctx context.Context, log *slog.Logger, sr SubResult, c Claim) SubResult {
@@ -258,7 +299,11 @@ func (d *Deliverer) notAcquired(ctx context.Context, log *slog.Logger, sr SubRes
 
 // runClaimed runs the handler under a claim this delivery holds and records
 // the end: completed (resolved, for a replay) or dead.
-func (d *Deliverer) runClaimed(ctx context.Context, log *slog.Logger, b catalog.Bound, e envelope.Envelope, req ClaimRequest, replay bool) SubResult {
+//
+// afterDead says a sibling was dead-lettered earlier in this delivery: the
+// completion then leaves the TTL alone (zero expiresAt), as the store would
+// find out at the cost of a refused write.
+func (d *Deliverer) runClaimed(ctx context.Context, log *slog.Logger, b catalog.Bound, e envelope.Envelope, req ClaimRequest, replay, afterDead bool) SubResult {
 	sr := SubResult{Subscription: b.Name}
 	retry := lanes.Retry{Attempts: d.cfg.Attempts, Backoff: d.cfg.Backoff, OnRetry: func(ctx context.Context, attempt int, err error) {
 		log.WarnContext(ctx, "handler failed; retrying", slog.Int("attempt", attempt), slog.Any(obs.KeyErr, err))
@@ -273,7 +318,11 @@ func (d *Deliverer) runClaimed(ctx context.Context, log *slog.Logger, b catalog.
 		if replay {
 			err = d.cfg.Store.Resolve(wctx, req.Key, e.TenantID, req.Token, now, now.Add(d.cfg.Retention))
 		} else {
-			err = d.cfg.Store.Complete(wctx, req.Key, req.Token, now, now.Add(d.cfg.Retention))
+			expires := now.Add(d.cfg.Retention)
+			if afterDead {
+				expires = time.Time{}
+			}
+			err = d.cfg.Store.Complete(wctx, req.Key, req.Token, now, expires)
 		}
 		switch {
 		case errors.Is(err, ErrLeaseLost):
@@ -345,7 +394,7 @@ func (d *Deliverer) Replay(ctx context.Context, e envelope.Envelope, subscriptio
 		return sr, nil
 	}
 	log.InfoContext(hctx, "replaying dead-lettered subscription", slog.Int("attempts", c.Attempts))
-	sr = d.runClaimed(hctx, log, b, e, req, true)
+	sr = d.runClaimed(hctx, log, b, e, req, true, false)
 	if sr.Outcome == Failed {
 		return sr, sr.Err
 	}

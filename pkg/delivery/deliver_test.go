@@ -473,6 +473,10 @@ func (failingStore) Claim(context.Context, delivery.ClaimRequest) (delivery.Clai
 	return delivery.Claim{}, errors.New("ProvisionedThroughputExceededException: throttled")
 }
 
+func (failingStore) ClaimEvent(context.Context, delivery.EventClaimRequest) ([]delivery.Claim, error) {
+	return nil, errors.New("ProvisionedThroughputExceededException: throttled")
+}
+
 func TestInfrastructureErrorFailsTheMessage(t *testing.T) {
 	rg := newRig(t, failingStore{delivery.NewMemoryStore()}, true)
 	res, err := rg.d.Deliver(context.Background(), event(t, "thing.happened", "t1", 1))

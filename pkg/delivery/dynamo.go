@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -24,8 +25,10 @@ type DynamoDB interface {
 }
 
 // DynamoStore keeps claims and dead letters in the state table (layout in
-// pkg/keys: claim#<event_id>:<subscription> / claim, and dead#<tenant> /
-// <event_id>:<subscription>).
+// pkg/keys: one claim item per event, claims#<event_id> / claims, with an
+// entry per subscription, and dead#<tenant> / <event_id>:<subscription>);
+// it reads the per-pair claims of the earlier layout,
+// claim#<event_id>:<subscription> / claim, and never writes them.
 type DynamoStore struct {
 	db    DynamoDB
 	table string
@@ -46,7 +49,14 @@ func n(v int64) av      { return &types.AttributeValueMemberN{Value: strconv.For
 func ms(t time.Time) av { return n(t.UnixMilli()) }
 func ts(t time.Time) av { return s(t.UTC().Format(time.RFC3339Nano)) }
 
-func claimKey(k Key) map[string]av {
+func eventClaimKey(eventID string) map[string]av {
+	return map[string]av{keys.AttrPK: s(keys.StateEventClaimPrefix + eventID), keys.AttrSK: s(keys.StateEventClaimSK)}
+}
+
+// legacyClaimKey is the per-pair claim of the earlier layout: read, never
+// written (except deleted once a replay moves a dead one into the event's
+// claim item).
+func legacyClaimKey(k Key) map[string]av {
 	return map[string]av{keys.AttrPK: s(keys.StateClaimPrefix + k.String()), keys.AttrSK: s(keys.StateClaimSK)}
 }
 
@@ -54,68 +64,463 @@ func deadKey(tenant string, k Key) map[string]av {
 	return map[string]av{keys.AttrPK: s(keys.StateDeadPrefix + tenant), keys.AttrSK: s(k.String())}
 }
 
-// claimNames are the attribute names every claim expression uses.
-var claimNames = map[string]string{
-	"#pk": keys.AttrPK, "#st": keys.AttrStatus, "#lu": keys.AttrLeaseUntil, "#lt": keys.AttrLeaseToken,
-	"#att": keys.AttrAttempts, "#tn": keys.AttrTenant, "#id": keys.AttrID, "#sub": keys.AttrSubscription,
-	"#ty": keys.AttrType, "#seq": keys.AttrSeq, "#sv": keys.AttrSchemaVersion, "#exp": keys.AttrExpiresAt, "#up": keys.AttrUpdatedAt,
+// maxClaimsPerWrite bounds the subscriptions one claim write takes, so that
+// its expressions stay well inside DynamoDB's 4 KB per expression; an event
+// with more DURABLE subscriptions costs one claim write per 25.
+const maxClaimsPerWrite = 25
+
+// maxClaimTries bounds the claim writes of one chunk: each refused one
+// returns the item as it is now (ALL_OLD), so a retry only follows another
+// delivery's write.
+const maxClaimTries = 8
+
+// exprs builds expressions with placeholders for every name and value, and
+// no placeholder it does not use (DynamoDB refuses unused ones).
+type exprs struct {
+	names  map[string]string // placeholder → attribute name
+	byName map[string]string // attribute name → placeholder
+	values map[string]av
+	byKey  map[string]string
+}
+
+func newExprs() *exprs {
+	return &exprs{names: map[string]string{}, byName: map[string]string{}, values: map[string]av{}, byKey: map[string]string{}}
+}
+
+func (x *exprs) name(attr string) string {
+	if p, ok := x.byName[attr]; ok {
+		return p
+	}
+	p := "#n" + strconv.Itoa(len(x.names))
+	x.names[p], x.byName[attr] = attr, p
+	return p
+}
+
+// path is the placeholder path of attribute attr of subscription sub's entry.
+func (x *exprs) path(sub, attr string) string {
+	return x.name(keys.SubClaimAttr(sub)) + "." + x.name(attr)
+}
+
+// value returns a placeholder for v; values with the same non-empty key
+// share one.
+func (x *exprs) value(key string, v av) string {
+	if key != "" {
+		if p, ok := x.byKey[key]; ok {
+			return p
+		}
+	}
+	p := ":v" + strconv.Itoa(len(x.values))
+	x.values[p] = v
+	if key != "" {
+		x.byKey[key] = p
+	}
+	return p
+}
+
+func (x *exprs) str(v string) string { return x.value("s:"+v, s(v)) }
+
+// entry is one subscription's claim in an event claim item.
+type entry struct {
+	ClaimRecord
+	token string
+}
+
+// eventItem is an event claim item as read.
+type eventItem struct {
+	entries map[string]entry // by subscription
+	dead    bool             // some entry is dead (AttrDeadSubs): the item carries no TTL
+}
+
+func decodeEventItem(eventID string, it map[string]av) eventItem {
+	ei := eventItem{entries: map[string]entry{}}
+	if it == nil {
+		return ei
+	}
+	tenant := str(it, keys.AttrTenant)
+	var expires time.Time
+	if exp := num(it, keys.AttrExpiresAt); exp > 0 {
+		expires = time.Unix(exp, 0)
+	}
+	_, ei.dead = it[keys.AttrDeadSubs]
+	for name, v := range it {
+		sub, ok := strings.CutPrefix(name, keys.AttrSubClaimPrefix)
+		m, isMap := v.(*types.AttributeValueMemberM)
+		if !ok || !isMap {
+			continue
+		}
+		e := entry{ClaimRecord: ClaimRecord{Key: Key{EventID: eventID, Subscription: sub}, Tenant: tenant,
+			Status: Status(str(m.Value, keys.ClaimFieldStatus)), Attempts: int(num(m.Value, keys.ClaimFieldAttempts)), Error: str(m.Value, keys.ClaimFieldError)},
+			token: str(m.Value, keys.ClaimFieldToken)}
+		if lu := num(m.Value, keys.ClaimFieldLeaseUntil); lu > 0 {
+			e.LeaseUntil = time.UnixMilli(lu)
+		}
+		if !ei.dead {
+			e.ExpiresAt = expires
+		}
+		ei.entries[sub] = e
+	}
+	return ei
+}
+
+// claimView is what a claim knows of an event's claims: its claim item and
+// the legacy per-pair claims of the subscriptions asked for.
+type claimView struct {
+	eventItem
+	legacy map[string]ClaimRecord
+}
+
+// effective is sub's claim: the event item's entry, else the legacy claim
+// (Legacy set), else absent (zero Status).
+func (v *claimView) effective(sub string) entry {
+	if e, ok := v.entries[sub]; ok {
+		return e
+	}
+	if r, ok := v.legacy[sub]; ok {
+		return entry{ClaimRecord: r}
+	}
+	return entry{}
+}
+
+// view is what req.Seen holds when it covers every subscription, else a
+// strongly consistent read of the event's claim item and legacy claims.
+func (d *DynamoStore) view(ctx context.Context, req EventClaimRequest) (*claimView, error) {
+	v := &claimView{eventItem: eventItem{entries: map[string]entry{}}, legacy: map[string]ClaimRecord{}}
+	seen := true
+	for _, sub := range req.Subscriptions {
+		if _, ok := req.Seen[sub]; !ok {
+			seen = false
+			break
+		}
+	}
+	if seen {
+		for sub, r := range req.Seen {
+			switch {
+			case !r.Found():
+			case r.Legacy:
+				v.legacy[sub] = r
+			default:
+				v.entries[sub] = entry{ClaimRecord: r}
+				v.dead = v.dead || r.Status == StatusDead
+			}
+		}
+		return v, nil
+	}
+	ks := []map[string]av{eventClaimKey(req.EventID)}
+	for _, sub := range req.Subscriptions {
+		ks = append(ks, legacyClaimKey(Key{EventID: req.EventID, Subscription: sub}))
+	}
+	items, err := d.readItems(ctx, ks)
+	if err != nil {
+		return nil, err
+	}
+	v.eventItem = decodeEventItem(req.EventID, items[keys.StateEventClaimPrefix+req.EventID])
+	for _, sub := range req.Subscriptions {
+		k := Key{EventID: req.EventID, Subscription: sub}
+		if it := items[keys.StateClaimPrefix+k.String()]; it != nil {
+			r := decodeClaim(it)
+			r.Key, r.Legacy = k, true
+			v.legacy[sub] = r
+		}
+	}
+	return v, nil
+}
+
+// readItems reads state-table items by key, strongly consistent: in
+// BatchGetItem requests when the client has it, else (and for keys left
+// unprocessed) one GetItem each. The answer is by partition key.
+func (d *DynamoStore) readItems(ctx context.Context, ks []map[string]av) (map[string]map[string]av, error) {
+	items := map[string]map[string]av{}
+	keep := func(_ string, it map[string]av) {
+		if pk := str(it, keys.AttrPK); pk != "" {
+			items[pk] = it
+		}
+	}
+	if bg, ok := d.db.(batchGetter); ok {
+		var left []map[string]av
+		for len(ks) > 0 {
+			n := min(len(ks), maxBatchGet)
+			l, err := d.batchGet(ctx, bg, map[string][]map[string]av{d.table: ks[:n]}, true, keep, nil)
+			if err != nil {
+				return nil, err
+			}
+			left = append(left, l[d.table]...)
+			ks = ks[n:]
+		}
+		ks = left
+	}
+	for _, k := range ks {
+		out, err := d.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(d.table), Key: k, ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return nil, fmt.Errorf("read claims: %w", err)
+		}
+		if out.Item != nil {
+			keep("", out.Item)
+		}
+	}
+	return items, nil
 }
 
 func (d *DynamoStore) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
-	return d.claim(ctx, req, "attribute_not_exists(#pk) OR (#st = :pending AND #lu < :now)", nil)
+	cs, err := d.ClaimEvent(ctx, eventRequest(req))
+	if err != nil {
+		return Claim{}, err
+	}
+	return cs[0], nil
 }
 
-func (d *DynamoStore) ClaimDead(ctx context.Context, req ClaimRequest) (Claim, error) {
-	c, err := d.claim(ctx, req, "attribute_exists(#pk) AND (#st = :dead OR (#st = :pending AND #lu < :now))", map[string]av{":dead": s(keys.ClaimDead)})
-	if err == nil && !c.Acquired && c.Status == "" {
-		return c, fmt.Errorf("replay %s: %w", req.Key, ErrNotDead)
+// ClaimEvent takes the claims in one conditional UpdateItem of the event's
+// claim item (one per 25 subscriptions), each subscription conditioned on
+// the state the view saw. A refused write returns the item as it is now
+// (ReturnValuesOnConditionCheckFailure ALL_OLD): the claims are planned
+// again from it and the write retried, so telling completed, dead and held
+// apart costs no extra read. A legacy claim is never written: completed or
+// dead it is final, pending it is held until its lease ends, and then the
+// event item's entry takes over.
+func (d *DynamoStore) ClaimEvent(ctx context.Context, req EventClaimRequest) ([]Claim, error) {
+	out := make([]Claim, len(req.Subscriptions))
+	if len(req.Subscriptions) == 0 {
+		return out, nil
 	}
-	return c, err
+	v, err := d.view(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("claim %s: %w", req.EventID, err)
+	}
+	idx := make([]int, len(req.Subscriptions))
+	for i := range idx {
+		idx[i] = i
+	}
+	for len(idx) > 0 {
+		n := min(len(idx), maxClaimsPerWrite)
+		if err := d.claimChunk(ctx, req, v, idx[:n], out); err != nil {
+			return nil, err
+		}
+		idx = idx[n:]
+	}
+	return out, nil
 }
 
-// claim takes the claim when cond holds, in one UpdateItem; on a failed
-// condition DynamoDB returns the item as it was, so telling completed, dead
-// and held apart costs no extra read.
-func (d *DynamoStore) claim(ctx context.Context, req ClaimRequest, cond string, extra map[string]av) (Claim, error) {
-	values := map[string]av{
-		":pending": s(keys.ClaimPending), ":now": ms(req.Now), ":lu": ms(req.LeaseUntil), ":tok": s(req.Token),
-		":zero": n(0), ":one": n(1), ":tn": s(req.Tenant), ":id": s(req.EventID), ":sub": s(req.Subscription),
-		":ty": s(req.Type), ":seq": n(req.Seq), ":sv": n(int64(req.SchemaVersion)), ":exp": n(req.ExpiresAt.Unix()), ":up": ts(req.Now),
+func (d *DynamoStore) claimChunk(ctx context.Context, req EventClaimRequest, v *claimView, idx []int, out []Claim) error {
+	for attempt := 1; ; attempt++ {
+		var take []int
+		for _, i := range idx {
+			sub := req.Subscriptions[i]
+			e := v.effective(sub)
+			switch {
+			case !e.Legacy && e.Status == StatusPending && e.token != "" && e.token == req.Token:
+				// Our own earlier write (its answer lost to a retry).
+				out[i] = Claim{Acquired: true, Status: StatusPending, LeaseUntil: e.LeaseUntil, Attempts: e.Attempts}
+			case !e.Found(), e.Status == StatusPending && e.LeaseUntil.Before(req.Now):
+				take = append(take, i)
+			default:
+				out[i] = Claim{Status: e.Status, LeaseUntil: e.LeaseUntil, Attempts: e.Attempts}
+			}
+		}
+		if len(take) == 0 {
+			return nil
+		}
+		res, err := d.db.UpdateItem(ctx, d.claimInput(req, v, take))
+		var ccf *types.ConditionalCheckFailedException
+		switch {
+		case err == nil:
+			old := decodeEventItem(req.EventID, res.Attributes)
+			for _, i := range take {
+				sub := req.Subscriptions[i]
+				prev, had := old.entries[sub]
+				if !had {
+					prev = entry{ClaimRecord: v.legacy[sub]} // zero when there is none
+				}
+				out[i] = Claim{Acquired: true, TakenOver: prev.Status == StatusPending, Status: StatusPending,
+					LeaseUntil: req.LeaseUntil, Attempts: prev.Attempts + 1}
+			}
+			return nil
+		case errors.As(err, &ccf) && attempt < maxClaimTries:
+			v.eventItem = decodeEventItem(req.EventID, ccf.Item)
+		case conflicted(err) && attempt < maxClaimTries:
+			if err := pause(ctx, attempt); err != nil {
+				return fmt.Errorf("claim %s: %w", req.EventID, err)
+			}
+		default:
+			return fmt.Errorf("claim %s (%d subscriptions, try %d): %w", req.EventID, len(take), attempt, err)
+		}
 	}
-	for k, v := range extra {
-		values[k] = v
+}
+
+// claimInput is the UpdateItem that takes the subscriptions take of req,
+// each conditioned on the state v holds: absent from the item (a legacy
+// claim is not in it), or pending with an expired lease. The TTL is set
+// only when the item holds no dead entry, and then on that condition.
+func (d *DynamoStore) claimInput(req EventClaimRequest, v *claimView, take []int) *dynamodb.UpdateItemInput {
+	x := newExprs()
+	var sets, conds []string
+	for _, i := range take {
+		sub := req.Subscriptions[i]
+		if _, ok := v.entries[sub]; ok { // pending, lease expired: take it over in place
+			p := func(a string) string { return x.path(sub, a) }
+			pending, up := x.str(keys.ClaimPending), x.value("up", ms(req.Now))
+			lu, tok := x.value("lu", ms(req.LeaseUntil)), x.str(req.Token)
+			sets = append(sets, p(keys.ClaimFieldStatus)+" = "+pending, p(keys.ClaimFieldLeaseUntil)+" = "+lu, p(keys.ClaimFieldToken)+" = "+tok,
+				p(keys.ClaimFieldAttempts)+" = "+p(keys.ClaimFieldAttempts)+" + "+x.value("one", n(1)), p(keys.ClaimFieldUpdatedAt)+" = "+up)
+			conds = append(conds, fmt.Sprintf("(%s = %s AND %s < %s)", p(keys.ClaimFieldStatus), pending, p(keys.ClaimFieldLeaseUntil), x.value("now", ms(req.Now))))
+			continue
+		}
+		m := map[string]av{keys.ClaimFieldStatus: s(keys.ClaimPending), keys.ClaimFieldLeaseUntil: ms(req.LeaseUntil), keys.ClaimFieldToken: s(req.Token),
+			keys.ClaimFieldAttempts: n(1), keys.ClaimFieldUpdatedAt: ms(req.Now)}
+		if l, ok := v.legacy[sub]; ok { // an expired legacy claim: carry its count on
+			m[keys.ClaimFieldAttempts] = n(int64(l.Attempts + 1))
+			if l.Error != "" {
+				m[keys.ClaimFieldError] = s(l.Error)
+			}
+		}
+		a := x.name(keys.SubClaimAttr(sub))
+		sets = append(sets, a+" = "+x.value("", &types.AttributeValueMemberM{Value: m}))
+		conds = append(conds, "attribute_not_exists("+a+")")
 	}
-	out, err := d.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(d.table),
-		Key:       claimKey(req.Key),
-		UpdateExpression: aws.String("SET #st = :pending, #lu = :lu, #lt = :tok, #att = if_not_exists(#att, :zero) + :one, " +
-			"#tn = :tn, #id = :id, #sub = :sub, #ty = :ty, #seq = :seq, #sv = :sv, #exp = :exp, #up = :up"),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            claimNames,
-		ExpressionAttributeValues:           values,
+	sets = append(sets, x.name(keys.AttrTenant)+" = "+x.str(req.Tenant), x.name(keys.AttrType)+" = "+x.str(req.Type),
+		x.name(keys.AttrSeq)+" = "+x.value("seq", n(req.Seq)))
+	if !v.dead {
+		sets = append(sets, x.name(keys.AttrExpiresAt)+" = "+x.value("exp", n(req.ExpiresAt.Unix())))
+		conds = append(conds, "attribute_not_exists("+x.name(keys.AttrDeadSubs)+")")
+	}
+	return &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(d.table),
+		Key:                                 eventClaimKey(req.EventID),
+		UpdateExpression:                    aws.String("SET " + strings.Join(sets, ", ")),
+		ConditionExpression:                 aws.String(strings.Join(conds, " AND ")),
+		ExpressionAttributeNames:            x.names,
+		ExpressionAttributeValues:           x.values,
 		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	}
+}
+
+// ClaimDead takes a dead entry (or an expired pending one) for replay, in
+// place. A dead claim of the earlier layout is moved into the event's claim
+// item, taken, and its legacy item deleted.
+func (d *DynamoStore) ClaimDead(ctx context.Context, req ClaimRequest) (Claim, error) {
+	sub := req.Subscription
+	for attempt := 1; ; attempt++ {
+		x := newExprs()
+		p := func(a string) string { return x.path(sub, a) }
+		pending := x.str(keys.ClaimPending)
+		set := fmt.Sprintf("SET %s = %s, %s = %s, %s = %s, %s = %s + %s, %s = %s", p(keys.ClaimFieldStatus), pending, p(keys.ClaimFieldLeaseUntil), x.value("lu", ms(req.LeaseUntil)),
+			p(keys.ClaimFieldToken), x.str(req.Token), p(keys.ClaimFieldAttempts), p(keys.ClaimFieldAttempts), x.value("one", n(1)), p(keys.ClaimFieldUpdatedAt), x.value("up", ms(req.Now)))
+		cond := fmt.Sprintf("%s = %s OR (%s = %s AND %s < %s)", p(keys.ClaimFieldStatus), x.str(keys.ClaimDead), p(keys.ClaimFieldStatus), pending, p(keys.ClaimFieldLeaseUntil), x.value("now", ms(req.Now)))
+		res, err := d.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(d.table), Key: eventClaimKey(req.EventID), UpdateExpression: aws.String(set), ConditionExpression: aws.String(cond),
+			ExpressionAttributeNames: x.names, ExpressionAttributeValues: x.values,
+			ReturnValues: types.ReturnValueAllOld, ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		var ccf *types.ConditionalCheckFailedException
+		switch {
+		case err == nil:
+			old := decodeEventItem(req.EventID, res.Attributes).entries[sub]
+			return Claim{Acquired: true, TakenOver: old.Status == StatusPending, Status: StatusPending, LeaseUntil: req.LeaseUntil, Attempts: old.Attempts + 1}, nil
+		case errors.As(err, &ccf):
+			if e, ok := decodeEventItem(req.EventID, ccf.Item).entries[sub]; ok {
+				return Claim{Status: e.Status, LeaseUntil: e.LeaseUntil, Attempts: e.Attempts}, nil
+			}
+			c, moved, err := d.claimLegacyDead(ctx, req)
+			if moved || err != nil || attempt >= maxClaimTries {
+				return c, err
+			}
+			// The entry appeared meanwhile: claim it in place.
+		case conflicted(err) && attempt < maxClaimTries:
+			if err := pause(ctx, attempt); err != nil {
+				return Claim{}, fmt.Errorf("replay claim %s: %w", req.Key, err)
+			}
+		default:
+			return Claim{}, fmt.Errorf("replay claim %s: %w", req.Key, err)
+		}
+	}
+}
+
+// claimLegacyDead takes a dead (or expired pending) claim of the earlier
+// layout for replay: it writes the entry, taken, into the event's claim
+// item (conditioned on its absence) and deletes the legacy item. moved is
+// false when the entry appeared meanwhile (the caller claims it in place).
+func (d *DynamoStore) claimLegacyDead(ctx context.Context, req ClaimRequest) (c Claim, moved bool, err error) {
+	out, err := d.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(d.table), Key: legacyClaimKey(req.Key), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return Claim{}, false, fmt.Errorf("replay claim %s: read the legacy claim: %w", req.Key, err)
+	}
+	if out.Item == nil {
+		return Claim{}, true, fmt.Errorf("replay %s: %w", req.Key, ErrNotDead)
+	}
+	r := decodeClaim(out.Item)
+	if r.Status != StatusDead && !(r.Status == StatusPending && r.LeaseUntil.Before(req.Now)) {
+		return Claim{Status: r.Status, LeaseUntil: r.LeaseUntil, Attempts: r.Attempts}, true, nil
+	}
+	v := &claimView{eventItem: eventItem{entries: map[string]entry{}, dead: true}, legacy: map[string]ClaimRecord{req.Subscription: r}}
+	in := d.claimInput(EventClaimRequest{EventID: req.EventID, Tenant: req.Tenant, Type: req.Type, Seq: req.Seq, SchemaVersion: req.SchemaVersion,
+		Subscriptions: []string{req.Subscription}, Token: req.Token, Now: req.Now, LeaseUntil: req.LeaseUntil}, v, []int{0})
+	for attempt := 1; ; attempt++ {
+		_, err = d.db.UpdateItem(ctx, in)
+		if !conflicted(err) || attempt >= maxClaimTries {
+			break
+		}
+		if err := pause(ctx, attempt); err != nil {
+			return Claim{}, false, err
+		}
+	}
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &ccf):
-		if ccf.Item == nil {
-			return Claim{}, nil // absent (only ClaimDead's condition fails on an absent claim)
-		}
-		r := decodeClaim(ccf.Item)
-		return Claim{Status: r.Status, LeaseUntil: r.LeaseUntil, Attempts: r.Attempts}, nil
+		return Claim{}, false, nil
 	case err != nil:
-		return Claim{}, fmt.Errorf("claim %s: %w", req.Key, err)
+		return Claim{}, false, fmt.Errorf("replay claim %s: move the legacy claim: %w", req.Key, err)
 	}
-	old := decodeClaim(out.Attributes) // zero when the claim was absent
-	return Claim{Acquired: true, TakenOver: old.Status == StatusPending, Status: StatusPending, LeaseUntil: req.LeaseUntil, Attempts: old.Attempts + 1}, nil
+	// The event item's entry now stands for it; a legacy item left behind
+	// (this delete failing) is shadowed by that entry.
+	if del, ok := d.db.(interface {
+		DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	}); ok {
+		_, _ = del.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(d.table), Key: legacyClaimKey(req.Key)})
+	}
+	return Claim{Acquired: true, TakenOver: r.Status == StatusPending, Status: StatusPending, LeaseUntil: req.LeaseUntil, Attempts: r.Attempts + 1}, true, nil
 }
 
+// Complete is one conditional UpdateItem of sub's entry (on its token),
+// which also renews the item's TTL unless the item holds a dead entry: then
+// (the write refused on that alone) it is written again without the TTL.
+// A zero expiresAt leaves the TTL alone from the start.
 func (d *DynamoStore) Complete(ctx context.Context, k Key, token string, now, expiresAt time.Time) error {
-	_, err := d.db.UpdateItem(ctx, d.completeUpdate(k, token, now, expiresAt).toInput())
-	return leaseErr(err, "complete "+k.String())
+	ttl := !expiresAt.IsZero()
+	for attempt := 1; ; attempt++ {
+		x := newExprs()
+		p := func(a string) string { return x.path(k.Subscription, a) }
+		set := fmt.Sprintf("SET %s = %s, %s = %s", p(keys.ClaimFieldStatus), x.str(keys.ClaimCompleted), p(keys.ClaimFieldUpdatedAt), x.value("up", ms(now)))
+		cond := fmt.Sprintf("%s = %s AND %s = %s", p(keys.ClaimFieldStatus), x.str(keys.ClaimPending), p(keys.ClaimFieldToken), x.str(token))
+		if ttl {
+			set += ", " + x.name(keys.AttrExpiresAt) + " = " + x.value("exp", n(expiresAt.Unix()))
+			cond += " AND attribute_not_exists(" + x.name(keys.AttrDeadSubs) + ")"
+		}
+		_, err := d.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(d.table), Key: eventClaimKey(k.EventID), UpdateExpression: aws.String(set + " REMOVE " + p(keys.ClaimFieldToken) + ", " + p(keys.ClaimFieldLeaseUntil)),
+			ConditionExpression: aws.String(cond), ExpressionAttributeNames: x.names, ExpressionAttributeValues: x.values,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		var ccf *types.ConditionalCheckFailedException
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &ccf):
+			e := decodeEventItem(k.EventID, ccf.Item).entries[k.Subscription]
+			if ttl && e.Status == StatusPending && e.token == token {
+				ttl = false // a sibling is dead: the item keeps no TTL
+				continue
+			}
+			return fmt.Errorf("complete %s: %w", k, ErrLeaseLost)
+		case conflicted(err) && attempt < maxClaimTries:
+			if err := pause(ctx, attempt); err != nil {
+				return fmt.Errorf("complete %s: %w", k, err)
+			}
+		default:
+			return fmt.Errorf("complete %s: %w", k, err)
+		}
+	}
 }
 
+// update is one Update action of a transaction.
 type update struct {
 	table, expr, cond string
 	key               map[string]av
@@ -130,40 +535,39 @@ func (u update) condition() *string {
 	return aws.String(u.cond)
 }
 
-func (u update) toInput() *dynamodb.UpdateItemInput {
-	return &dynamodb.UpdateItemInput{TableName: aws.String(u.table), Key: u.key, UpdateExpression: aws.String(u.expr),
-		ConditionExpression: u.condition(), ExpressionAttributeNames: u.names, ExpressionAttributeValues: u.values}
-}
-
 func (u update) toTransact() types.TransactWriteItem {
 	return types.TransactWriteItem{Update: &types.Update{TableName: aws.String(u.table), Key: u.key, UpdateExpression: aws.String(u.expr),
 		ConditionExpression: u.condition(), ExpressionAttributeNames: u.names, ExpressionAttributeValues: u.values}}
 }
 
-func (d *DynamoStore) completeUpdate(k Key, token string, now, expiresAt time.Time) update {
-	return update{
-		table: d.table, key: claimKey(k),
-		expr:  "SET #st = :completed, #exp = :exp, #up = :up REMOVE #lt",
-		cond:  "#st = :pending AND #lt = :tok",
-		names: map[string]string{"#st": keys.AttrStatus, "#lt": keys.AttrLeaseToken, "#exp": keys.AttrExpiresAt, "#up": keys.AttrUpdatedAt},
-		values: map[string]av{":completed": s(keys.ClaimCompleted), ":pending": s(keys.ClaimPending), ":tok": s(token),
-			":exp": n(expiresAt.Unix()), ":up": ts(now)},
+// entryUpdate is the transactional update of sub's entry held with token:
+// status becomes to, the token goes, and the dead set takes (Kill) or loses
+// (Resolve) the subscription.
+func (d *DynamoStore) entryUpdate(k Key, token string, to string, at time.Time, errText string) update {
+	x := newExprs()
+	p := func(a string) string { return x.path(k.Subscription, a) }
+	set := fmt.Sprintf("SET %s = %s, %s = %s", p(keys.ClaimFieldStatus), x.str(to), p(keys.ClaimFieldUpdatedAt), x.value("up", ms(at)))
+	rest := " REMOVE " + p(keys.ClaimFieldToken) + ", " + p(keys.ClaimFieldLeaseUntil)
+	sub := x.value("sub", &types.AttributeValueMemberSS{Value: []string{k.Subscription}})
+	if to == keys.ClaimDead {
+		set += ", " + p(keys.ClaimFieldError) + " = " + x.value("err", s(errText))
+		rest += ", " + x.name(keys.AttrExpiresAt) + " ADD " + x.name(keys.AttrDeadSubs) + " " + sub
+	} else {
+		rest += " DELETE " + x.name(keys.AttrDeadSubs) + " " + sub
 	}
+	return update{table: d.table, key: eventClaimKey(k.EventID), expr: set + rest,
+		cond:  fmt.Sprintf("%s = %s AND %s = %s", p(keys.ClaimFieldStatus), x.str(keys.ClaimPending), p(keys.ClaimFieldToken), x.str(token)),
+		names: x.names, values: x.values}
 }
 
+// Kill marks the entry dead, takes the item's TTL away (a dead claim never
+// expires) and writes the dead letter, in one transaction.
 func (d *DynamoStore) Kill(ctx context.Context, k Key, token string, dl DeadLetter, replay bool) error {
 	inc := int64(0)
 	if replay {
 		inc = 1
 	}
-	claim := update{
-		table: d.table, key: claimKey(k),
-		expr:  "SET #st = :dead, #err = :err, #up = :up REMOVE #lt, #exp",
-		cond:  "#st = :pending AND #lt = :tok",
-		names: map[string]string{"#st": keys.AttrStatus, "#lt": keys.AttrLeaseToken, "#exp": keys.AttrExpiresAt, "#up": keys.AttrUpdatedAt, "#err": keys.AttrError},
-		values: map[string]av{":dead": s(keys.ClaimDead), ":pending": s(keys.ClaimPending), ":tok": s(token),
-			":err": s(dl.Error), ":up": ts(dl.DeadAt)},
-	}
+	claim := d.entryUpdate(k, token, keys.ClaimDead, dl.DeadAt, dl.Error)
 	letter := update{
 		table: d.table, key: deadKey(dl.Tenant, k),
 		expr: "SET #tn = :tn, #id = :id, #sub = :sub, #ty = :ty, #seq = :seq, #sv = :sv, #err = :err, #att = :att, " +
@@ -174,20 +578,87 @@ func (d *DynamoStore) Kill(ctx context.Context, k Key, token string, dl DeadLett
 			":seq": n(dl.Seq), ":sv": n(int64(dl.SchemaVersion)), ":err": s(dl.Error), ":att": n(int64(dl.Attempts)),
 			":da": ts(dl.DeadAt), ":zero": n(0), ":inc": n(inc)},
 	}
-	_, err := d.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems: []types.TransactWriteItem{claim.toTransact(), letter.toTransact()},
-	})
-	return leaseErr(err, "dead-letter "+k.String())
+	return leaseErr(d.transact(ctx, claim.toTransact(), letter.toTransact()), "dead-letter "+k.String())
 }
 
+// Resolve marks the entry completed and deletes its dead letter, in one
+// transaction; then, if the item holds no dead entry any more, it gives the
+// item its TTL back (a separate write on the replay path; if it fails the
+// item just keeps no TTL).
 func (d *DynamoStore) Resolve(ctx context.Context, k Key, tenant, token string, now, expiresAt time.Time) error {
-	_, err := d.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems: []types.TransactWriteItem{
-			d.completeUpdate(k, token, now, expiresAt).toTransact(),
-			{Delete: &types.Delete{TableName: aws.String(d.table), Key: deadKey(tenant, k)}},
-		},
-	})
-	return leaseErr(err, "resolve "+k.String())
+	claim := d.entryUpdate(k, token, keys.ClaimCompleted, now, "")
+	err := d.transact(ctx, claim.toTransact(), types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(d.table), Key: deadKey(tenant, k)}})
+	if err != nil {
+		return leaseErr(err, "resolve "+k.String())
+	}
+	for attempt := 1; attempt <= maxClaimTries; attempt++ {
+		_, err := d.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(d.table), Key: eventClaimKey(k.EventID),
+			UpdateExpression:          aws.String("SET #exp = :exp"),
+			ConditionExpression:       aws.String("attribute_exists(#pk) AND attribute_not_exists(#ds)"),
+			ExpressionAttributeNames:  map[string]string{"#exp": keys.AttrExpiresAt, "#pk": keys.AttrPK, "#ds": keys.AttrDeadSubs},
+			ExpressionAttributeValues: map[string]av{":exp": n(expiresAt.Unix())},
+		})
+		if !conflicted(err) || pause(ctx, attempt) != nil {
+			break
+		}
+	}
+	return nil
+}
+
+// transact runs a transaction, again after a transaction conflict.
+func (d *DynamoStore) transact(ctx context.Context, items ...types.TransactWriteItem) error {
+	for attempt := 1; ; attempt++ {
+		_, err := d.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		if !conflicted(err) || attempt >= maxClaimTries {
+			return err
+		}
+		if err := pause(ctx, attempt); err != nil {
+			return err
+		}
+	}
+}
+
+// conflicted reports whether err is a transaction conflict, which changed
+// nothing and is worth retrying: a single-item write that met an ongoing
+// transaction on its item (TransactionConflictException), or a transaction
+// that met another one, or a write in progress, on one of its items
+// (TransactionCanceledException with a TransactionConflict reason). The
+// SDK's retryer does not retry either. Siblings completing on one claim item
+// while another delivery dead-letters one of them meet exactly this.
+func conflicted(err error) bool {
+	if err == nil {
+		return false
+	}
+	var tc *types.TransactionConflictException
+	if errors.As(err, &tc) {
+		return true
+	}
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		for _, r := range tce.CancellationReasons {
+			if aws.ToString(r.Code) == "TransactionConflict" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// pause waits before try attempt+1 after a conflict: 10 ms doubling up to
+// 640 ms, with jitter, so a transaction (at most a few hundred ms even with
+// a wide conflict window) is over before the last try.
+func pause(ctx context.Context, attempt int) error {
+	d := 10 * time.Millisecond << min(attempt-1, 6)
+	d = d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // leaseErr maps a failed claim condition to ErrLeaseLost. In a transaction
@@ -207,16 +678,25 @@ func leaseErr(err error, op string) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
+// Get reads a claim: the event item's entry, else the legacy per-pair claim
+// (Legacy set).
 func (d *DynamoStore) Get(ctx context.Context, k Key) (ClaimRecord, bool, error) {
-	out, err := d.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(d.table), Key: claimKey(k), ConsistentRead: aws.Bool(true)})
+	out, err := d.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(d.table), Key: eventClaimKey(k.EventID), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return ClaimRecord{}, false, fmt.Errorf("read claim %s: %w", k, err)
+	}
+	if e, ok := decodeEventItem(k.EventID, out.Item).entries[k.Subscription]; ok {
+		return e.ClaimRecord, true, nil
+	}
+	out, err = d.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(d.table), Key: legacyClaimKey(k), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return ClaimRecord{}, false, fmt.Errorf("read legacy claim %s: %w", k, err)
 	}
 	if out.Item == nil {
 		return ClaimRecord{}, false, nil
 	}
 	r := decodeClaim(out.Item)
-	r.Key = k
+	r.Key, r.Legacy = k, true
 	return r, true, nil
 }
 

@@ -40,6 +40,39 @@ type ClaimRequest struct {
 	ExpiresAt     time.Time // TTL of the claim row while pending or completed
 }
 
+// EventClaimRequest asks for the claims of several subscriptions of one
+// event at once (Store.ClaimEvent): one write takes every one that is
+// absent, or pending with a lease ending before Now.
+type EventClaimRequest struct {
+	EventID       string
+	Tenant        string
+	Type          string
+	Seq           int64
+	SchemaVersion int
+	Subscriptions []string
+	Token         string    // identifies this delivery; each completion is conditional on it
+	Now           time.Time // a pending claim whose lease ends before Now is taken over
+	LeaseUntil    time.Time
+	ExpiresAt     time.Time // TTL of the claims while none is dead
+	// Seen is what a prefetch read (ClaimReader.GetClaims), by subscription;
+	// a subscription absent from it was not read, and the store reads it
+	// itself. A stale record costs a retry, never a wrong answer: the write
+	// is conditional.
+	Seen map[string]ClaimRecord
+}
+
+// request returns the single-subscription ClaimRequest of sub.
+func (r EventClaimRequest) request(sub string) ClaimRequest {
+	return ClaimRequest{Key: Key{EventID: r.EventID, Subscription: sub}, Tenant: r.Tenant, Type: r.Type, Seq: r.Seq,
+		SchemaVersion: r.SchemaVersion, Token: r.Token, Now: r.Now, LeaseUntil: r.LeaseUntil, ExpiresAt: r.ExpiresAt}
+}
+
+// eventRequest is the EventClaimRequest of req alone.
+func eventRequest(req ClaimRequest) EventClaimRequest {
+	return EventClaimRequest{EventID: req.EventID, Tenant: req.Tenant, Type: req.Type, Seq: req.Seq, SchemaVersion: req.SchemaVersion,
+		Subscriptions: []string{req.Subscription}, Token: req.Token, Now: req.Now, LeaseUntil: req.LeaseUntil, ExpiresAt: req.ExpiresAt}
+}
+
 // Status is a claim's state.
 type Status string
 
@@ -87,8 +120,16 @@ type ClaimRecord struct {
 	LeaseUntil time.Time
 	Attempts   int
 	Error      string
-	ExpiresAt  time.Time // zero when the row does not expire (dead)
+	ExpiresAt  time.Time // zero when the claim does not expire (its event has a dead claim)
+	// Legacy: read from the per-pair claim of the earlier layout (no claim
+	// of the event's claim item): final when completed or dead, held while
+	// pending under its lease, never written.
+	Legacy bool
 }
+
+// Found reports whether the claim exists (GetClaims answers a pair it read
+// and did not find with a zero Status).
+func (r ClaimRecord) Found() bool { return r.Status != "" }
 
 // Store keeps claims and dead letters. Implementations must be safe for
 // concurrent use, and every method that changes a claim must do so
@@ -96,15 +137,21 @@ type ClaimRecord struct {
 // event race on it. DynamoStore is the implementation; MemoryStore is a fake
 // that passes the same suite.
 type Store interface {
-	// Claim takes the claim for req.Key if it is absent, or pending with a
-	// lease ending before req.Now; otherwise it reports what it found.
+	// ClaimEvent takes, in one write, the claim of every subscription of
+	// req that is absent, or pending with a lease ending before req.Now, and
+	// reports what it found for the others; the answer is in the order of
+	// req.Subscriptions. A completed or dead claim costs no write.
+	ClaimEvent(ctx context.Context, req EventClaimRequest) ([]Claim, error)
+	// Claim is ClaimEvent for one subscription.
 	Claim(ctx context.Context, req ClaimRequest) (Claim, error)
 	// ClaimDead takes a dead claim (or an expired pending one) for replay.
 	// It reports what it found when it cannot; an absent claim is
 	// ErrNotDead.
 	ClaimDead(ctx context.Context, req ClaimRequest) (Claim, error)
-	// Complete marks a claim held with token completed, expiring at expiresAt.
-	// ErrLeaseLost if it is not held with token.
+	// Complete marks a claim held with token completed, its event's claims
+	// expiring at expiresAt unless one of them is dead (then they never
+	// expire); a zero expiresAt leaves the expiry as it is. ErrLeaseLost if
+	// it is not held with token.
 	Complete(ctx context.Context, k Key, token string, now, expiresAt time.Time) error
 	// Kill marks a claim held with token dead (it no longer expires) and
 	// writes the dead letter, atomically. When replay is true, the dead
