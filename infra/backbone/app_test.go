@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 
@@ -16,14 +14,14 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/fourlanes/fourlanes/infra/backbone/backbonetest"
 	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
-	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
-// A second, small application with its own domain, to prove the construct
-// is built from the application and not from the example: library tracks
+// Another small application with its own domain, to prove the construct is
+// built from the application and not from any one of them: library tracks
 // BOOK and lends books (DURABLE, reading LOANS_TABLE); shelf projects books
 // (BEST_EFFORT, reading SHELF_TABLE).
 const (
@@ -82,13 +80,8 @@ type libraryStack struct {
 func synthLibrary(t *testing.T, edit func(st awscdk.Stack, p *Props)) *libraryStack {
 	t.Helper()
 	code := t.TempDir()
-	for _, fn := range keys.Functions {
-		if err := os.MkdirAll(filepath.Join(code, fn), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(code, fn, "bootstrap"), []byte("#!/bin/sh\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
+	if err := backbonetest.WriteCode(code); err != nil {
+		t.Fatal(err)
 	}
 	a := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
 	st := awscdk.NewStack(a, jsii.String("Library"), nil)
@@ -203,7 +196,7 @@ func TestSecondApplication(t *testing.T) {
 	})
 
 	t.Run("grants", func(t *testing.T) {
-		gs := grants(t, s.doc)
+		gs := grants(s.doc)
 		rw, read, stream := sorted(tableRead, tableWrite), sorted(tableRead), sorted(streamRead)
 		app := func(f Function) map[string][]string {
 			got := map[string][]string{}
@@ -282,14 +275,18 @@ func TestApplicationPropsErrors(t *testing.T) {
 	}
 }
 
-// TestExampleStackHasNoErrors: the example's stack gives the backbone every
-// table example.App needs (no synthesis error of any kind).
-func TestExampleStackHasNoErrors(t *testing.T) {
+// TestStackHasNoErrors: the workshop's stack gives the backbone every table
+// its application needs (no synthesis error of any kind), and the application
+// itself validates.
+func TestStackHasNoErrors(t *testing.T) {
+	if err := widgetApp.Validate(); err != nil {
+		t.Fatalf("the test application: %v", err)
+	}
 	s := synth(t)
 	for _, m := range *assertions.Annotations_FromStack(s.stack.Stack).FindError(jsii.String("*"), assertions.Match_AnyValue()) {
 		t.Errorf("synthesis error at %s: %v", *m.Id, m.Entry.Data)
 	}
-	if _, ok := s.stack.ChangeFeed.Mappings["ORDER"]; !ok || len(s.stack.ChangeFeed.Mappings) != 1 {
-		t.Errorf("changefeed's mappings %v, want ORDER's only", s.stack.ChangeFeed.Mappings)
+	if _, ok := s.stack.ChangeFeed.Mappings[widgetEntity]; !ok || len(s.stack.ChangeFeed.Mappings) != 1 {
+		t.Errorf("changefeed's mappings %v, want %s's only", s.stack.ChangeFeed.Mappings, widgetEntity)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/functions/stream-filter/enrich"
 	"github.com/fourlanes/fourlanes/internal/twin/eventpattern"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
@@ -100,7 +99,9 @@ func TestPipeTargetPathsResolve(t *testing.T) {
 		}
 	}
 
-	cat, err := example.Catalog()
+	// testdata/stream/event-insert.json is a widget.made event, sealed on
+	// acme's chain: stream-filter passes only what the catalog declares.
+	cat, err := widgetApp.Catalog()
 	if err != nil {
 		t.Fatal(err)
 	}

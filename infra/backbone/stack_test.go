@@ -30,7 +30,9 @@ func TestPinnedLogicalIDs(t *testing.T) {
 		return out
 	}
 	for typ, want := range map[string][]string{
-		"AWS::DynamoDB::Table": {LogicalChangeFeedTable, LogicalEventsTable, LogicalOrdersTable, LogicalSearchTable, LogicalStateTable},
+		// The backbone's three, and the application's own two (their IDs are
+		// the application's business).
+		"AWS::DynamoDB::Table": sorted([]string{LogicalChangeFeedTable, LogicalEventsTable, LogicalStateTable, s.id(s.stack.Widgets), s.id(s.stack.Listing)}),
 		"AWS::SQS::Queue":      {LogicalChangeFeedDLQ, LogicalDurableDLQ, LogicalDurableQueue, LogicalPipeDLQ},
 		"AWS::Pipes::Pipe":     {LogicalEventsPipe},
 	} {
@@ -41,10 +43,10 @@ func TestPinnedLogicalIDs(t *testing.T) {
 	// The exact strings, so renaming a constant is caught too.
 	for id, typ := range map[string]string{
 		"EventsTable": "AWS::DynamoDB::Table", "StateTable": "AWS::DynamoDB::Table",
-		"OrdersTable": "AWS::DynamoDB::Table", "ChangeFeedTable": "AWS::DynamoDB::Table",
-		"SearchTable": "AWS::DynamoDB::Table", "DurableQueue": "AWS::SQS::Queue",
+		"ChangeFeedTable": "AWS::DynamoDB::Table", "DurableQueue": "AWS::SQS::Queue",
 		"DurableDLQ": "AWS::SQS::Queue", "PipeDLQ": "AWS::SQS::Queue", "ChangeFeedDLQ": "AWS::SQS::Queue",
-		"EventsPipe": "AWS::Pipes::Pipe", "ChangeFeedMapping": "AWS::Lambda::EventSourceMapping",
+		// A tracked entity's mapping: "ChangeFeedMapping" + its name.
+		"EventsPipe": "AWS::Pipes::Pipe", "ChangeFeedMappingWIDGET": "AWS::Lambda::EventSourceMapping",
 		"TamperWatchMapping": "AWS::Lambda::EventSourceMapping", "AlarmTopic": "AWS::SNS::Topic",
 	} {
 		if _, ok := s.resources(typ)[id]; !ok {
@@ -111,23 +113,11 @@ func TestTables(t *testing.T) {
 			"PointInTimeRecoverySpecification": pitr,
 			"SSESpecification":                 sse,
 		}},
-		{LogicalOrdersTable, map[string]any{
-			"KeySchema":                        keySchema(keys.AttrOrderTenant, keys.AttrOrderID),
-			"AttributeDefinitions":             attrs(keys.AttrOrderTenant, "S", keys.AttrOrderID, "S"),
-			"StreamSpecification":              stream,
-			"PointInTimeRecoverySpecification": pitr,
-			"SSESpecification":                 sse,
-		}},
 		{LogicalChangeFeedTable, map[string]any{
 			"KeySchema":               keySchema(keys.AttrPK, keys.AttrSK),
 			"AttributeDefinitions":    attrs(keys.AttrPK, "S", keys.AttrSK, "S"),
 			"TimeToLiveSpecification": ttl,
 			"SSESpecification":        sse,
-		}},
-		{LogicalSearchTable, map[string]any{
-			"KeySchema":            keySchema(keys.AttrPK, keys.AttrSK),
-			"AttributeDefinitions": attrs(keys.AttrPK, "S", keys.AttrSK, "S"),
-			"SSESpecification":     sse,
 		}},
 	}
 	for _, tt := range tests {
@@ -216,12 +206,14 @@ func TestQueuesEncryptedTLSOnly(t *testing.T) {
 
 func TestChangeFeedMapping(t *testing.T) {
 	s := synth(t)
-	m := props(s.resources("AWS::Lambda::EventSourceMapping")[LogicalChangeFeedESM])
+	// The tracked entity's mapping, pinned as LogicalChangeFeedESM + its name.
+	esm := LogicalChangeFeedESM + widgetEntity
+	m := props(s.resources("AWS::Lambda::EventSourceMapping")[esm])
 	if m == nil {
-		t.Fatalf("no event source mapping %s", LogicalChangeFeedESM)
+		t.Fatalf("no event source mapping %s", esm)
 	}
 	want := map[string]any{
-		"EventSourceArn":             getAtt(LogicalOrdersTable, "StreamArn"),
+		"EventSourceArn":             getAtt(s.id(s.stack.Widgets), "StreamArn"),
 		"FunctionName":               ref(s.id(s.stack.ChangeFeed.Changefeed.Fn)),
 		"StartingPosition":           "TRIM_HORIZON",
 		"BisectBatchOnFunctionError": true,
@@ -230,7 +222,7 @@ func TestChangeFeedMapping(t *testing.T) {
 	}
 	for k, v := range want {
 		if diff := cmp.Diff(v, m[k]); diff != "" {
-			t.Errorf("ChangeFeedMapping.%s (-want +got):\n%s", k, diff)
+			t.Errorf("%s.%s (-want +got):\n%s", esm, k, diff)
 		}
 	}
 	if r, ok := m["MaximumRetryAttempts"].(float64); !ok || r < 0 || r > 100 {
@@ -266,9 +258,9 @@ func TestFunctions(t *testing.T) {
 		}}},
 		keys.FnChangefeed: {st.ChangeFeed.Changefeed, fnSpec{env: map[string]any{
 			keys.EnvChangeFeedTable: table(LogicalChangeFeedTable),
-			keys.EnvSearchTable:     table(LogicalSearchTable),
+			envListingTable:         table(s.id(st.Listing)),
 			keys.EnvStateTable:      table(LogicalStateTable),
-			keys.EnvOrdersTable:     table(LogicalOrdersTable),
+			envWidgetsTable:         table(s.id(st.Widgets)),
 		}}},
 		keys.FnReconcile: {st.Reconcile.Function, fnSpec{reserved: 2.0, env: map[string]any{
 			keys.EnvEventsTable: table(LogicalEventsTable),
@@ -285,10 +277,10 @@ func TestFunctions(t *testing.T) {
 			keys.EnvPipeDLQURL:       queueURL(LogicalPipeDLQ),
 			keys.EnvChangeFeedDLQURL: queueURL(LogicalChangeFeedDLQ),
 			keys.EnvEventsTable:      table(LogicalEventsTable),
-			keys.EnvOrdersTable:      table(LogicalOrdersTable),
+			envWidgetsTable:          table(s.id(st.Widgets)),
 			keys.EnvStateTable:       table(LogicalStateTable),
 			keys.EnvChangeFeedTable:  table(LogicalChangeFeedTable),
-			keys.EnvSearchTable:      table(LogicalSearchTable),
+			envListingTable:          table(s.id(st.Listing)),
 		}}},
 	}
 	if n := len(s.resources("AWS::Lambda::Function")); n != len(keys.Functions) || len(fns) != len(keys.Functions) {
@@ -377,7 +369,6 @@ func TestOutputs(t *testing.T) {
 		OutputRepairFunction:        ref(s.id(s.stack.Repair.Function.Fn)),
 		OutputEventsTable:           ref(LogicalEventsTable),
 		OutputStateTable:            ref(LogicalStateTable),
-		OutputOrdersTable:           ref(LogicalOrdersTable),
 		OutputDurableDLQ:            ref(LogicalDurableDLQ),
 		OutputPipeDLQ:               ref(LogicalPipeDLQ),
 		OutputChangeFeedDLQ:         ref(LogicalChangeFeedDLQ),

@@ -15,17 +15,17 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/fourlanes/fourlanes/internal/cdkjson"
-	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/infra/backbone/backbonetest"
 )
 
 // testAlarmEmail is the address the test stack subscribes to its alarm topic.
 const testAlarmEmail = "ops@example.com"
 
-// synthesized is the one synthesis every test in this package shares:
-// synthesis takes seconds, the assertions milliseconds.
+// synthesized is the one synthesis of the widget workshop's stack
+// (widgets_test.go) that every test in this package shares: synthesis takes
+// seconds, the assertions milliseconds.
 type synthesized struct {
-	stack    *exampleStackT
+	stack    *widgetStack
 	template assertions.Template
 	// doc is the template as plain JSON, for checks the assertions package
 	// cannot express (every policy, every statement).
@@ -81,30 +81,14 @@ func doSynth() (res *synthesized, err error) {
 	}
 	tmpDirs = append(tmpDirs, codeRoot, outDir)
 	// Synthesis must not depend on whether the binaries are built.
-	for _, fn := range keys.Functions {
-		dir := filepath.Join(codeRoot, fn)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(filepath.Join(dir, "bootstrap"), []byte("#!/bin/sh\n# "+fn+"\n"), 0o755); err != nil {
-			return nil, err
-		}
+	if err := backbonetest.WriteCode(codeRoot); err != nil {
+		return nil, err
 	}
-
-	// The context of cdk.json (its feature flags), as the CDK CLI passes it to the app.
-	cdkContext, err := cdkjson.Context(filepath.Join("..", ".."))
+	app, err := backbonetest.NewApp(outDir, filepath.Join("..", ".."))
 	if err != nil {
 		return nil, err
 	}
-	ctx := make(map[string]any, len(cdkContext))
-	for k, v := range cdkContext {
-		ctx[k] = v
-	}
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(outDir), Context: &ctx})
-	if exampleStack == nil {
-		return nil, fmt.Errorf("no example stack: example_stack_ext_test.go's init did not run")
-	}
-	stack := exampleStack(app, "Fourlanes", &Props{
+	stack := newWidgetStack(app, "Widgets", &Props{
 		CodeRoot:           codeRoot,
 		AlarmEmail:         testAlarmEmail,
 		ReserveConcurrency: true,
@@ -140,30 +124,27 @@ func (s *synthesized) id(c constructs.IConstruct) string {
 	return *s.stack.GetLogicalId(c.Node().DefaultChild().(awscdk.CfnElement))
 }
 
-// ref is {"Ref": id}; getAtt is {"Fn::GetAtt": [id, attr]}, as in the template.
-func ref(id string) map[string]any { return map[string]any{"Ref": id} }
-
-func getAtt(id, attr string) map[string]any {
-	return map[string]any{"Fn::GetAtt": []any{id, attr}}
-}
+// The template helpers are backbonetest's, shared with the tests of the
+// applications' stacks.
+var (
+	ref    = backbonetest.Ref    // {"Ref": id}
+	getAtt = backbonetest.GetAtt // {"Fn::GetAtt": [id, attr]}
+	props  = backbonetest.Props  // a resource's Properties
+	list   = backbonetest.List
+	strs   = backbonetest.Strings
+	access = backbonetest.Access
+)
 
 // resources returns the template's resources of one type, by logical ID.
 func (s *synthesized) resources(typ string) map[string]map[string]any {
-	out := map[string]map[string]any{}
-	for id, r := range s.doc["Resources"].(map[string]any) {
-		res := r.(map[string]any)
-		if res["Type"] == typ {
-			out[id] = res
-		}
-	}
-	return out
+	return backbonetest.Template(s.doc).Resources(typ)
 }
 
-// props returns a resource's Properties.
-func props(r map[string]any) map[string]any {
-	p, _ := r["Properties"].(map[string]any)
-	return p
-}
+// grant is one Allow statement of one identity policy, flattened.
+type grant = backbonetest.Grant
+
+// grants returns every identity-policy Allow statement in the template.
+func grants(doc map[string]any) []grant { return backbonetest.Template(doc).Grants() }
 
 // TestSynthTime reports how long the shared synthesis took.
 func TestSynthTime(t *testing.T) {
