@@ -273,10 +273,10 @@ func TestAuditExpiredPipeDLQ(t *testing.T) {
 	}
 
 	// The other delivery's lease is gone (its row removed, as if it expired).
-	if _, err := s.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.env[keys.EnvStateTable]), Key: map[string]types.AttributeValue{
-		keys.AttrPK: &types.AttributeValueMemberS{Value: keys.StateClaimPrefix + held.String()},
-		keys.AttrSK: &types.AttributeValueMemberS{Value: keys.StateClaimSK},
-	}}); err != nil {
+	if _, err := s.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(s.env[keys.EnvStateTable]), Key: map[string]types.AttributeValue{
+		keys.AttrPK: &types.AttributeValueMemberS{Value: keys.StateEventClaimPrefix + held.EventID},
+		keys.AttrSK: &types.AttributeValueMemberS{Value: keys.StateEventClaimSK},
+	}, UpdateExpression: aws.String("REMOVE #c"), ExpressionAttributeNames: map[string]string{"#c": keys.SubClaimAttr(held.Subscription)}}); err != nil {
 		t.Fatal(err)
 	}
 	rep, out = s.repair()

@@ -46,10 +46,10 @@ func after(s int64) *int64 { return &s }
 func (rg *rig) releaseHold(t *testing.T, tenant string, seq int64) error {
 	t.Helper()
 	k := delivery.Key{EventID: rg.event(t, tenant, seq).ID, Subscription: emailSub}
-	_, err := rg.db.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(rg.stateTbl), Key: map[string]types.AttributeValue{
-		keys.AttrPK: &types.AttributeValueMemberS{Value: keys.StateClaimPrefix + k.String()},
-		keys.AttrSK: &types.AttributeValueMemberS{Value: keys.StateClaimSK},
-	}})
+	_, err := rg.db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: aws.String(rg.stateTbl), Key: map[string]types.AttributeValue{
+		keys.AttrPK: &types.AttributeValueMemberS{Value: keys.StateEventClaimPrefix + k.EventID},
+		keys.AttrSK: &types.AttributeValueMemberS{Value: keys.StateEventClaimSK},
+	}, UpdateExpression: aws.String("REMOVE #c"), ExpressionAttributeNames: map[string]string{"#c": keys.SubClaimAttr(k.Subscription)}})
 	return err
 }
 
