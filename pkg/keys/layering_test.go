@@ -72,7 +72,6 @@ func TestPkgImportsNoInternal(t *testing.T) {
 // fails too, so it is struck from the list.
 func TestFrameworkImportsOfTheExample(t *testing.T) {
 	allowed := map[string]bool{ // slash paths from the module root
-		"bench/delivery.go": true,
 	}
 	found, _ := importers(t, filepath.Join("..", ".."), "github.com/fourlanes/fourlanes/examples/orders",
 		".git", ".cache", "node_modules", "cdk.out", "examples")
