@@ -2,10 +2,11 @@ package delivery
 
 // Batched claims: how a consumer that holds a batch of messages saves writes.
 //
-// Cost of one (event, subscription) in the common path is two writes: the
-// claim (a conditional UpdateItem) and the completion (a conditional
-// UpdateItem on the lease token). Neither can be merged across a batch
-// without changing what it costs or what it tells us:
+// Writes are saved per event, not across a batch. An event's DURABLE
+// subscriptions share one claim item, claimed for all of them in one
+// conditional UpdateItem (each subscription conditioned on its own entry),
+// and each completion is one conditional UpdateItem on the delivery's token:
+// 1 + N writes for N subscriptions. Merging across events does not pay:
 //
 //   - BatchWriteItem takes no conditions, and a claim is nothing but its
 //     condition.
@@ -15,37 +16,29 @@ package delivery
 //     already-completed claim on a redelivery, a held lease) cancels all of
 //     them and forces a per-item retry, and a transaction cannot return the
 //     old item (ReturnValues ALL_OLD), so a takeover of an expired lease would
-//     go unnoticed. Measured in batch_test.go (TestClaimStrategyCost).
+//     go unnoticed. Measured in batch_test.go (TestClaimStrategyCost, on the
+//     per-pair layout this package used before the claim item).
 //
 // What does batch well is reading. A message comes back after a partial
 // batch failure, a timeout or a redrive with most of its subscriptions
-// already completed; claiming those again costs a write each even though the
-// condition fails (DynamoDB charges a refused conditional write like a
-// successful one). Prefetch reads the claims of a whole batch with
+// already completed; claiming those again would cost a refused write (billed
+// like a successful one). Prefetch reads the claims of a whole batch with
 // BatchGetItem (100 keys a request, eventually consistent: half a read unit
-// per claim, a tenth of a write's price) and DeliverWith then skips completed and
-// dead claims without writing. A stale read is harmless: it can only show an
-// older state (absent or pending where the claim has moved on), and those go
-// to the conditional claim, which is authoritative; completed is final, and a
-// claim read as dead is parked for Replay either way.
+// per item): each event's claim item and, for the upgrade, each pair's
+// legacy per-pair claim. DeliverWith then skips completed and dead claims
+// without writing, and hands the rest of what it read to the claim, which
+// conditions its write on it. A stale read is harmless: it can only show an
+// older state (absent or pending where the claim has moved on), and the
+// conditional write refuses it and returns the item as it is (ALL_OLD), one
+// refused write and no extra read; completed is final, and a claim read as
+// dead is parked for Replay either way. Without a prefetch (dlq-repair's
+// Deliver), the claim reads the same keys itself, strongly consistent, one
+// BatchGetItem: a redelivery of a settled event costs no write there either.
 //
-// Measured (TestClaimStrategyCost, warm, 2 shared cores, on AWS's
-// downloadable DynamoDB jar the project used before its own): claiming the
-// 30 (event, subscription) pairs of a 10-message batch, with capacity
-// modelled on DynamoDB billing (1 KB items; 2 WCU per transactional item):
-//
-//	strategy                          scenario               requests  WCU  RCU  time
-//	per-item UpdateItem               first delivery               30   30    0  54 ms
-//	per-item UpdateItem               redelivery, completed        30   30    0  36 ms
-//	TransactWriteItems, per-item      first delivery                1   60    0  33 ms
-//	  fallback on cancellation        redelivery, completed        31   90    0  102 ms
-//	BatchGetItem + per-item claims    first delivery               31   30   15  42 ms
-//	BatchGetItem + per-item claims    redelivery, completed         1    0   15  6 ms
-//
-// The transaction saves round trips on a first delivery at twice the write
-// cost and loses on every redelivery; the prefetch costs a tenth of a
-// write's price per pair on a first delivery and saves every claim write on
-// a redelivery. So Deliver keeps per-item claims, and consumers prefetch.
+// Measured by `make bench` (bench/RESULTS.md, section 4) against a copy of
+// the per-pair store, 10 events a batch: 2.00, 4.00 and 11.00 writes per
+// event for 1, 3 and 10 subscriptions (per-pair: 2, 6 and 20), none on a
+// prefetched redelivery.
 
 import (
 	"context"

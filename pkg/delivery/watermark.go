@@ -15,7 +15,8 @@ package delivery
 // Cost (TestWatermarkCost): one UpdateItem of a small item (1 WCU) per
 // tenant, per DURABLE subscription, per batch; with 10 messages of one
 // tenant in a batch that is 0.1 write per event per subscription, against
-// the 2 writes (claim, completion) each routed (event, subscription) costs.
+// the 1 + N writes (one claim, N completions) an event routed to N
+// subscriptions costs.
 
 import (
 	"context"
