@@ -478,7 +478,10 @@ func benchDelivery(ctx context.Context, env *benchEnv, o options) (section, erro
 		"request units after the November 2024 price cut (third-party summaries of the pricing page; **U**). A claim " +
 		"item holds one entry per subscription and every completion rewrites it whole, so its WCU per write grows by " +
 		"1 per started KB: with many or long-named subscriptions the per-event design saves write requests but less " +
-		"capacity (the *WCU / event* column is the bill).")
+		"capacity (the *WCU / event* column is the bill). Reads: the per-event design's prefetch reads each event's " +
+		"claim item and, for the upgrade, each pair's old per-pair claim (N of its 1 + N keys, 0.5 RCU each as the local " +
+		"DynamoDB counts them, found or not): that is the upgrade's price in reads, and it can go once no per-pair claim " +
+		"is left (completed ones expire with the retention, 30 days; dead ones stay until replayed).")
 	var verdicts []string
 	ok := true
 	for _, subs := range []int{1, 3, 10} {
