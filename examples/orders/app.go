@@ -7,7 +7,6 @@ import (
 	"github.com/fourlanes/fourlanes/examples/orders/orders"
 	"github.com/fourlanes/fourlanes/examples/orders/search"
 	"github.com/fourlanes/fourlanes/pkg/app"
-	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
 // App is the example application as fourlanes' functions and construct take
@@ -22,7 +21,7 @@ var App = app.Application{
 		{Spec: inventory.Module.Spec()},
 		{Spec: audit.Module.Spec()},
 		{Spec: notifications.Module.Spec(), Bind: bindNotifications},
-		{Spec: search.Module.Spec(), Bind: bindSearch, Env: []string{keys.EnvSearchTable}},
+		{Spec: search.Module.Spec(), Bind: bindSearch, Env: []string{search.EnvTable}},
 	},
 }
 
@@ -40,7 +39,7 @@ func bindNotifications(rt app.Runtime) (app.Bound, error) {
 // an order to it when its change events were lost.
 func bindSearch(rt app.Runtime) (app.Bound, error) {
 	p := &search.Projector{
-		Store:   &search.DynamoStore{DB: rt.DynamoDB, SearchTable: rt.Env[keys.EnvSearchTable], StateTable: rt.StateTable},
+		Store:   &search.DynamoStore{DB: rt.DynamoDB, SearchTable: rt.Env[search.EnvTable], StateTable: rt.StateTable},
 		Logger:  rt.Logger,
 		Metrics: rt.Metrics,
 	}

@@ -88,7 +88,7 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{db: localaws.DynamoDB(t), logs: &bytes.Buffer{}, metrics: &bytes.Buffer{}}
 	w.eventsTable = table(t, w.db, "events", keys.AttrTenant, types.ScalarAttributeTypeS, keys.AttrSeq, types.ScalarAttributeTypeN)
-	w.ordersTable = table(t, w.db, "orders", keys.AttrOrderTenant, types.ScalarAttributeTypeS, keys.AttrOrderID, types.ScalarAttributeTypeS)
+	w.ordersTable = table(t, w.db, "orders", orders.AttrTenant, types.ScalarAttributeTypeS, orders.AttrID, types.ScalarAttributeTypeS)
 	w.stateTable = table(t, w.db, "state", keys.AttrPK, types.ScalarAttributeTypeS, keys.AttrSK, types.ScalarAttributeTypeS)
 	var err error
 	if w.cat, err = example.Catalog(); err != nil {
@@ -281,7 +281,7 @@ func TestAppIsValid(t *testing.T) {
 	if got := strings.Join(bound, " "); got != "notifications search" {
 		t.Errorf("modules bound in functions: %q, want notifications search", got)
 	}
-	if got := example.App.Env(catalog.BestEffort); len(got) != 1 || got[0] != keys.EnvSearchTable {
-		t.Errorf("BEST_EFFORT environment: %v, want [%s]", got, keys.EnvSearchTable)
+	if got := example.App.Env(catalog.BestEffort); len(got) != 1 || got[0] != search.EnvTable {
+		t.Errorf("BEST_EFFORT environment: %v, want [%s]", got, search.EnvTable)
 	}
 }

@@ -285,12 +285,12 @@ func newOrdersTable(t *testing.T) *ordersTable {
 	d := localaws.CreateTable(t, db, &dynamodb.CreateTableInput{
 		TableName: aws.String(localaws.UniqueName(t, "orders")),
 		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(keys.AttrOrderTenant), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(keys.AttrOrderID), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(keys.AttrTenant), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("order_id"), AttributeType: types.ScalarAttributeTypeS},
 		},
 		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(keys.AttrOrderTenant), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(keys.AttrOrderID), KeyType: types.KeyTypeRange},
+			{AttributeName: aws.String(keys.AttrTenant), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String("order_id"), KeyType: types.KeyTypeRange},
 		},
 		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
 	})
@@ -300,10 +300,10 @@ func newOrdersTable(t *testing.T) *ordersTable {
 func (o *ordersTable) put(t *testing.T, tenant, id string, version int, status string) {
 	t.Helper()
 	_, err := o.db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(o.name), Item: map[string]types.AttributeValue{
-		keys.AttrOrderTenant: &types.AttributeValueMemberS{Value: tenant},
-		keys.AttrOrderID:     &types.AttributeValueMemberS{Value: id},
-		keys.AttrVersion:     &types.AttributeValueMemberN{Value: fmt.Sprint(version)},
-		orders.AttrStatus:    &types.AttributeValueMemberS{Value: status},
+		keys.AttrTenant:   &types.AttributeValueMemberS{Value: tenant},
+		"order_id":        &types.AttributeValueMemberS{Value: id},
+		keys.AttrVersion:  &types.AttributeValueMemberN{Value: fmt.Sprint(version)},
+		orders.AttrStatus: &types.AttributeValueMemberS{Value: status},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -313,8 +313,8 @@ func (o *ordersTable) put(t *testing.T, tenant, id string, version int, status s
 func (o *ordersTable) del(t *testing.T, tenant, id string) {
 	t.Helper()
 	_, err := o.db.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(o.name), Key: map[string]types.AttributeValue{
-		keys.AttrOrderTenant: &types.AttributeValueMemberS{Value: tenant},
-		keys.AttrOrderID:     &types.AttributeValueMemberS{Value: id},
+		keys.AttrTenant: &types.AttributeValueMemberS{Value: tenant},
+		"order_id":      &types.AttributeValueMemberS{Value: id},
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -49,16 +49,11 @@ const (
 // Change-feed table: one row per change event, with a TTL. Never the log.
 // Partition key = AttrPK (S), sort key = AttrSK (S); TTL on AttrExpiresAt.
 
-// Orders table: the example tracked entity. Partition key = AttrOrderTenant,
-// sort key = AttrOrderID; AttrVersion carries the item's version.
-const (
-	AttrOrderTenant = "tenant_id"
-	AttrOrderID     = "order_id"
-	AttrVersion     = "version"
-)
-
-// Search projection table (example BEST_EFFORT projection):
-// partition key = AttrPK, sort key = AttrSK.
+// AttrVersion is the version attribute of a change-feed row, and the name
+// an application may reuse for its own items' version (each tracked entity
+// declares its attribute in catalog.Entity.VersionAttr). An application's
+// tables and their keys are its own (examples/orders/orders, .../search).
+const AttrVersion = "version"
 
 // Environment variables the functions read. The CDK app sets them; the local
 // twin resolves them to local resources.
@@ -66,8 +61,6 @@ const (
 	EnvEventsTable      = "EVENTS_TABLE"
 	EnvStateTable       = "STATE_TABLE"
 	EnvChangeFeedTable  = "CHANGEFEED_TABLE"
-	EnvOrdersTable      = "ORDERS_TABLE"
-	EnvSearchTable      = "SEARCH_TABLE"
 	EnvDurableQueueURL  = "DURABLE_QUEUE_URL"
 	EnvDurableDLQURL    = "DURABLE_DLQ_URL"
 	EnvPipeDLQURL       = "PIPE_DLQ_URL"
@@ -151,14 +144,6 @@ const (
 
 	// Parked change events of a projection: the change's payload, as JSON.
 	AttrChange = "change" // S
-)
-
-// Search projection table (example): pk = tenant_id, sk = <ENTITY>#<id>.
-const (
-	SearchSKSep     = "#"
-	AttrSearchDoc   = "doc"     // M: the projected item; absent on a tombstone
-	AttrDeleted     = "deleted" // BOOL: true on a tombstone
-	AttrProjectedAt = "projected_at"
 )
 
 // Metrics of the lanes (besides MetricDelivered, MetricDeadLettered,

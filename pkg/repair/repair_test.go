@@ -149,12 +149,12 @@ func newRig(t *testing.T) *rig {
 	ord := localaws.CreateTable(t, db, &dynamodb.CreateTableInput{
 		TableName: aws.String(localaws.UniqueName(t, "orders")),
 		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(keys.AttrOrderTenant), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(keys.AttrOrderID), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(keys.AttrTenant), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("order_id"), AttributeType: types.ScalarAttributeTypeS},
 		},
 		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(keys.AttrOrderTenant), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(keys.AttrOrderID), KeyType: types.KeyTypeRange},
+			{AttributeName: aws.String(keys.AttrTenant), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String("order_id"), KeyType: types.KeyTypeRange},
 		},
 		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
 	})

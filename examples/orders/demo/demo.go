@@ -32,6 +32,7 @@ import (
 	"github.com/fourlanes/fourlanes/examples/orders/audit"
 	"github.com/fourlanes/fourlanes/examples/orders/inventory"
 	"github.com/fourlanes/fourlanes/examples/orders/orders"
+	"github.com/fourlanes/fourlanes/examples/orders/search"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
@@ -49,9 +50,9 @@ type Tables struct {
 // TablesFromEnv reads the tables from a function's environment (the
 // template's variables, resolved by the twin): dlq-repair's names them all.
 func TablesFromEnv(env map[string]string) (Tables, error) {
-	t := Tables{Events: env[keys.EnvEventsTable], Orders: env[keys.EnvOrdersTable], Search: env[keys.EnvSearchTable]}
+	t := Tables{Events: env[keys.EnvEventsTable], Orders: env[orders.EnvTable], Search: env[search.EnvTable]}
 	if t.Events == "" || t.Orders == "" || t.Search == "" {
-		return t, fmt.Errorf("demo: want %s, %s and %s in the environment, got %v", keys.EnvEventsTable, keys.EnvOrdersTable, keys.EnvSearchTable, env)
+		return t, fmt.Errorf("demo: want %s, %s and %s in the environment, got %v", keys.EnvEventsTable, orders.EnvTable, search.EnvTable, env)
 	}
 	return t, nil
 }
@@ -215,10 +216,10 @@ func (a *App) PlantPoison(ctx context.Context, tenant string) (orders.Order, err
 	o := orders.Order{ID: uuid.NewString(), Version: 1, Status: orders.StatusPlaced, CustomerEmail: "poison@" + tenant + ".example",
 		Items: items[0], TotalCents: 999, Currency: "EUR"}
 	_, err := a.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(a.Tables.Search), Item: map[string]types.AttributeValue{
-		keys.AttrPK:        &types.AttributeValueMemberS{Value: tenant},
-		keys.AttrSK:        &types.AttributeValueMemberS{Value: orders.Entity + keys.SearchSKSep + o.ID},
-		keys.AttrVersion:   &types.AttributeValueMemberN{Value: "0"},
-		keys.AttrSearchDoc: &types.AttributeValueMemberS{Value: "{corrupt"},
+		keys.AttrPK:      &types.AttributeValueMemberS{Value: tenant},
+		keys.AttrSK:      &types.AttributeValueMemberS{Value: orders.Entity + search.SKSep + o.ID},
+		keys.AttrVersion: &types.AttributeValueMemberN{Value: "0"},
+		search.AttrDoc:   &types.AttributeValueMemberS{Value: "{corrupt"},
 	}})
 	if err != nil {
 		return o, fmt.Errorf("plant poison: %w", err)
@@ -241,7 +242,7 @@ func (a *App) PlantPoison(ctx context.Context, tenant string) (orders.Order, err
 func (a *App) FixPoison(ctx context.Context, tenant, orderID string) error {
 	_, err := a.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(a.Tables.Search), Key: map[string]types.AttributeValue{
 		keys.AttrPK: &types.AttributeValueMemberS{Value: tenant},
-		keys.AttrSK: &types.AttributeValueMemberS{Value: orders.Entity + keys.SearchSKSep + orderID},
+		keys.AttrSK: &types.AttributeValueMemberS{Value: orders.Entity + search.SKSep + orderID},
 	}})
 	if err != nil {
 		return fmt.Errorf("fix poison: %w", err)
@@ -254,7 +255,7 @@ func (a *App) FixPoison(ctx context.Context, tenant, orderID string) error {
 func (a *App) SearchVersion(ctx context.Context, tenant, orderID string) (int64, bool, error) {
 	out, err := a.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(a.Tables.Search), ConsistentRead: aws.Bool(true), Key: map[string]types.AttributeValue{
 		keys.AttrPK: &types.AttributeValueMemberS{Value: tenant},
-		keys.AttrSK: &types.AttributeValueMemberS{Value: orders.Entity + keys.SearchSKSep + orderID},
+		keys.AttrSK: &types.AttributeValueMemberS{Value: orders.Entity + search.SKSep + orderID},
 	}})
 	if err != nil || out.Item == nil {
 		return 0, false, err

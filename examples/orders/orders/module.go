@@ -16,6 +16,15 @@ const (
 // Entity is the tracked entity of the orders table.
 const Entity = "ORDER"
 
+// The orders table: EnvTable names it in the functions' environment; its
+// partition key is AttrTenant and its sort key AttrID; keys.AttrVersion
+// versions each item.
+const (
+	EnvTable   = "ORDERS_TABLE"
+	AttrTenant = "tenant_id"
+	AttrID     = "order_id"
+)
+
 // Module declares what orders emits and tracks. It subscribes to nothing.
 var Module = catalog.Module[catalog.NoHandlers]{
 	Name: "orders",
@@ -32,7 +41,7 @@ var Module = catalog.Module[catalog.NoHandlers]{
 	},
 	Tracks: []catalog.Entity{
 		{Name: Entity, Doc: "One item per order in the orders table, versioned from 1.",
-			TableEnv: keys.EnvOrdersTable, TenantAttr: keys.AttrOrderTenant, IDAttr: keys.AttrOrderID, VersionAttr: keys.AttrVersion},
+			TableEnv: EnvTable, TenantAttr: AttrTenant, IDAttr: AttrID, VersionAttr: keys.AttrVersion},
 	},
 }
 

@@ -31,7 +31,7 @@ const (
 	StatusCancelled = "cancelled"
 )
 
-// Order item attributes besides keys.AttrOrderTenant, keys.AttrOrderID and keys.AttrVersion.
+// Order item attributes besides AttrTenant, AttrID and keys.AttrVersion.
 const (
 	AttrStatus        = "status"
 	AttrCustomerEmail = "customer_email"
@@ -193,18 +193,18 @@ func PutNew(table, tenant string, o Order, now time.Time) types.TransactWriteIte
 	return types.TransactWriteItem{Put: &types.Put{
 		TableName: aws.String(table),
 		Item: map[string]types.AttributeValue{
-			keys.AttrOrderTenant: &types.AttributeValueMemberS{Value: tenant},
-			keys.AttrOrderID:     &types.AttributeValueMemberS{Value: o.ID},
-			keys.AttrVersion:     &types.AttributeValueMemberN{Value: "1"},
-			AttrStatus:           &types.AttributeValueMemberS{Value: o.Status},
-			AttrCustomerEmail:    &types.AttributeValueMemberS{Value: o.CustomerEmail},
-			AttrTotalCents:       &types.AttributeValueMemberN{Value: strconv.FormatInt(o.TotalCents, 10)},
-			AttrCurrency:         &types.AttributeValueMemberS{Value: o.Currency},
-			"items":              &types.AttributeValueMemberL{Value: items},
-			AttrUpdatedAt:        &types.AttributeValueMemberS{Value: envelope.FormatTime(now)},
+			AttrTenant:        &types.AttributeValueMemberS{Value: tenant},
+			AttrID:            &types.AttributeValueMemberS{Value: o.ID},
+			keys.AttrVersion:  &types.AttributeValueMemberN{Value: "1"},
+			AttrStatus:        &types.AttributeValueMemberS{Value: o.Status},
+			AttrCustomerEmail: &types.AttributeValueMemberS{Value: o.CustomerEmail},
+			AttrTotalCents:    &types.AttributeValueMemberN{Value: strconv.FormatInt(o.TotalCents, 10)},
+			AttrCurrency:      &types.AttributeValueMemberS{Value: o.Currency},
+			"items":           &types.AttributeValueMemberL{Value: items},
+			AttrUpdatedAt:     &types.AttributeValueMemberS{Value: envelope.FormatTime(now)},
 		},
 		ConditionExpression:      aws.String("attribute_not_exists(#id)"),
-		ExpressionAttributeNames: map[string]string{"#id": keys.AttrOrderID},
+		ExpressionAttributeNames: map[string]string{"#id": AttrID},
 	}}
 }
 
@@ -229,8 +229,8 @@ func Advance(table, tenant, orderID string, fromVersion int64, set map[string]ty
 	return types.TransactWriteItem{Update: &types.Update{
 		TableName: aws.String(table),
 		Key: map[string]types.AttributeValue{
-			keys.AttrOrderTenant: &types.AttributeValueMemberS{Value: tenant},
-			keys.AttrOrderID:     &types.AttributeValueMemberS{Value: orderID},
+			AttrTenant: &types.AttributeValueMemberS{Value: tenant},
+			AttrID:     &types.AttributeValueMemberS{Value: orderID},
 		},
 		UpdateExpression:          aws.String(expr),
 		ConditionExpression:       aws.String("#v = :from"),
@@ -245,8 +245,8 @@ func Delete(table, tenant, orderID string, fromVersion int64) types.TransactWrit
 	return types.TransactWriteItem{Delete: &types.Delete{
 		TableName: aws.String(table),
 		Key: map[string]types.AttributeValue{
-			keys.AttrOrderTenant: &types.AttributeValueMemberS{Value: tenant},
-			keys.AttrOrderID:     &types.AttributeValueMemberS{Value: orderID},
+			AttrTenant: &types.AttributeValueMemberS{Value: tenant},
+			AttrID:     &types.AttributeValueMemberS{Value: orderID},
 		},
 		ConditionExpression:       aws.String("#v = :from"),
 		ExpressionAttributeNames:  map[string]string{"#v": keys.AttrVersion},
@@ -262,8 +262,8 @@ func Get(ctx context.Context, db interface {
 		TableName:      aws.String(table),
 		ConsistentRead: aws.Bool(true),
 		Key: map[string]types.AttributeValue{
-			keys.AttrOrderTenant: &types.AttributeValueMemberS{Value: tenant},
-			keys.AttrOrderID:     &types.AttributeValueMemberS{Value: orderID},
+			AttrTenant: &types.AttributeValueMemberS{Value: tenant},
+			AttrID:     &types.AttributeValueMemberS{Value: orderID},
 		},
 	})
 	if err != nil {

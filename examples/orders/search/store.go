@@ -22,6 +22,16 @@ import (
 // ProjectionName prefixes this projection's parked rows in the state table.
 const ProjectionName = "search"
 
+// The search table: EnvTable names it in the functions' environment; its
+// keys are keys.AttrPK (the tenant) and keys.AttrSK (<ENTITY>#<id>).
+const (
+	EnvTable        = "SEARCH_TABLE"
+	SKSep           = "#"
+	AttrDoc         = "doc"     // M: the projected item; absent on a tombstone
+	AttrDeleted     = "deleted" // BOOL: true on a tombstone
+	AttrProjectedAt = "projected_at"
+)
+
 // DynamoDB is the part of the DynamoDB API DynamoStore uses.
 type DynamoDB interface {
 	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
@@ -57,7 +67,7 @@ func (s *DynamoStore) now() time.Time {
 }
 
 func docKey(tenant, entity, id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{keys.AttrPK: sv(tenant), keys.AttrSK: sv(entity + keys.SearchSKSep + id)}
+	return map[string]types.AttributeValue{keys.AttrPK: sv(tenant), keys.AttrSK: sv(entity + SKSep + id)}
 }
 
 func parkKey(tenant, entity, id string, v int64) map[string]types.AttributeValue {
@@ -81,10 +91,10 @@ func (s *DynamoStore) Get(ctx context.Context, tenant, entity, id string) (Doc, 
 	if v, ok := out.Item[keys.AttrVersion].(*types.AttributeValueMemberN); ok {
 		d.Version, _ = strconv.ParseInt(v.Value, 10, 64)
 	}
-	if v, ok := out.Item[keys.AttrDeleted].(*types.AttributeValueMemberBOOL); ok {
+	if v, ok := out.Item[AttrDeleted].(*types.AttributeValueMemberBOOL); ok {
 		d.Deleted = v.Value
 	}
-	if v, ok := out.Item[keys.AttrSearchDoc].(*types.AttributeValueMemberS); ok {
+	if v, ok := out.Item[AttrDoc].(*types.AttributeValueMemberS); ok {
 		if d.Item, err = decodeJSON(v.Value); err != nil {
 			return Doc{}, false, fmt.Errorf("read %s %s: %w", entity, id, err)
 		}
@@ -95,14 +105,14 @@ func (s *DynamoStore) Get(ctx context.Context, tenant, entity, id string) (Doc, 
 func (s *DynamoStore) Put(ctx context.Context, d Doc, prev int64, found bool) (bool, error) {
 	item := docKey(d.Tenant, d.Entity, d.ID)
 	item[keys.AttrVersion] = nv(d.Version)
-	item[keys.AttrDeleted] = &types.AttributeValueMemberBOOL{Value: d.Deleted}
-	item[keys.AttrProjectedAt] = sv(envelope.FormatTime(s.now()))
+	item[AttrDeleted] = &types.AttributeValueMemberBOOL{Value: d.Deleted}
+	item[AttrProjectedAt] = sv(envelope.FormatTime(s.now()))
 	if !d.Deleted {
 		b, err := json.Marshal(d.Item)
 		if err != nil {
 			return false, fmt.Errorf("project %s %s: %w", d.Entity, d.ID, err)
 		}
-		item[keys.AttrSearchDoc] = sv(string(b))
+		item[AttrDoc] = sv(string(b))
 	}
 	in := &dynamodb.PutItemInput{TableName: aws.String(s.SearchTable), Item: item}
 	if found {

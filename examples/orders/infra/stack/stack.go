@@ -12,6 +12,7 @@ import (
 
 	"github.com/fourlanes/fourlanes/examples/orders"
 	ordersmod "github.com/fourlanes/fourlanes/examples/orders/orders"
+	searchmod "github.com/fourlanes/fourlanes/examples/orders/search"
 	"github.com/fourlanes/fourlanes/infra/backbone"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
@@ -53,8 +54,8 @@ func NewStack(scope constructs.Construct, id string, props *backbone.Props) *Sta
 	}
 	tables := constructs.NewConstruct(st, jsii.String("Example"))
 	orders := awsdynamodb.NewTable(tables, jsii.String("Orders"), &awsdynamodb.TableProps{
-		PartitionKey:                     &awsdynamodb.Attribute{Name: jsii.String(keys.AttrOrderTenant), Type: awsdynamodb.AttributeType_STRING},
-		SortKey:                          &awsdynamodb.Attribute{Name: jsii.String(keys.AttrOrderID), Type: awsdynamodb.AttributeType_STRING},
+		PartitionKey:                     &awsdynamodb.Attribute{Name: jsii.String(ordersmod.AttrTenant), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:                          &awsdynamodb.Attribute{Name: jsii.String(ordersmod.AttrID), Type: awsdynamodb.AttributeType_STRING},
 		BillingMode:                      awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		Stream:                           awsdynamodb.StreamViewType_NEW_AND_OLD_IMAGES,
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{PointInTimeRecoveryEnabled: jsii.Bool(true)},
@@ -79,7 +80,7 @@ func NewStack(scope constructs.Construct, id string, props *backbone.Props) *Sta
 
 	p.App = example.App
 	p.Tracked = map[string]awsdynamodb.ITable{ordersmod.Entity: orders}
-	p.Tables = map[string]awsdynamodb.ITable{keys.EnvSearchTable: search}
+	p.Tables = map[string]awsdynamodb.ITable{searchmod.EnvTable: search}
 	b := backbone.NewBackbone(st, &p)
 	if m, ok := b.ChangeFeed.Mappings[ordersmod.Entity]; ok {
 		pin(m, logicalOrderESM)

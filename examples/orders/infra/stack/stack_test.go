@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	ordersmod "github.com/fourlanes/fourlanes/examples/orders/orders"
+	searchmod "github.com/fourlanes/fourlanes/examples/orders/search"
 	"github.com/fourlanes/fourlanes/infra/backbone"
 	"github.com/fourlanes/fourlanes/infra/backbone/backbonetest"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -197,8 +198,8 @@ func TestTables(t *testing.T) {
 		props map[string]any
 	}{
 		{LogicalOrdersTable, map[string]any{
-			"KeySchema":                        keySchema(keys.AttrOrderTenant, keys.AttrOrderID),
-			"AttributeDefinitions":             attrs(keys.AttrOrderTenant, keys.AttrOrderID),
+			"KeySchema":                        keySchema(ordersmod.AttrTenant, ordersmod.AttrID),
+			"AttributeDefinitions":             attrs(ordersmod.AttrTenant, ordersmod.AttrID),
 			"StreamSpecification":              map[string]any{"StreamViewType": "NEW_AND_OLD_IMAGES"},
 			"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": true},
 			"SSESpecification":                 sse,
@@ -323,7 +324,7 @@ func TestWiring(t *testing.T) {
 			env := backbonetest.Env(fns[s.id(tt.fn.Fn)])
 			acc := backbonetest.Access(gs, s.id(tt.fn.Role))
 			if !tt.wired {
-				for _, v := range []string{keys.EnvOrdersTable, keys.EnvSearchTable} {
+				for _, v := range []string{ordersmod.EnvTable, searchmod.EnvTable} {
 					if got, ok := env[v]; ok {
 						t.Errorf("%s = %v; none of its modules reads it", v, got)
 					}
@@ -335,7 +336,7 @@ func TestWiring(t *testing.T) {
 				}
 				return
 			}
-			for v, id := range map[string]string{keys.EnvOrdersTable: LogicalOrdersTable, keys.EnvSearchTable: LogicalSearchTable} {
+			for v, id := range map[string]string{ordersmod.EnvTable: LogicalOrdersTable, searchmod.EnvTable: LogicalSearchTable} {
 				if diff := cmp.Diff(backbonetest.Ref(id), env[v]); diff != "" {
 					t.Errorf("%s (-want +got):\n%s", v, diff)
 				}
