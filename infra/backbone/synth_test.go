@@ -1,11 +1,7 @@
 package backbone
 
 import (
-	"encoding/json"
-	"fmt"
-	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +9,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/constructs-go/constructs/v10"
-	"github.com/aws/jsii-runtime-go"
 
 	"github.com/fourlanes/fourlanes/infra/backbone/backbonetest"
 )
@@ -25,6 +20,7 @@ const testAlarmEmail = "ops@example.com"
 // (widgets_test.go) that every test in this package shares: synthesis takes
 // seconds, the assertions milliseconds.
 type synthesized struct {
+	syn      *backbonetest.Synthesis
 	stack    *widgetStack
 	template assertions.Template
 	// doc is the template as plain JSON, for checks the assertions package
@@ -41,17 +37,9 @@ var (
 	synthOnce sync.Once
 	synthRes  *synthesized
 	synthErr  error
-	tmpDirs   []string
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	jsii.Close()
-	for _, d := range tmpDirs {
-		os.RemoveAll(d)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { backbonetest.Main(m) }
 
 // synth returns the shared synthesis, running it on first use.
 func synth(t *testing.T) *synthesized {
@@ -63,60 +51,22 @@ func synth(t *testing.T) *synthesized {
 	return synthRes
 }
 
-func doSynth() (res *synthesized, err error) {
-	// jsii reports JavaScript errors as Go panics.
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v", r)
-		}
-	}()
-	start := time.Now()
-	codeRoot, err := os.MkdirTemp("", "fourlanes-build-")
-	if err != nil {
-		return nil, err
-	}
-	outDir, err := os.MkdirTemp("", "fourlanes-cdkout-")
-	if err != nil {
-		return nil, err
-	}
-	tmpDirs = append(tmpDirs, codeRoot, outDir)
-	// Synthesis must not depend on whether the binaries are built.
-	if err := backbonetest.WriteCode(codeRoot); err != nil {
-		return nil, err
-	}
-	app, err := backbonetest.NewApp(outDir, filepath.Join("..", ".."))
-	if err != nil {
-		return nil, err
-	}
-	stack := newWidgetStack(app, "Widgets", &Props{
-		CodeRoot:           codeRoot,
-		AlarmEmail:         testAlarmEmail,
-		ReserveConcurrency: true,
+func doSynth() (*synthesized, error) {
+	var stack *widgetStack
+	syn, err := backbonetest.Synthesize(filepath.Join("..", ".."), func(app awscdk.App, codeRoot string) awscdk.Stack {
+		stack = newWidgetStack(app, "Widgets", &Props{
+			CodeRoot:           codeRoot,
+			AlarmEmail:         testAlarmEmail,
+			ReserveConcurrency: true,
+		})
+		AddChecks(app)
+		return stack.Stack
 	})
-	AddChecks(app)
-
-	tmpl := assertions.Template_FromStack(stack.Stack, nil)
-	doc := map[string]any{}
-	raw, err := json.Marshal(tmpl.ToJSON())
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return nil, err
-	}
-	ann := assertions.Annotations_FromStack(stack.Stack)
-	nagRe := assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-"))
-	res = &synthesized{stack: stack, template: tmpl, doc: doc, outDir: outDir}
-	for _, m := range *ann.FindError(jsii.String("*"), nagRe) {
-		res.nagErrors = append(res.nagErrors, fmt.Sprintf("%s: %v", *m.Id, m.Entry.Data))
-	}
-	for _, m := range *ann.FindWarning(jsii.String("*"), assertions.Match_AnyValue()) {
-		res.nagWarnings = append(res.nagWarnings, fmt.Sprintf("%s: %v", *m.Id, m.Entry.Data))
-	}
-	sort.Strings(res.nagErrors)
-	sort.Strings(res.nagWarnings)
-	res.took = time.Since(start)
-	return res, nil
+	return &synthesized{syn: syn, stack: stack, template: syn.Template, doc: syn.Doc, nagErrors: syn.NagErrors,
+		nagWarnings: syn.Warnings, outDir: syn.OutDir, took: syn.Took}, nil
 }
 
 // id returns the logical ID of a construct's CloudFormation resource.

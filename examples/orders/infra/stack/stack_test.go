@@ -1,12 +1,8 @@
 package stack
 
 import (
-	"encoding/csv"
-	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -34,32 +30,23 @@ import (
 // synthesized is the one synthesis of the example's stack that every test
 // here shares: synthesis takes seconds, the assertions milliseconds.
 type synthesized struct {
+	syn      *backbonetest.Synthesis
 	st       *Stack
 	template assertions.Template
 	doc      backbonetest.Template
 	// errors are the stack's synthesis errors; nagErrors cdk-nag's
 	// unsuppressed findings.
 	errors, nagErrors []string
-	// outDir is the cloud assembly (template, staged assets, nag report).
-	outDir string
-	took   time.Duration
+	took              time.Duration
 }
 
 var (
 	synthOnce sync.Once
 	synthRes  *synthesized
 	synthErr  error
-	tmpDirs   []string
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	jsii.Close()
-	for _, d := range tmpDirs {
-		os.RemoveAll(d)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { backbonetest.Main(m) }
 
 // synth returns the shared synthesis, running it on first use.
 func synth(t *testing.T) *synthesized {
@@ -71,50 +58,19 @@ func synth(t *testing.T) *synthesized {
 	return synthRes
 }
 
-func doSynth() (res *synthesized, err error) {
-	defer func() {
-		if r := recover(); r != nil { // jsii reports JavaScript errors as panics
-			err = fmt.Errorf("panic: %v", r)
-		}
-	}()
-	start := time.Now()
-	codeRoot, err := os.MkdirTemp("", "fourlanes-orders-build-")
+func doSynth() (*synthesized, error) {
+	var st *Stack
+	syn, err := backbonetest.Synthesize(filepath.Join("..", "..", "..", ".."), func(app awscdk.App, codeRoot string) awscdk.Stack {
+		// As the example's app (../main.go) builds it.
+		st = NewStack(app, "Fourlanes", &backbone.Props{CodeRoot: codeRoot, ReserveConcurrency: true})
+		backbone.AddChecks(app)
+		return st.Stack
+	})
 	if err != nil {
 		return nil, err
 	}
-	outDir, err := os.MkdirTemp("", "fourlanes-orders-cdkout-")
-	if err != nil {
-		return nil, err
-	}
-	tmpDirs = append(tmpDirs, codeRoot, outDir)
-	if err := backbonetest.WriteCode(codeRoot); err != nil {
-		return nil, err
-	}
-	app, err := backbonetest.NewApp(outDir, filepath.Join("..", "..", "..", ".."))
-	if err != nil {
-		return nil, err
-	}
-	// As the example's app (../main.go) builds it.
-	st := NewStack(app, "Fourlanes", &backbone.Props{CodeRoot: codeRoot, ReserveConcurrency: true})
-	backbone.AddChecks(app)
-	doc, err := backbonetest.FromStack(st.Stack)
-	if err != nil {
-		return nil, err
-	}
-	res = &synthesized{st: st, template: assertions.Template_FromStack(st.Stack, nil), doc: doc, outDir: outDir}
-	ann := assertions.Annotations_FromStack(st.Stack)
-	for _, m := range *ann.FindError(jsii.String("*"), assertions.Match_AnyValue()) {
-		msg := fmt.Sprintf("%s: %v", *m.Id, m.Entry.Data)
-		if strings.Contains(msg, "AwsSolutions-") {
-			res.nagErrors = append(res.nagErrors, msg)
-		} else {
-			res.errors = append(res.errors, msg)
-		}
-	}
-	sort.Strings(res.errors)
-	sort.Strings(res.nagErrors)
-	res.took = time.Since(start)
-	return res, nil
+	return &synthesized{syn: syn, st: st, template: syn.Template, doc: syn.Doc, errors: syn.Errors, nagErrors: syn.NagErrors,
+		took: syn.Took}, nil
 }
 
 // id returns the logical ID of a construct's CloudFormation resource.
@@ -238,30 +194,18 @@ func TestNag(t *testing.T) {
 	for _, e := range s.nagErrors {
 		t.Errorf("unsuppressed: %s", e)
 	}
-	f, err := os.Open(filepath.Join(s.outDir, "AwsSolutions--"+*s.st.StackName()+"-NagReport.csv"))
-	if err != nil {
-		t.Fatalf("nag report: %v", err)
-	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
+	rows, err := s.syn.NagReport()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) < 50 {
-		t.Fatalf("nag report has %d rows; did the AwsSolutions pack run?", len(rows))
-	}
-	col := map[string]int{}
-	for i, h := range rows[0] {
-		col[h] = i
-	}
 	search := s.st.Search.Node().DefaultChild().Node().Path()
 	var found bool
-	for _, r := range rows[1:] {
-		if r[col["Rule ID"]] != "AwsSolutions-DDB3" || r[col["Resource ID"]] != *search {
+	for _, r := range rows {
+		if r.Rule != "AwsSolutions-DDB3" || r.Resource != *search {
 			continue
 		}
 		found = true
-		if comp, reason := r[col["Compliance"]], r[col["Exception Reason"]]; comp != "Suppressed" || !strings.Contains(reason, "projection") {
+		if comp, reason := r.Compliance, r.Reason; comp != "Suppressed" || !strings.Contains(reason, "projection") {
 			t.Errorf("AwsSolutions-DDB3 on the search table: %s, reason %q; want Suppressed, saying it is a projection", comp, reason)
 		}
 	}
@@ -270,9 +214,9 @@ func TestNag(t *testing.T) {
 	}
 	// The orders table, the source of truth, needs no suppression.
 	orders := s.st.Orders.Node().DefaultChild().Node().Path()
-	for _, r := range rows[1:] {
-		if r[col["Resource ID"]] == *orders && r[col["Compliance"]] == "Suppressed" {
-			t.Errorf("%s on the orders table is suppressed: %q", r[col["Rule ID"]], r[col["Exception Reason"]])
+	for _, r := range rows {
+		if r.Resource == *orders && r.Compliance == "Suppressed" {
+			t.Errorf("%s on the orders table is suppressed: %q", r.Rule, r.Reason)
 		}
 	}
 }
