@@ -112,7 +112,8 @@ const MetricPipeRecordAge = "PipeRecordAge"
 // record kinds (reconcile checkpoints, …) can share the table; every prefix
 // is listed here.
 //
-//	claim          pk claim#<event_id>:<subscription>   sk "claim"
+//	event claims   pk claims#<event_id>                  sk "claims"   (claims.go: one item per event)
+//	claim          pk claim#<event_id>:<subscription>   sk "claim"    (the earlier per-pair layout: read, never written)
 //	dead letter    pk dead#<tenant_id>                   sk <event_id>:<subscription>
 //	sent email     pk sent#<event_id>:<what>             sk "sent"
 //	parked change  pk park#<projection>#<tenant_id>#<entity>#<id>   sk <version, 20 digits>
