@@ -276,7 +276,7 @@ func TestAuditExpiredPipeDLQ(t *testing.T) {
 	if _, err := s.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(s.env[keys.EnvStateTable]), Key: map[string]types.AttributeValue{
 		keys.AttrPK: &types.AttributeValueMemberS{Value: keys.StateEventClaimPrefix + held.EventID},
 		keys.AttrSK: &types.AttributeValueMemberS{Value: keys.StateEventClaimSK},
-	}, UpdateExpression: aws.String("REMOVE #c"), ExpressionAttributeNames: map[string]string{"#c": keys.SubClaimAttr(held.Subscription)}}); err != nil {
+	}, UpdateExpression: aws.String("REMOVE #c"), ExpressionAttributeNames: map[string]string{"#c": keys.AttrSubClaimPrefix + held.Subscription}}); err != nil {
 		t.Fatal(err)
 	}
 	rep, out = s.repair()

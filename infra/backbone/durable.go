@@ -244,7 +244,7 @@ func suppressIsDLQ(q awssqs.Queue, why string) {
 // a negated operator is true when the key is absent). The queue's redrive
 // to its DLQ is SQS's own move, not a SendMessage, so it is not affected.
 // durable-consumer delivers only events it finds in the log as well
-// (pkg/delivery, inlog.go): the policy keeps forgeries out, the check keeps
+// (pkg/delivery, batch.go): the policy keeps forgeries out, the check keeps
 // anything that still gets in from being delivered.
 func (l *DurableLane) OnlyBackboneSends(senders ...awsiam.IRole) {
 	arns := []*string{l.PipeRole.RoleArn()}

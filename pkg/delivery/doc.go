@@ -49,7 +49,7 @@
 // Only events in the log are delivered: with Config.Log, Deliver refuses an
 // envelope that is not the log's event at its (tenant, seq)
 // (NotInLogError), checked in the same BatchGetItem that prefetches the
-// batch's claims (inlog.go).
+// batch's claims (batch.go).
 //
 // Delivery watermarks (watermark.go): per (tenant, DURABLE subscription),
 // the seq through which every event is settled. The consumer reports each

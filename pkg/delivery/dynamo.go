@@ -98,7 +98,7 @@ func (x *exprs) name(attr string) string {
 
 // path is the placeholder path of attribute attr of subscription sub's entry.
 func (x *exprs) path(sub, attr string) string {
-	return x.name(keys.SubClaimAttr(sub)) + "." + x.name(attr)
+	return x.name(keys.AttrSubClaimPrefix+sub) + "." + x.name(attr)
 }
 
 // value returns a placeholder for v; values with the same non-empty key
@@ -371,7 +371,7 @@ func (d *DynamoStore) claimInput(req EventClaimRequest, v *claimView, take []int
 				m[keys.ClaimFieldError] = s(l.Error)
 			}
 		}
-		a := x.name(keys.SubClaimAttr(sub))
+		a := x.name(keys.AttrSubClaimPrefix + sub)
 		sets = append(sets, a+" = "+x.value("", &types.AttributeValueMemberM{Value: m}))
 		conds = append(conds, "attribute_not_exists("+a+")")
 	}

@@ -9,7 +9,7 @@ package keys
 //
 // Attributes: AttrTenant, AttrType, AttrSeq (the event's; the id is in the
 // key); one map per subscription, a top-level attribute named
-// SubClaimAttr(subscription) = "s_<subscription>", with the ClaimField*
+// AttrSubClaimPrefix + subscription = "s_<subscription>", with the ClaimField*
 // fields below (status ClaimPending, ClaimCompleted or ClaimDead);
 // AttrDeadSubs (SS), the subscriptions whose entry is dead; AttrExpiresAt
 // (TTL), present only while AttrDeadSubs is absent: a dead entry never
@@ -25,10 +25,6 @@ const (
 	AttrSubClaimPrefix = "s_"
 	AttrDeadSubs       = "dead_subs" // SS: subscriptions whose entry is dead
 )
-
-// SubClaimAttr is the attribute of an event claim item that holds the claim
-// of subscription sub.
-func SubClaimAttr(sub string) string { return AttrSubClaimPrefix + sub }
 
 // Fields of a subscription's entry in an event claim item. They are short
 // because the item holds one entry per subscription and DynamoDB bills

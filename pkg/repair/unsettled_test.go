@@ -49,7 +49,7 @@ func (rg *rig) releaseHold(t *testing.T, tenant string, seq int64) error {
 	_, err := rg.db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: aws.String(rg.stateTbl), Key: map[string]types.AttributeValue{
 		keys.AttrPK: &types.AttributeValueMemberS{Value: keys.StateEventClaimPrefix + k.EventID},
 		keys.AttrSK: &types.AttributeValueMemberS{Value: keys.StateEventClaimSK},
-	}, UpdateExpression: aws.String("REMOVE #c"), ExpressionAttributeNames: map[string]string{"#c": keys.SubClaimAttr(k.Subscription)}})
+	}, UpdateExpression: aws.String("REMOVE #c"), ExpressionAttributeNames: map[string]string{"#c": keys.AttrSubClaimPrefix + k.Subscription}})
 	return err
 }
 
