@@ -265,6 +265,8 @@ func TestApplicationPropsErrors(t *testing.T) {
 			`tracked entity BOOK: its table's stream has view KEYS_ONLY.*NEW_AND_OLD_IMAGES`},
 		{"untracked entity", func(_ awscdk.Stack, p *Props) { p.Tracked["BOOKS"] = p.Tracked["BOOK"] },
 			`Props.Tracked\["BOOKS"\]: application library tracks no entity BOOKS`},
+		{"table no module reads", func(_ awscdk.Stack, p *Props) { p.Tables["SHELVES_TABLE"] = p.Tables[envShelf] },
+			`Props.Tables\["SHELVES_TABLE"\]: no DURABLE or BEST_EFFORT module of application library reads SHELVES_TABLE \(they read \[.*` + envShelf + `.*\]\): remove it`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ls := synthLibrary(t, tt.edit)

@@ -255,6 +255,21 @@ func resolve(p *Props) wiring {
 			}
 		}
 	}
+	// A table no function here reads is a mistake the props would hide: a
+	// misspelt variable, or a module that moved to another lane.
+	for _, name := range slices.Sorted(maps.Keys(p.Tables)) {
+		_, durable := w.env[catalog.Durable][name]
+		_, bestEffort := w.env[catalog.BestEffort][name]
+		if !durable && !bestEffort && !missing[name] {
+			var read []string
+			for _, lane := range []catalog.Lane{catalog.Durable, catalog.BestEffort} {
+				read = append(read, slices.Collect(maps.Keys(w.env[lane]))...)
+			}
+			slices.Sort(read)
+			fail("Props.Tables[%q]: no DURABLE or BEST_EFFORT module of application %s reads %s (they read %v): remove it, or add it to the Env of the module that reads it",
+				name, p.App.Name, name, slices.Compact(read))
+		}
+	}
 	return w
 }
 
