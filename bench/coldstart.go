@@ -413,7 +413,7 @@ func benchColdStart(ctx context.Context, env *benchEnv, o options) (section, err
 			ms(time.Duration(lo))+" – "+ms(time.Duration(hi)), ratio(float64(medianDuration(resp))/float64(helloMedian)),
 			fmt.Sprintf("%d / %d", len(rs), len(runs[t])), outcome)
 	}
-	sec.para("Every `functions/*` binary and a hello-world aws-lambda-go function are built the way `make build` builds "+
+	sec.para("Every function of the orders example (`examples/orders/functions/*`) and a hello-world aws-lambda-go function are built the way `make build` builds "+
 		"(`CGO_ENABLED=0 go build -tags lambda.norpc -trimpath -ldflags '-s -w'`), for linux/arm64 (what Lambda runs; size only) "+
 		"and for this machine (linux/%s; run). Each run starts the binary as a new process with `AWS_LAMBDA_RUNTIME_API` "+
 		"pointing at a minimal Lambda Runtime API inside the bench (`/runtime/invocation/next`, `/{id}/response`, "+
