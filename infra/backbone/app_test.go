@@ -18,6 +18,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
 // Another small application with its own domain, to prove the construct is
@@ -290,5 +291,26 @@ func TestStackHasNoErrors(t *testing.T) {
 	}
 	if _, ok := s.stack.ChangeFeed.Mappings[widgetEntity]; !ok || len(s.stack.ChangeFeed.Mappings) != 1 {
 		t.Errorf("changefeed's mappings %v, want %s's only", s.stack.ChangeFeed.Mappings, widgetEntity)
+	}
+}
+
+// TestPerPairClaimsGone: the prop tells durable-consumer and dlq-repair
+// (and no other function) that per-pair claims are gone; by default no
+// function is told, so both keep reading them.
+func TestPerPairClaimsGone(t *testing.T) {
+	for _, gone := range []bool{false, true} {
+		ls := synthLibrary(t, func(_ awscdk.Stack, p *Props) { p.PerPairClaimsGone = gone })
+		if len(ls.errors) > 0 {
+			t.Fatalf("synthesis errors: %v", ls.errors)
+		}
+		b := ls.stack
+		fns := ls.synthesized().resources("AWS::Lambda::Function")
+		for _, f := range []Function{b.Durable.DurableConsumer, b.Repair.Function, b.Durable.StreamFilter, b.ChangeFeed.Changefeed, b.Reconcile.Function, b.Tamper.Function} {
+			vars, _ := props(fns[ls.id(f.Fn)])["Environment"].(map[string]any)["Variables"].(map[string]any)
+			want := gone && (f.name == keys.FnDurableConsumer || f.name == keys.FnDLQRepair)
+			if v, ok := vars[keys.EnvPerPairClaims]; ok != want || (want && v != keys.PerPairClaimsGone) {
+				t.Errorf("PerPairClaimsGone=%v: %s has %s=%v (set: %v); want set to %q: %v", gone, f.name, keys.EnvPerPairClaims, v, ok, keys.PerPairClaimsGone, want)
+			}
+		}
 	}
 }

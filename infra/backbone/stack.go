@@ -60,6 +60,14 @@ type Props struct {
 	// account whose concurrency quota is still 10 cannot reserve any: set it
 	// false there.
 	ReserveConcurrency bool
+	// PerPairClaimsGone tells durable-consumer and dlq-repair that no per-pair
+	// claim of the layout before the per-event claim item can come back, so
+	// a prefetch reads one item per event instead of 1 + N
+	// (keys.EnvPerPairClaims; pkg/delivery WithoutPerPairClaims). Set it 28
+	// days after upgrading a stack deployed before that layout (a FIFO queue
+	// keeps a message 14 days, its DLQ 14 more), and never after rolling back
+	// to a version that writes per-pair claims; a new stack may set it at once.
+	PerPairClaimsGone bool
 	// RemovalPolicy of tables and queues; the zero value means RETAIN. Every
 	// table has deletion protection (and the events table a resource policy
 	// denying DeleteTable), so DESTROY deletes the queues only: turn
@@ -137,6 +145,11 @@ func NewBackbone(scope constructs.Construct, props *Props) *Backbone {
 	for _, t := range w.tracked {
 		s.ChangeFeed.Track(t.entity, t.table)
 		s.Repair.Track(t.entity, t.table)
+	}
+	if p.PerPairClaimsGone {
+		for _, f := range []Function{s.Durable.DurableConsumer, s.Repair.Function} {
+			f.Fn.AddEnvironment(jsii.String(keys.EnvPerPairClaims), jsii.String(keys.PerPairClaimsGone), nil)
+		}
 	}
 	useTables(s.Durable.DurableConsumer, w.env[catalog.Durable])
 	useTables(s.ChangeFeed.Changefeed, w.env[catalog.BestEffort])

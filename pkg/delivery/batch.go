@@ -116,7 +116,9 @@ func (d *DynamoStore) ReadBatch(ctx context.Context, ks []Key, evs []EventRef) (
 	}
 	for _, k := range ks {
 		addState(eventClaimKey(k.EventID))
-		addState(legacyClaimKey(k))
+		if !d.perPairGone {
+			addState(legacyClaimKey(k))
+		}
 	}
 	seenEv := map[EventRef]bool{}
 	for _, e := range evs {
@@ -158,7 +160,7 @@ func (d *DynamoStore) ReadBatch(ctx context.Context, ks []Key, evs []EventRef) (
 	decoded := map[string]eventItem{}
 	for _, k := range ks {
 		evPK, legPK := keys.StateEventClaimPrefix+k.EventID, keys.StateClaimPrefix+k.String()
-		if !read[evPK] || !read[legPK] {
+		if !read[evPK] || (!d.perPairGone && !read[legPK]) {
 			continue
 		}
 		ei, ok := decoded[k.EventID]
@@ -479,6 +481,35 @@ func (d *DynamoStore) WithLog(table string) *DynamoStore {
 	c := *d
 	c.log = table
 	return &c
+}
+
+// WithoutPerPairClaims returns a copy of d whose claims read no per-pair
+// claim of the earlier layout: a prefetch reads one key per event instead of
+// 1 + N, and a claim's own read likewise. It is safe once no message of an
+// event delivered under that layout can come back: 28 days after the
+// upgrade (a FIFO queue keeps a message 14 days, its DLQ 14 more), and never
+// after a rollback to a version that writes per-pair claims. Before that, a
+// redelivered event whose pair completed there would run its handler again.
+// Replaying a dead letter of that layout still reads (and moves) its claim.
+func (d *DynamoStore) WithoutPerPairClaims() *DynamoStore {
+	c := *d
+	c.perPairGone = true
+	return &c
+}
+
+// PerPairClaims applies the setting of keys.EnvPerPairClaims: "" or
+// keys.PerPairClaimsRead returns d, keys.PerPairClaimsGone
+// d.WithoutPerPairClaims(); any other value is an error naming the variable
+// and its values.
+func (d *DynamoStore) PerPairClaims(setting string) (*DynamoStore, error) {
+	switch setting {
+	case "", keys.PerPairClaimsRead:
+		return d, nil
+	case keys.PerPairClaimsGone:
+		return d.WithoutPerPairClaims(), nil
+	}
+	return nil, fmt.Errorf("%s=%q: want %q (per-pair claims of the earlier layout may exist; the default) or %q (none can come back: 28 days after the upgrade, and no rollback since)",
+		keys.EnvPerPairClaims, setting, keys.PerPairClaimsRead, keys.PerPairClaimsGone)
 }
 
 var _ LogReader = (*DynamoStore)(nil)

@@ -33,6 +33,8 @@ type DynamoStore struct {
 	db    DynamoDB
 	table string
 	log   string // the events table, when WithLog set it
+	// perPairGone: WithoutPerPairClaims set it; claims read no per-pair key.
+	perPairGone bool
 }
 
 var _ Store = (*DynamoStore)(nil)
@@ -207,7 +209,9 @@ func (d *DynamoStore) view(ctx context.Context, req EventClaimRequest) (*claimVi
 	}
 	ks := []map[string]av{eventClaimKey(req.EventID)}
 	for _, sub := range req.Subscriptions {
-		ks = append(ks, legacyClaimKey(Key{EventID: req.EventID, Subscription: sub}))
+		if !d.perPairGone {
+			ks = append(ks, legacyClaimKey(Key{EventID: req.EventID, Subscription: sub}))
+		}
 	}
 	items, err := d.readItems(ctx, ks)
 	if err != nil {

@@ -37,3 +37,14 @@ const (
 	ClaimFieldError      = "err" // S: the last handler error (dead, and after a failed replay)
 	ClaimFieldUpdatedAt  = "at"  // N: epoch milliseconds of the last change
 )
+
+// EnvPerPairClaims tells durable-consumer and dlq-repair whether per-pair
+// claims of the earlier layout may still exist: PerPairClaimsRead (the
+// default, also when unset) reads them beside each event's claim item;
+// PerPairClaimsGone reads one item per event. infra/backbone sets it from
+// Props.PerPairClaimsGone.
+const (
+	EnvPerPairClaims  = "FOURLANES_PER_PAIR_CLAIMS"
+	PerPairClaimsRead = "read"
+	PerPairClaimsGone = "gone"
+)

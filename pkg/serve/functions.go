@@ -3,6 +3,7 @@ package serve
 import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"log/slog"
+	"os"
 
 	"github.com/fourlanes/fourlanes/functions/durable-consumer/consumer"
 	"github.com/fourlanes/fourlanes/functions/stream-filter/enrich"
@@ -47,7 +48,8 @@ func DurableConsumer(a app.Application) {
 	reg, _ := b.bind(a, cat, env, db, state, durable...)
 	// The prefetch reads the batch's claims and its event rows together;
 	// delivery refuses an envelope that is not the log's event at its seq.
-	claims := delivery.NewDynamoStore(db, state).WithLog(env[keys.EnvEventsTable])
+	claims := get(delivery.NewDynamoStore(db, state).PerPairClaims(os.Getenv(keys.EnvPerPairClaims))).or(b, "environment")
+	claims = claims.WithLog(env[keys.EnvEventsTable])
 	store := get(delivery.NewBatchedStore(claims)).or(b, "claim store")
 	d := get(delivery.New(reg, delivery.Config{Store: store, Log: claims, Logger: b.log, Metrics: b.metrics})).or(b, "deliverer")
 	h := get(consumer.New(b.ctx, consumer.Config{Deliverer: d, Registry: reg, Logger: b.log, Metrics: b.metrics})).or(b, "handler")
@@ -130,7 +132,7 @@ func DLQRepair(a app.Application) {
 	if err := reg.LogServed(b.ctx, b.log, catalog.Durable, catalog.BestEffort); err != nil {
 		b.fail("registry", err)
 	}
-	claims := delivery.NewDynamoStore(db, state)
+	claims := get(delivery.NewDynamoStore(db, state).PerPairClaims(os.Getenv(keys.EnvPerPairClaims))).or(b, "environment")
 	d := get(delivery.New(reg, delivery.Config{Store: claims, Logger: b.log, Metrics: b.metrics})).or(b, "deliverer")
 	events := get(eventstore.New(db, eventstore.Config{Table: env[keys.EnvEventsTable], Catalog: cat})).or(b, "event log")
 	feed := get(changefeed.New(changefeed.Config{
