@@ -30,9 +30,19 @@ func Commands(d *Demo) []cli.Command {
 	return []cli.Command{
 		{Name: "dev", Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 			return runDev(ctx, d, args, stdout, stderr)
-		}},
-		{Name: "dynamodb", Run: runDynamoDB},
+		}, Usage: devUsage(d)},
+		{Name: "dynamodb", Run: runDynamoDB, Usage: `  fourlanes dynamodb   -listen ADDR [-data DIR] [-conflicts] [-partition-wcu N] [-stream-retention D] [-shard-records N]
+                                            serve the twin's own DynamoDB and DynamoDB Streams (in memory unless -data)
+`},
 	}
+}
+
+func devUsage(d *Demo) string {
+	what := "run the stack of the CDK app cdk.json names on this machine, from its synthesized template"
+	if d != nil {
+		what += ", with the application's demo workload"
+	}
+	return "  fourlanes dev        [flags]\n                                            " + what + "\n"
 }
 
 // Demo is an application's demo workload, which `fourlanes dev` runs once

@@ -179,3 +179,16 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	code = cli.Run(context.Background(), nil, args, &out, &errb, Commands(nil)...)
 	return code, out.String(), errb.String()
 }
+
+// TestUsageListsTheTwinCommands: a build with these commands lists them in
+// its usage; the library (pkg/cli) alone does not.
+func TestUsageListsTheTwinCommands(t *testing.T) {
+	code, _, stderr := runCLI(t, "help")
+	if code != cli.ExitOK || !strings.Contains(stderr, "fourlanes dev ") || !strings.Contains(stderr, "fourlanes dynamodb ") || !strings.Contains(stderr, "fourlanes reconcile ") {
+		t.Errorf("help: exit %d, usage %q; want dev, dynamodb and reconcile listed", code, stderr)
+	}
+	var out, errb strings.Builder
+	if code := cli.Run(context.Background(), nil, []string{"help"}, &out, &errb); code != cli.ExitOK || strings.Contains(errb.String(), "fourlanes dev ") {
+		t.Errorf("help without the twin's commands: exit %d, usage %q; want no dev", code, errb.String())
+	}
+}

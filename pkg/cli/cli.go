@@ -49,13 +49,14 @@ const (
 	ExitFinding = 3
 )
 
-const usage = `fourlanes: operate a fourlanes stack (AWS, or the local twin of 'fourlanes dev')
+// usageHead, the usage of each extra command (Command.Usage), usageBody and
+// usageTail make the usage text.
+const usageHead = `fourlanes: operate a fourlanes stack (AWS, or the local twin of 'fourlanes dev')
 
 Usage:
-  fourlanes dev        [flags]              run the stack locally from the synthesized template, with a demo workload
-  fourlanes dynamodb   -listen ADDR [-data DIR] [-conflicts] [-partition-wcu N] [-stream-retention D] [-shard-records N]
-                                            serve the twin's own DynamoDB and DynamoDB Streams (in memory unless -data)
-  fourlanes reconcile  [-url URL | -stack NAME | -local] [-tenant T] [-full] [-limit N] [-max-events N] [-cursor C]
+`
+
+const usageBody = `  fourlanes reconcile  [-url URL | -stack NAME | -local] [-tenant T] [-full] [-limit N] [-max-events N] [-cursor C]
                                             verify tenants' hash chains through the reconcile Function URL
   fourlanes repair     [-function NAME | -stack NAME | -local]
                                             invoke dlq-repair and print its report
@@ -69,7 +70,9 @@ Usage:
                                             append one event to the log
   fourlanes watermarks [-table NAME -state-table NAME | -stack NAME | -local] [-tenant T] [-set-to-head (-tenant T | -all) -yes]
                                             list DURABLE subscriptions' delivery watermarks against each head, or set them to it
+`
 
+const usageTail = `
 -stack NAME reads a command's resources from the stack's outputs (CloudFormation DescribeStacks);
 a flag given explicitly wins. -local: the twin 'fourlanes dev' is running.
 Run 'fourlanes <command> -h' for a command's flags.
@@ -87,6 +90,9 @@ var (
 // dynamodb, which run the local twin).
 type Command struct {
 	Name string
+	// Usage is the command's lines in the usage text: "  fourlanes NAME
+	// FLAGS", then what it does, indented as the others are.
+	Usage string
 	// Run runs the command with its arguments. It returns the exit status,
 	// or an error: one wrapping ErrUsage is printed with exit status 2.
 	Run func(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error)
@@ -106,6 +112,11 @@ type command func(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // Run runs one command line (args without the program name) and returns
 // the exit status.
 func Run(ctx context.Context, a *app.Application, args []string, stdout, stderr io.Writer, extra ...Command) int {
+	usage := usageHead
+	for _, c := range extra {
+		usage += c.Usage
+	}
+	usage += usageBody + usageTail
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stderr, usage)
 		if len(args) == 0 {

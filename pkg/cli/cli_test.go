@@ -63,7 +63,7 @@ func TestUsage(t *testing.T) {
 		want string
 	}{
 		{nil, ExitUsage, "Usage:"},
-		{[]string{"help"}, ExitOK, "fourlanes dev"},
+		{[]string{"help"}, ExitOK, "fourlanes reconcile"},
 		{[]string{"frobnicate"}, ExitUsage, `unknown command "frobnicate"`},
 		{[]string{"reconcile"}, ExitUsage, "no URL: pass -url"},
 		{[]string{"reconcile", "-url", "not a url"}, ExitUsage, "is not an absolute URL"},
