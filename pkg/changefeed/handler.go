@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -96,7 +93,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		}
 		r, err := FromLambda(raw)
 		recs[i], bad[i] = r, err
-		k := r.Table() + "\x00" + itemKey(r.Keys)
+		k := r.Table() + "\x00" + keys.KeyString(r.Keys)
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
@@ -199,28 +196,4 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	}
 	log.InfoContext(ctx, "stream batch done", attrs...)
 	return resp, nil
-}
-
-// itemKey renders an item's key attributes, for grouping records by item.
-func itemKey(k map[string]types.AttributeValue) string {
-	names := make([]string, 0, len(k))
-	for n := range k {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var b strings.Builder
-	for _, n := range names {
-		b.WriteString(n)
-		b.WriteByte('=')
-		switch v := k[n].(type) {
-		case *types.AttributeValueMemberS:
-			b.WriteString("S:" + v.Value)
-		case *types.AttributeValueMemberN:
-			b.WriteString("N:" + v.Value)
-		case *types.AttributeValueMemberB:
-			b.WriteString(fmt.Sprintf("B:%x", v.Value))
-		}
-		b.WriteByte(0)
-	}
-	return b.String()
 }

@@ -44,8 +44,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -235,10 +233,10 @@ func (d *DynamoStore) batchGet(ctx context.Context, bg batchGetter, ks map[strin
 			for table, tk := range ks {
 				unread := map[string]bool{}
 				for _, k := range left[table] {
-					unread[keyString(k)] = true
+					unread[keys.KeyString(k)] = true
 				}
 				for _, k := range tk {
-					if !unread[keyString(k)] {
+					if !unread[keys.KeyString(k)] {
 						read(table, k)
 					}
 				}
@@ -247,28 +245,6 @@ func (d *DynamoStore) batchGet(ctx context.Context, bg batchGetter, ks map[strin
 		ks = left
 	}
 	return ks, nil
-}
-
-// keyString identifies a key (string and number attributes) for set membership.
-func keyString(k map[string]types.AttributeValue) string {
-	names := make([]string, 0, len(k))
-	for name := range k {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	var b strings.Builder
-	for _, name := range names {
-		b.WriteString(name)
-		b.WriteByte('=')
-		switch v := k[name].(type) {
-		case *types.AttributeValueMemberS:
-			b.WriteString("S:" + v.Value)
-		case *types.AttributeValueMemberN:
-			b.WriteString("N:" + v.Value)
-		}
-		b.WriteByte(0)
-	}
-	return b.String()
 }
 
 // GetClaims reads each claim with Get (the fake needs no batching); every

@@ -1,6 +1,10 @@
 package keys
 
 import (
+	"fmt"
+	"sort"
+	"strings"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -23,4 +27,30 @@ func PKSKTable(name string) *dynamodb.CreateTableInput {
 		},
 		BillingMode: types.BillingModePayPerRequest,
 	}
+}
+
+// KeyString renders an item's key (its string, number and binary
+// attributes, in name order) as one string, for grouping or set membership
+// by item.
+func KeyString(k map[string]types.AttributeValue) string {
+	names := make([]string, 0, len(k))
+	for n := range k {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		b.WriteString(n)
+		b.WriteByte('=')
+		switch v := k[n].(type) {
+		case *types.AttributeValueMemberS:
+			b.WriteString("S:" + v.Value)
+		case *types.AttributeValueMemberN:
+			b.WriteString("N:" + v.Value)
+		case *types.AttributeValueMemberB:
+			b.WriteString(fmt.Sprintf("B:%x", v.Value))
+		}
+		b.WriteByte(0)
+	}
+	return b.String()
 }
