@@ -79,6 +79,11 @@ const (
 	FnTamperWatch     = "tamper-watch"
 )
 
+// EnvFunction chooses the role of a binary that serves every function
+// (examples/orders/cmd/allinone, which make bench measures beside the
+// one-binary-per-role build the stack deploys).
+const EnvFunction = "FOURLANES_FUNCTION"
+
 // Functions lists every Lambda function in build order.
 var Functions = []string{FnStreamFilter, FnDurableConsumer, FnChangefeed, FnReconcile, FnDLQRepair, FnTamperWatch}
 
