@@ -231,6 +231,12 @@ func (d *DynamoStore) batchGet(ctx context.Context, bg batchGetter, ks map[strin
 		}
 		if read != nil {
 			for table, tk := range ks {
+				if len(left[table]) == 0 { // the common case: every key answered
+					for _, k := range tk {
+						read(table, k)
+					}
+					continue
+				}
 				unread := map[string]bool{}
 				for _, k := range left[table] {
 					unread[keys.KeyString(k)] = true

@@ -152,3 +152,62 @@ func TestPerPairClaimsSetting(t *testing.T) {
 		t.Errorf(`PerPairClaims("off"): %v; want an error naming %s and its values`, err, keys.EnvPerPairClaims)
 	}
 }
+
+// unanswering leaves the claim items of one event unanswered in every
+// BatchGetItem (UnprocessedKeys), as a throttled table does.
+type unanswering struct {
+	*dynamodb.Client
+	eventID string
+}
+
+func (u *unanswering) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	req := map[string]types.KeysAndAttributes{}
+	left := map[string]types.KeysAndAttributes{}
+	for table, ka := range in.RequestItems {
+		for _, k := range ka.Keys {
+			pk, _ := k[keys.AttrPK].(*types.AttributeValueMemberS)
+			dst := req
+			if pk != nil && strings.Contains(pk.Value, u.eventID) {
+				dst = left
+			}
+			e := dst[table]
+			e.Keys, e.ConsistentRead = append(e.Keys, k), ka.ConsistentRead
+			dst[table] = e
+		}
+	}
+	out := &dynamodb.BatchGetItemOutput{Responses: map[string][]map[string]types.AttributeValue{}}
+	if len(req) > 0 {
+		var err error
+		if out, err = u.Client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req}, o...); err != nil {
+			return nil, err
+		}
+	}
+	out.UnprocessedKeys = left
+	return out, nil
+}
+
+// TestUnansweredClaimsAreNotRead: a claim DynamoDB never answered (left in
+// UnprocessedKeys through every retry) is missing from what ReadBatch read,
+// so delivery claims it with its own read instead of taking it as absent;
+// the claims it did answer are read, found or not.
+func TestUnansweredClaimsAreNotRead(t *testing.T) {
+	for _, perPairGone := range []bool{false, true} {
+		db, table := stateTable(t)
+		victim, other := event(t, "thing.happened", "t1", 1), event(t, "thing.happened", "t1", 1)
+		d := delivery.NewDynamoStore(&unanswering{Client: db, eventID: victim.ID}, table)
+		if perPairGone {
+			d = d.WithoutPerPairClaims()
+		}
+		kv, ko := delivery.Key{EventID: victim.ID, Subscription: "test.first"}, delivery.Key{EventID: other.ID, Subscription: "test.first"}
+		got, _, err := d.ReadBatch(context.Background(), []delivery.Key{kv, ko}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := got[kv]; ok {
+			t.Errorf("perPairGone=%v: the unanswered claim is in the answer (%+v); want it left out as not read", perPairGone, got[kv])
+		}
+		if r, ok := got[ko]; !ok || r.Found() {
+			t.Errorf("perPairGone=%v: the answered claim: %+v (in the answer: %v); want it read and absent", perPairGone, r, ok)
+		}
+	}
+}
