@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/fourlanes/fourlanes/internal/cdkjson"
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/internal/twin"
 	"github.com/fourlanes/fourlanes/internal/twin/cfn"
@@ -76,16 +77,21 @@ type DemoEnv struct {
 type devOptions struct {
 	template string // a template file; empty: synthesize
 	cdkOut   string // a cloud assembly to read; empty: synthesize
-	demo     bool
-	port     int
-	every    time.Duration
-	data     string // the DynamoDB's state folder; empty: in memory
+	// app is the CDK app's Go package and functions the folder of the
+	// application's function mains, both relative to the module root.
+	app, functions string
+	demo           bool
+	port           int
+	every          time.Duration
+	data           string // the DynamoDB's state folder; empty: in memory
 }
 
 func runDev(ctx context.Context, d *Demo, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := cli.Flags("dev [flags]", "dev", stderr)
 	var o devOptions
 	fs.StringVar(&o.cdkOut, "cdk-out", "", "run the stack of this cloud assembly (e.g. cdk.out from `make synth`) instead of synthesizing")
+	fs.StringVar(&o.app, "app", "", "the CDK app's Go package, relative to the module root (default: the package of cdk.json's \"go run <package>\")")
+	fs.StringVar(&o.functions, "functions", "", "the folder of the application's function mains (<fn>/main.go), relative to the module root (default: functions beside the CDK app's folder, e.g. examples/orders/functions for ./examples/orders/infra)")
 	fs.StringVar(&o.template, "template", "", "run this template file (its assets beside it) instead of synthesizing")
 	if d != nil {
 		fs.BoolVar(&o.demo, "demo", true, "run the application's demo workload")
@@ -129,15 +135,19 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 
 	// 1. Functions for this machine, and the template.
 	start := time.Now()
-	fns, err := twin.FunctionNames(root)
+	defaultApp, err := resolveApp(root, &o)
+	if err != nil {
+		return 0, err
+	}
+	fns, err := twin.FunctionNamesIn(root, o.functions)
 	if err != nil {
 		return 0, err
 	}
 	say("dev: building %d functions for this machine into %s", len(fns), rel(root, hostBin))
-	if err := twin.BuildHost(ctx, root, hostBin, fns); err != nil {
+	if err := twin.BuildHostFrom(ctx, root, o.functions, hostBin, fns); err != nil {
 		return 0, err
 	}
-	tmpl, code, err := devTemplate(ctx, root, dir, hostBin, fns, o, say)
+	tmpl, code, err := devTemplate(ctx, root, dir, hostBin, fns, o, defaultApp, say)
 	if err != nil {
 		return 0, err
 	}
@@ -299,7 +309,7 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 
 // devTemplate synthesizes the stack (or reads the template it is given)
 // and returns it with the resolver of each function's host binary.
-func devTemplate(ctx context.Context, root, dir, hostBin string, fns []string, o devOptions, say func(string, ...any)) (*cfn.Template, twin.CodeResolver, error) {
+func devTemplate(ctx context.Context, root, dir, hostBin string, fns []string, o devOptions, defaultApp bool, say func(string, ...any)) (*cfn.Template, twin.CodeResolver, error) {
 	build := filepath.Join(root, "build")
 	switch {
 	case o.template != "":
@@ -313,24 +323,49 @@ func devTemplate(ctx context.Context, root, dir, hostBin string, fns []string, o
 		t, err := cfn.Load(p)
 		return t, twin.CodeFromBuild(build, hostBin), err
 	}
-	// Stage the Lambda build (make build) when it is complete, so the
-	// template is the one `make synth` makes; else the host binaries.
-	codeRoot := build
-	for _, fn := range fns {
-		if _, err := os.Stat(filepath.Join(build, fn, "bootstrap")); err != nil {
-			codeRoot = hostBin
-			say("dev: %s is missing (run `make build` for the Lambda build); staging this machine's binaries as the code assets", rel(root, filepath.Join(build, fn, "bootstrap")))
-			break
+	// Stage the Lambda build (make build, of cdk.json's app) when it is
+	// complete, so the template is the one `make synth` makes; else, and for
+	// another app, the host binaries.
+	codeRoot := hostBin
+	if defaultApp {
+		codeRoot = build
+		for _, fn := range fns {
+			if _, err := os.Stat(filepath.Join(build, fn, "bootstrap")); err != nil {
+				codeRoot = hostBin
+				say("dev: %s is missing (run `make build` for the Lambda build); staging this machine's binaries as the code assets", rel(root, filepath.Join(build, fn, "bootstrap")))
+				break
+			}
 		}
 	}
 	out := filepath.Join(dir, "cdk.out")
-	say("dev: synthesizing the CDK app (go run ./examples/orders/infra) into %s", rel(root, out))
-	p, err := twin.Synth(ctx, root, out, codeRoot)
+	say("dev: synthesizing the CDK app (go run %s) into %s", o.app, rel(root, out))
+	p, err := twin.SynthApp(ctx, root, o.app, out, codeRoot)
 	if err != nil {
 		return nil, nil, err
 	}
 	t, err := cfn.Load(p)
 	return t, twin.CodeFromBuild(codeRoot, hostBin), err
+}
+
+// resolveApp fills o.app from cdk.json and o.functions beside it, when not
+// given, and reports whether the app is cdk.json's (whose Lambda build,
+// make build, dev may stage).
+func resolveApp(root string, o *devOptions) (defaultApp bool, err error) {
+	fromJSON, jsonErr := cdkjson.AppPackage(root)
+	if o.app == "" {
+		if jsonErr != nil {
+			return false, fmt.Errorf("%w (or pass -app PACKAGE)", jsonErr)
+		}
+		o.app = fromJSON
+	}
+	if o.functions == "" {
+		o.functions = filepath.Join(filepath.Dir(filepath.Clean(o.app)), "functions")
+	}
+	if fns, _ := twin.FunctionNamesIn(root, o.functions); len(fns) == 0 {
+		return false, fmt.Errorf("%w: no function mains in %s (<fn>/main.go): pass -functions DIR, the folder of the application's function mains",
+			cli.ErrUsage, filepath.Join(root, o.functions))
+	}
+	return jsonErr == nil && filepath.Clean(o.app) == filepath.Clean(fromJSON), nil
 }
 
 // stackIDs are the logical IDs dev reports on, found in the template by what they are.

@@ -192,3 +192,41 @@ func TestUsageListsTheTwinCommands(t *testing.T) {
 		t.Errorf("help without the twin's commands: exit %d, usage %q; want no dev", code, errb.String())
 	}
 }
+
+// TestResolveApp: dev brings up the CDK app cdk.json runs, with the function
+// mains beside its folder, unless -app and -functions say otherwise; a
+// folder without mains, or a cdk.json app that is not `go run`, is a usage
+// error naming what to pass.
+func TestResolveApp(t *testing.T) {
+	root := t.TempDir()
+	write := func(p, body string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("cdk.json", `{"app": "go run ./svc/infra", "context": {}}`)
+	write("svc/functions/durable-consumer/main.go", "package main\n")
+	write("other/fns/stream-filter/main.go", "package main\n")
+
+	o := devOptions{}
+	def, err := resolveApp(root, &o)
+	if err != nil || !def || o.app != "./svc/infra" || o.functions != filepath.Join("svc", "functions") {
+		t.Errorf("defaults: app %q functions %q default %v err %v; want ./svc/infra, svc/functions, true", o.app, o.functions, def, err)
+	}
+	o = devOptions{app: "./other/infra", functions: "other/fns"}
+	if def, err := resolveApp(root, &o); err != nil || def {
+		t.Errorf("-app ./other/infra -functions other/fns: default %v err %v; want another app, no error", def, err)
+	}
+	o = devOptions{app: "./other/infra"}
+	if _, err := resolveApp(root, &o); !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "-functions") {
+		t.Errorf("-app without mains beside it: %v; want a usage error naming -functions", err)
+	}
+	write("cdk.json", `{"app": "npx ts-node bin/app.ts", "context": {}}`)
+	if _, err := resolveApp(root, &devOptions{}); err == nil || !strings.Contains(err.Error(), "go run") || !strings.Contains(err.Error(), "-app") {
+		t.Errorf("a cdk.json app that is not go run: %v; want an error saying so and naming -app", err)
+	}
+}
