@@ -19,6 +19,112 @@ import (
 	"github.com/fourlanes/fourlanes/internal/twin/twintest"
 )
 
+// devProc is a running `fourlanes dev`: its output lines as they come.
+type devProc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	lines  chan string
+	seen   []string
+	stderr bytes.Buffer
+	ctx    context.Context
+	root   string
+	dir    string // FOURLANES_TWIN_DIR: dev's files
+	env    []string
+}
+
+// startDev runs cli with args (dev …) in the repository, its files in a
+// folder of the test's own.
+func startDev(t *testing.T, ctx context.Context, cli string, args ...string) *devProc {
+	t.Helper()
+	root, err := localaws.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &devProc{t: t, lines: make(chan string, 1024), ctx: ctx, root: root, dir: t.TempDir()}
+	d.env = append(os.Environ(), "FOURLANES_TWIN_DIR="+d.dir)
+	d.cmd = exec.CommandContext(ctx, cli, args...)
+	d.cmd.Dir, d.cmd.Env = root, d.env
+	out, err := d.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.cmd.Stderr = &d.stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(d.lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			d.lines <- sc.Text()
+		}
+	}()
+	return d
+}
+
+// waitFor returns the first line containing sub, or fails the test.
+func (d *devProc) waitFor(sub string, timeout time.Duration) string {
+	d.t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case l, ok := <-d.lines:
+			if !ok {
+				d.t.Fatalf("dev exited before %q; output:\n%s\nstderr: %s", sub, strings.Join(d.seen, "\n"), d.stderr.String())
+			}
+			d.seen = append(d.seen, l)
+			if strings.Contains(l, sub) {
+				return l
+			}
+		case <-deadline:
+			d.t.Fatalf("dev did not print %q within %v; output:\n%s", sub, timeout, strings.Join(d.seen, "\n"))
+		}
+	}
+}
+
+// run runs another command (cli args…) against the running twin and
+// returns its exit status and output.
+func (d *devProc) run(cli string, args ...string) (int, string) {
+	d.t.Helper()
+	c := exec.CommandContext(d.ctx, cli, args...)
+	c.Dir, c.Env = d.root, d.env
+	var o bytes.Buffer
+	c.Stdout = &o
+	err := c.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), o.String()
+	}
+	if err != nil {
+		d.t.Fatalf("%s %v: %v", filepath.Base(cli), args, err)
+	}
+	return 0, o.String()
+}
+
+// stop sends Ctrl-C and checks dev stops cleanly and removes dev.json.
+func (d *devProc) stop() {
+	d.t.Helper()
+	if err := d.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		d.t.Fatal(err)
+	}
+	d.waitFor("dev: stopping", 10*time.Second)
+	for range d.lines {
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			d.t.Errorf("dev exited with %v after Ctrl-C; stderr: %s", err, d.stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		d.t.Fatal("dev did not exit within 15s of Ctrl-C")
+	}
+	if _, err := os.Stat(filepath.Join(d.dir, "dev.json")); !errors.Is(err, fs.ErrNotExist) {
+		d.t.Errorf("dev.json left behind after Ctrl-C: %v", err)
+	}
+}
+
 // `fourlanes dev` as a user runs it: it builds, synthesizes, starts its own
 // servers, brings the stack up, runs the demo (whose poison record ends on
 // the change feed's on-failure queue), serves the other commands through
@@ -27,78 +133,19 @@ func TestDevCommand(t *testing.T) {
 	t.Parallel()          // see parallel in harness_test.go
 	twintest.Endpoints(t) // skip (or fail in CI) as the other tests do without servers
 	_, _, cli := assemble(t)
-	root, err := localaws.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	env := append(os.Environ(), "FOURLANES_TWIN_DIR="+dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, cli, "dev", "-tenants", "2", "-orders", "2", "-status-every", "250ms")
-	cmd.Dir, cmd.Env = root, env
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 1024)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	var seen []string
-	waitFor := func(sub string, timeout time.Duration) string {
-		t.Helper()
-		deadline := time.After(timeout)
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatalf("dev exited before %q; output:\n%s\nstderr: %s", sub, strings.Join(seen, "\n"), stderr.String())
-				}
-				seen = append(seen, l)
-				if strings.Contains(l, sub) {
-					return l
-				}
-			case <-deadline:
-				t.Fatalf("dev did not print %q within %v; output:\n%s", sub, timeout, strings.Join(seen, "\n"))
-			}
-		}
-	}
-	urlLine := waitFor("reconcile URL", 2*time.Minute)
+	d := startDev(t, ctx, cli, "dev", "-tenants", "2", "-orders", "2", "-status-every", "250ms")
+	urlLine := d.waitFor("reconcile URL", 2*time.Minute)
 	if !strings.Contains(urlLine, "http://127.0.0.1:") {
 		t.Errorf("reconcile URL line: %q", urlLine)
 	}
-	waitFor("appended", 30*time.Second) // the status line
-	waitFor("the poison record was isolated", time.Minute)
+	d.waitFor("appended", 30*time.Second) // the status line
+	d.waitFor("the poison record was isolated", time.Minute)
 
-	runLocal := func(args ...string) (int, string) {
-		t.Helper()
-		c := exec.CommandContext(ctx, cli, args...)
-		c.Dir, c.Env = root, env
-		var o bytes.Buffer
-		c.Stdout = &o
-		err := c.Run()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode(), o.String()
-		}
-		if err != nil {
-			t.Fatalf("fourlanes %v: %v", args, err)
-		}
-		return 0, o.String()
-	}
 	// The poison record is fixed; the injected dead letter stays open (its
 	// payload still does not decode), so repair exits 3 and says so.
-	code, rep := runLocal("repair", "-local")
+	code, rep := d.run(cli, "repair", "-local")
 	var report repairReport
 	if err := json.Unmarshal([]byte(rep), &report); err != nil || code != exitFinding {
 		t.Fatalf("repair -local: exit %d, %v: %s", code, err, rep)
@@ -106,33 +153,47 @@ func TestDevCommand(t *testing.T) {
 	if src := report.Sources["changefeed_dlq"]; src.Fixed != 1 {
 		t.Errorf("repair -local: %s", rep)
 	}
-	if code, out := runLocal("reconcile", "-local"); code != 0 || strings.Count(out, `"chain_intact": true`) != 2 {
+	if code, out := d.run(cli, "reconcile", "-local"); code != 0 || strings.Count(out, `"chain_intact": true`) != 2 {
 		t.Errorf("reconcile -local: exit %d: %s", code, out)
 	}
-	if code, out := runLocal("emit", "-local", "-tenant", "t9", "-type", "order.paid",
+	if code, out := d.run(cli, "emit", "-local", "-tenant", "t9", "-type", "order.paid",
 		"-payload", `{"order_id":"o1","customer_email":"a@b.example","amount_cents":100,"payment_ref":"p1"}`); code != 0 || !strings.Contains(out, `"seq": 1`) {
 		t.Errorf("emit -local: exit %d: %s", code, out)
 	}
+	d.stop()
+}
 
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+// `fourlanes dev -app` brings up another application's stack (the library,
+// from its own CDK app and mains), with no demo: an event emitted through
+// the library's own CLI reaches its DURABLE subscription on the twin.
+func TestDevCommandOtherApplication(t *testing.T) {
+	t.Parallel()          // see parallel in harness_test.go
+	twintest.Endpoints(t) // skip (or fail in CI) as the other tests do without servers
+	_, _, libCLI := assembleLibrary(t)
+	root, err := localaws.RepoRoot()
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor("dev: stopping", 10*time.Second)
-	for range lines {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	fourlanes := filepath.Join(t.TempDir(), "fourlanes")
+	build := exec.CommandContext(ctx, "go", "build", "-o", fourlanes, "./cmd/fourlanes")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the framework's CLI: %v\n%s", err, out)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("dev exited with %v after Ctrl-C; stderr: %s", err, stderr.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("dev did not exit within 15s of Ctrl-C")
+	d := startDev(t, ctx, fourlanes, "dev", "-app", "./examples/library/infra", "-data", "", "-status-every", "250ms")
+	d.waitFor("synthesizing the CDK app (go run ./examples/library/infra)", 2*time.Minute)
+	d.waitFor("the stack is up", 2*time.Minute)
+	if code, out := d.run(libCLI, "emit", "-local", "-tenant", "t1", "-type", "loan.opened",
+		"-payload", `{"loan_id":"l1","book":"b1","member":"m1"}`); code != 0 || !strings.Contains(out, `"seq": 1`) {
+		t.Fatalf("library emit -local: exit %d: %s", code, out)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "dev.json")); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("dev.json left behind after Ctrl-C: %v", err)
+	d.waitFor("delivered DURABLE 1", time.Minute)
+	if code, out := d.run(fourlanes, "reconcile", "-local"); code != 0 || strings.Count(out, `"chain_intact": true`) != 1 {
+		t.Errorf("reconcile -local: exit %d: %s", code, out)
 	}
+	d.stop()
 }
 
 const exitFinding = 3
