@@ -9,10 +9,8 @@ import (
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/fourlanes/fourlanes/pkg/awsenv"
 	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/checkpoint"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -37,11 +35,7 @@ func localCheckpointSource() (checkpointSource, error) {
 // below maxSeq (an export holds events up to its head only), unverified:
 // `fourlanes verify -checkpoint -key` verifies it, offline. nil if none.
 func latestCheckpoint(ctx context.Context, src checkpointSource, tenant string, maxSeq int64) ([]byte, string, error) {
-	var opts []func(*config.LoadOptions) error
-	if src.endpoint != "" {
-		opts = append(opts, config.WithRegion("us-east-1"), config.WithCredentialsProvider(LocalCredentials{}))
-	}
-	cfg, err := awsenv.Load(ctx, opts...)
+	cfg, err := awsConfig(ctx, src.endpoint != "")
 	if err != nil {
 		return nil, "", err
 	}

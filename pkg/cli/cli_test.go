@@ -17,7 +17,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
-	"github.com/fourlanes/fourlanes/examples/orders"
+	example "github.com/fourlanes/fourlanes/examples/orders"
 
 	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/envelope"

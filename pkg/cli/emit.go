@@ -11,11 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/fourlanes/fourlanes/pkg/app"
-	"github.com/fourlanes/fourlanes/pkg/awsenv"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -124,7 +120,6 @@ func readPayload(arg string, stdin io.Reader) (map[string]any, error) {
 // default credentials, or with local the table of the twin `fourlanes dev`
 // is running.
 func openStore(ctx context.Context, cat *catalog.Catalog, table string, local bool) (*eventstore.Store, error) {
-	var opts []func(*config.LoadOptions) error
 	var endpoint string
 	if local {
 		st, err := readState()
@@ -132,19 +127,13 @@ func openStore(ctx context.Context, cat *catalog.Catalog, table string, local bo
 			return nil, err
 		}
 		table, endpoint = st.EventsTable, st.DynamoDBEndpoint
-		opts = append(opts, config.WithRegion("us-east-1"), config.WithCredentialsProvider(LocalCredentials{}))
 	}
 	if table == "" {
 		return nil, fmt.Errorf("%w: no events table: pass -table (the stack output EventsTableName), -stack NAME, set $%s, or -local", ErrUsage, keys.EnvEventsTable)
 	}
-	cfg, err := awsenv.Load(ctx, opts...)
+	db, err := dynamoDB(ctx, endpoint)
 	if err != nil {
 		return nil, err
 	}
-	db := awsenv.DynamoDB(cfg, func(o *dynamodb.Options) {
-		if endpoint != "" {
-			o.BaseEndpoint = &endpoint
-		}
-	})
 	return eventstore.New(db, eventstore.Config{Table: table, Catalog: cat})
 }

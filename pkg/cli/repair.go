@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
@@ -58,12 +57,7 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	var opts []func(*config.LoadOptions) error
-	if endpoint != "" {
-		// The twin takes any credentials; a developer's own are not needed.
-		opts = append(opts, config.WithRegion("us-east-1"), config.WithCredentialsProvider(aws.AnonymousCredentials{}))
-	}
-	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	cfg, err := awsConfig(ctx, endpoint != "")
 	if err != nil {
 		return 0, fmt.Errorf("AWS configuration: %w", err)
 	}

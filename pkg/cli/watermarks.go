@@ -9,11 +9,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/fourlanes/fourlanes/pkg/app"
-	"github.com/fourlanes/fourlanes/pkg/awsenv"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
@@ -70,7 +68,6 @@ func runWatermarks(ctx context.Context, a *app.Application, args []string, stdou
 	if err := so.fill("state-table", stateTable, keys.OutputStateTable); err != nil {
 		return 0, err
 	}
-	var opts []func(*config.LoadOptions) error
 	var endpoint string
 	if *local {
 		st, err := readState()
@@ -78,21 +75,15 @@ func runWatermarks(ctx context.Context, a *app.Application, args []string, stdou
 			return 0, err
 		}
 		*table, *stateTable, endpoint = st.EventsTable, st.Outputs[keys.OutputStateTable], st.DynamoDBEndpoint
-		opts = append(opts, config.WithRegion("us-east-1"), config.WithCredentialsProvider(LocalCredentials{}))
 	}
 	if *table == "" || *stateTable == "" {
 		return 0, fmt.Errorf("%w: pass -table and -state-table (the stack outputs EventsTableName and %s), -stack NAME, set $%s and $%s, or -local",
 			ErrUsage, keys.OutputStateTable, keys.EnvEventsTable, keys.EnvStateTable)
 	}
-	cfg, err := awsenv.Load(ctx, opts...)
+	db, err := dynamoDB(ctx, endpoint)
 	if err != nil {
 		return 0, err
 	}
-	db := awsenv.DynamoDB(cfg, func(o *dynamodb.Options) {
-		if endpoint != "" {
-			o.BaseEndpoint = &endpoint
-		}
-	})
 	w, err := newWatermarkTool(db, cat, *table, *stateTable)
 	if err != nil {
 		return 0, err
