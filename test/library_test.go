@@ -107,6 +107,17 @@ func startLibrary(t *testing.T) *stack {
 			t.Fatalf("dlq-repair's environment lacks %s: %v", v, s.env)
 		}
 	}
+	// The library is a new stack (backbone.Props.PerPairClaimsGone): its
+	// durable-consumer and dlq-repair read one claim item per event, and
+	// every delivery in its tests goes that way.
+	consumer, err := tw.FunctionEnv(s.fn[keys.FnDurableConsumer])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if consumer[keys.EnvPerPairClaims] != keys.PerPairClaimsGone || s.env[keys.EnvPerPairClaims] != keys.PerPairClaimsGone {
+		t.Fatalf("%s: durable-consumer %q, dlq-repair %q; want %q on both", keys.EnvPerPairClaims,
+			consumer[keys.EnvPerPairClaims], s.env[keys.EnvPerPairClaims], keys.PerPairClaimsGone)
+	}
 	return s
 }
 

@@ -64,6 +64,9 @@ func main() {
 		Tables:             map[string]awsdynamodb.ITable{shelf.EnvTable: shelfTable},
 		CodeRoot:           codeRoot,
 		ReserveConcurrency: contextString(app, "reserveConcurrency", "true") != "false",
+		// A new stack never ran the per-pair claim layout: its deliveries
+		// read one claim item per event from the start.
+		PerPairClaimsGone: true,
 	})
 	backbone.AddChecks(app)
 	app.Synth(nil)
