@@ -339,7 +339,7 @@ func TestAlarmActionsAndDashboard(t *testing.T) {
 // No alarm or dashboard widget queries it: each reads the Service series.
 func TestNoQueryCountsTwice(t *testing.T) {
 	s := synth(t)
-	raw, err := json.Marshal(s.doc)
+	raw, err := json.Marshal(s.Doc)
 	if err != nil {
 		t.Fatal(err)
 	}

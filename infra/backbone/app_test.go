@@ -132,7 +132,7 @@ func (ls *libraryStack) id(c constructs.IConstruct) string {
 }
 
 func (ls *libraryStack) synthesized() *synthesized {
-	return &synthesized{doc: ls.doc}
+	return &synthesized{Synthesis: &backbonetest.Synthesis{Doc: ls.doc}}
 }
 
 // TestSecondApplication: a stack built from the library application maps
@@ -197,7 +197,7 @@ func TestSecondApplication(t *testing.T) {
 	})
 
 	t.Run("grants", func(t *testing.T) {
-		gs := grants(s.doc)
+		gs := grants(s.Doc)
 		rw, read, stream := sorted(tableRead, tableWrite), sorted(tableRead), sorted(streamRead)
 		app := func(f Function) map[string][]string {
 			got := map[string][]string{}

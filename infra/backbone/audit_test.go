@@ -112,7 +112,7 @@ func TestOnlyTheBackboneSendsToTheDurableQueues(t *testing.T) {
 		t.Errorf("%s: a user is denied; the evaluator above is not reading the policy", LogicalPipeDLQ)
 	}
 	// The Pipe's identity policy still allows its one send.
-	gs := grants(s.doc)
+	gs := grants(s.Doc)
 	if got := access(gs, s.id(s.stack.Durable.PipeRole)); !contains(got[LogicalDurableQueue+".Arn"], "sqs:SendMessage") {
 		t.Errorf("the Pipe's role may not send to %s: %v", LogicalDurableQueue, got)
 	}

@@ -29,7 +29,7 @@ func TestCfnLint(t *testing.T) {
 		t.Skipf("cfn-lint is not installed at %s; run scripts/deps.sh cfn-lint", bin)
 	}
 	s := synth(t)
-	tmpl := filepath.Join(s.outDir, *s.stack.StackName()+".template.json")
+	tmpl := filepath.Join(s.OutDir, *s.stack.StackName()+".template.json")
 	out, err := exec.Command(bin, "--format", "parseable", "--", tmpl).CombinedOutput()
 	var exit *exec.ExitError
 	switch {

@@ -10,15 +10,15 @@ import (
 // error, and every suppression carries a reason.
 func TestNagAwsSolutions(t *testing.T) {
 	s := synth(t)
-	for _, e := range s.nagErrors {
+	for _, e := range s.NagErrors {
 		t.Errorf("unsuppressed: %s", e)
 	}
-	for _, w := range s.nagWarnings {
+	for _, w := range s.Warnings {
 		t.Logf("warning: %s", w)
 	}
 
 	// The report proves the pack ran (an empty error list alone would not).
-	rows, err := s.syn.NagReport()
+	rows, err := s.NagReport()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -164,7 +164,7 @@ func TestPipeTargetPathsResolve(t *testing.T) {
 func TestPipeSettings(t *testing.T) {
 	s := synth(t)
 	st := s.stack
-	s.template.HasResourceProperties(jsii.String("AWS::Pipes::Pipe"), map[string]any{
+	s.Template.HasResourceProperties(jsii.String("AWS::Pipes::Pipe"), map[string]any{
 		"Source":     getAtt(LogicalEventsTable, "StreamArn"),
 		"Enrichment": getAtt(s.id(st.Durable.StreamFilter.Fn), "Arn"),
 		"Target":     getAtt(LogicalDurableQueue, "Arn"),

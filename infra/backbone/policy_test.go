@@ -87,7 +87,7 @@ func logViolations(gs []grant) []string {
 // TestNoPolicyRewritesTheLog checks every identity policy in the template.
 func TestNoPolicyRewritesTheLog(t *testing.T) {
 	s := synth(t)
-	gs := grants(s.doc)
+	gs := grants(s.Doc)
 	if len(gs) < 10 {
 		t.Fatalf("found only %d statements; the walker is missing policies", len(gs))
 	}
@@ -217,7 +217,7 @@ func TestWhatPutItemCanStillDo(t *testing.T) {
 	// 1. PutItem on the log is allowed (inside a transaction) by exactly one
 	// policy, and denied by no resource policy.
 	var putters []string
-	for _, g := range grants(s.doc) {
+	for _, g := range grants(s.Doc) {
 		for _, res := range g.Resources {
 			for _, a := range g.Actions {
 				if actionAllows(a, "dynamodb:PutItem") && touches(res, LogicalEventsTable) {
@@ -270,7 +270,7 @@ func sorted(sets ...[]string) []string {
 func TestRoleAccess(t *testing.T) {
 	s := synth(t)
 	st := s.stack
-	gs := grants(s.doc)
+	gs := grants(s.Doc)
 	xray := []string{"xray:PutTelemetryRecords", "xray:PutTraceSegments"}
 	logs := func(f Function) (string, []string) {
 		return s.id(f.Logs) + ".Arn", []string{"logs:CreateLogStream", "logs:PutLogEvents"}

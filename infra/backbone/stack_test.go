@@ -75,7 +75,7 @@ func TestStatefulResourcesRetained(t *testing.T) {
 
 func TestTables(t *testing.T) {
 	s := synth(t)
-	tmpl := s.template
+	tmpl := s.Template
 	keySchema := func(hash, rng string) []any {
 		return []any{
 			map[string]any{"AttributeName": hash, "KeyType": "HASH"},
@@ -141,7 +141,7 @@ func TestDurableQueues(t *testing.T) {
 		"FifoThroughputLimit":       "perMessageGroupId",
 		"SqsManagedSseEnabled":      true,
 	}
-	s.template.HasResourceProperties(jsii.String("AWS::SQS::Queue"), merge(fifo, map[string]any{
+	s.Template.HasResourceProperties(jsii.String("AWS::SQS::Queue"), merge(fifo, map[string]any{
 		"RedrivePolicy": map[string]any{"deadLetterTargetArn": getAtt(LogicalDurableDLQ, "Arn"), "maxReceiveCount": float64(durableMaxReceiveCount)},
 	}))
 	queues := s.resources("AWS::SQS::Queue")
@@ -330,7 +330,7 @@ func TestFunctions(t *testing.T) {
 			// The code comes from <CodeRoot>/<function>/bootstrap: the staged
 			// asset holds the dummy binary written for this function.
 			key, _ := p["Code"].(map[string]any)["S3Key"].(string)
-			b, err := os.ReadFile(filepath.Join(s.outDir, "asset."+strings.TrimSuffix(key, ".zip"), "bootstrap"))
+			b, err := os.ReadFile(filepath.Join(s.OutDir, "asset."+strings.TrimSuffix(key, ".zip"), "bootstrap"))
 			if err != nil {
 				t.Fatalf("staged code: %v", err)
 			}
@@ -345,14 +345,14 @@ func TestReconcileURL(t *testing.T) {
 	s := synth(t)
 	fnID := s.id(s.stack.Reconcile.Function.Fn)
 	urlID := s.id(s.stack.Reconcile.URL)
-	s.template.HasResourceProperties(jsii.String("AWS::Lambda::Url"), map[string]any{
+	s.Template.HasResourceProperties(jsii.String("AWS::Lambda::Url"), map[string]any{
 		"AuthType":          "AWS_IAM",
 		"TargetFunctionArn": getAtt(fnID, "Arn"),
 	})
 	if n := len(s.resources("AWS::Lambda::Url")); n != 1 {
 		t.Errorf("%d Function URLs, want 1 (reconcile)", n)
 	}
-	s.template.HasOutput(jsii.String(OutputReconcileURL), map[string]any{"Value": getAtt(urlID, "FunctionUrl")})
+	s.Template.HasOutput(jsii.String(OutputReconcileURL), map[string]any{"Value": getAtt(urlID, "FunctionUrl")})
 	// No resource policy opens the URL to everyone.
 	for id, perm := range s.resources("AWS::Lambda::Permission") {
 		if p := props(perm); p["Principal"] == "*" {
@@ -375,7 +375,7 @@ func TestOutputs(t *testing.T) {
 		OutputDashboard:             ref(s.id(s.stack.Alarms.Dashboard)),
 		OutputAlarmTopic:            ref(LogicalAlarmTopic),
 	} {
-		s.template.HasOutput(jsii.String(name), map[string]any{"Value": value})
+		s.Template.HasOutput(jsii.String(name), map[string]any{"Value": value})
 	}
 }
 

@@ -2,12 +2,10 @@ package backbone
 
 import (
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
-	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/constructs-go/constructs/v10"
 
 	"github.com/fourlanes/fourlanes/infra/backbone/backbonetest"
@@ -20,53 +18,27 @@ const testAlarmEmail = "ops@example.com"
 // (widgets_test.go) that every test in this package shares: synthesis takes
 // seconds, the assertions milliseconds.
 type synthesized struct {
-	syn      *backbonetest.Synthesis
-	stack    *widgetStack
-	template assertions.Template
-	// doc is the template as plain JSON, for checks the assertions package
-	// cannot express (every policy, every statement).
-	doc map[string]any
-	// nagErrors and nagWarnings are cdk-nag's unsuppressed findings.
-	nagErrors, nagWarnings []string
-	// outDir is the cloud assembly (template, staged assets, nag report).
-	outDir string
-	took   time.Duration
+	*backbonetest.Synthesis
+	stack *widgetStack
 }
 
-var (
-	synthOnce sync.Once
-	synthRes  *synthesized
-	synthErr  error
-)
-
 func TestMain(m *testing.M) { backbonetest.Main(m) }
+
+var shared = backbonetest.Shared(filepath.Join("..", ".."), func(app awscdk.App, codeRoot string) (awscdk.Stack, *widgetStack) {
+	stack := newWidgetStack(app, "Widgets", &Props{
+		CodeRoot:           codeRoot,
+		AlarmEmail:         testAlarmEmail,
+		ReserveConcurrency: true,
+	})
+	AddChecks(app)
+	return stack.Stack, stack
+})
 
 // synth returns the shared synthesis, running it on first use.
 func synth(t *testing.T) *synthesized {
 	t.Helper()
-	synthOnce.Do(func() { synthRes, synthErr = doSynth() })
-	if synthErr != nil {
-		t.Fatalf("synth: %v", synthErr)
-	}
-	return synthRes
-}
-
-func doSynth() (*synthesized, error) {
-	var stack *widgetStack
-	syn, err := backbonetest.Synthesize(filepath.Join("..", ".."), func(app awscdk.App, codeRoot string) awscdk.Stack {
-		stack = newWidgetStack(app, "Widgets", &Props{
-			CodeRoot:           codeRoot,
-			AlarmEmail:         testAlarmEmail,
-			ReserveConcurrency: true,
-		})
-		AddChecks(app)
-		return stack.Stack
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &synthesized{syn: syn, stack: stack, template: syn.Template, doc: syn.Doc, nagErrors: syn.NagErrors,
-		nagWarnings: syn.Warnings, outDir: syn.OutDir, took: syn.Took}, nil
+	syn, stack := shared(t)
+	return &synthesized{Synthesis: syn, stack: stack}
 }
 
 // id returns the logical ID of a construct's CloudFormation resource.
@@ -87,7 +59,7 @@ var (
 
 // resources returns the template's resources of one type, by logical ID.
 func (s *synthesized) resources(typ string) map[string]map[string]any {
-	return backbonetest.Template(s.doc).Resources(typ)
+	return backbonetest.Template(s.Doc).Resources(typ)
 }
 
 // grant is one Allow statement of one identity policy, flattened.
@@ -99,5 +71,5 @@ func grants(doc map[string]any) []grant { return backbonetest.Template(doc).Gran
 // TestSynthTime reports how long the shared synthesis took.
 func TestSynthTime(t *testing.T) {
 	s := synth(t)
-	t.Logf("synth + template + annotations: %v", s.took.Round(time.Millisecond))
+	t.Logf("synth + template + annotations: %v", s.Took.Round(time.Millisecond))
 }

@@ -99,6 +99,33 @@ func tempDir(prefix string) (string, error) {
 	return d, nil
 }
 
+// Shared returns the synthesis of the stack build makes (Synthesize),
+// run once per test binary on first use and shared by every caller, with
+// what build returned beside the stack (the caller's own handle on it). A
+// failed synthesis fails every caller.
+func Shared[S any](repoRoot string, build func(app awscdk.App, codeRoot string) (awscdk.Stack, S)) func(testing.TB) (*Synthesis, S) {
+	var (
+		once sync.Once
+		syn  *Synthesis
+		s    S
+		err  error
+	)
+	return func(t testing.TB) (*Synthesis, S) {
+		t.Helper()
+		once.Do(func() {
+			syn, err = Synthesize(repoRoot, func(app awscdk.App, codeRoot string) awscdk.Stack {
+				st, v := build(app, codeRoot)
+				s = v
+				return st
+			})
+		})
+		if err != nil {
+			t.Fatalf("synth: %v", err)
+		}
+		return syn, s
+	}
+}
+
 // Main runs a test package that synthesizes: its tests, then jsii's runtime
 // closed and the folders Synthesize made removed.
 func Main(m *testing.M) {

@@ -4,7 +4,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,47 +29,24 @@ import (
 // synthesized is the one synthesis of the example's stack that every test
 // here shares: synthesis takes seconds, the assertions milliseconds.
 type synthesized struct {
-	syn      *backbonetest.Synthesis
-	st       *Stack
-	template assertions.Template
-	doc      backbonetest.Template
-	// errors are the stack's synthesis errors; nagErrors cdk-nag's
-	// unsuppressed findings.
-	errors, nagErrors []string
-	took              time.Duration
+	*backbonetest.Synthesis
+	st *Stack
 }
 
-var (
-	synthOnce sync.Once
-	synthRes  *synthesized
-	synthErr  error
-)
-
 func TestMain(m *testing.M) { backbonetest.Main(m) }
+
+var shared = backbonetest.Shared(filepath.Join("..", "..", "..", ".."), func(app awscdk.App, codeRoot string) (awscdk.Stack, *Stack) {
+	// As the example's app (../main.go) builds it.
+	st := NewStack(app, "Fourlanes", &backbone.Props{CodeRoot: codeRoot, ReserveConcurrency: true})
+	backbone.AddChecks(app)
+	return st.Stack, st
+})
 
 // synth returns the shared synthesis, running it on first use.
 func synth(t *testing.T) *synthesized {
 	t.Helper()
-	synthOnce.Do(func() { synthRes, synthErr = doSynth() })
-	if synthErr != nil {
-		t.Fatalf("synth: %v", synthErr)
-	}
-	return synthRes
-}
-
-func doSynth() (*synthesized, error) {
-	var st *Stack
-	syn, err := backbonetest.Synthesize(filepath.Join("..", "..", "..", ".."), func(app awscdk.App, codeRoot string) awscdk.Stack {
-		// As the example's app (../main.go) builds it.
-		st = NewStack(app, "Fourlanes", &backbone.Props{CodeRoot: codeRoot, ReserveConcurrency: true})
-		backbone.AddChecks(app)
-		return st.Stack
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &synthesized{syn: syn, st: st, template: syn.Template, doc: syn.Doc, errors: syn.Errors, nagErrors: syn.NagErrors,
-		took: syn.Took}, nil
+	syn, st := shared(t)
+	return &synthesized{Synthesis: syn, st: st}
 }
 
 // id returns the logical ID of a construct's CloudFormation resource.
@@ -81,7 +57,7 @@ func (s *synthesized) id(c constructs.IConstruct) string {
 // TestSynthTime reports how long the shared synthesis took.
 func TestSynthTime(t *testing.T) {
 	s := synth(t)
-	t.Logf("synth + template + annotations: %v", s.took.Round(time.Millisecond))
+	t.Logf("synth + template + annotations: %v", s.Took.Round(time.Millisecond))
 }
 
 // TestPinnedLogicalIDs: the example's stateful resources keep the logical
@@ -97,7 +73,7 @@ func TestPinnedLogicalIDs(t *testing.T) {
 		"SearchTable":       "AWS::DynamoDB::Table",
 		"ChangeFeedMapping": "AWS::Lambda::EventSourceMapping",
 	} {
-		if _, ok := s.doc.Resources(typ)[id]; !ok {
+		if _, ok := s.Doc.Resources(typ)[id]; !ok {
 			t.Errorf("no %s with logical ID %s", typ, id)
 		}
 	}
@@ -106,7 +82,7 @@ func TestPinnedLogicalIDs(t *testing.T) {
 		LogicalSearchTable: "AWS::DynamoDB::Table",
 		logicalOrderESM:    "AWS::Lambda::EventSourceMapping",
 	} {
-		if _, ok := s.doc.Resources(typ)[id]; !ok {
+		if _, ok := s.Doc.Resources(typ)[id]; !ok {
 			t.Errorf("resource %s: no %s", id, typ)
 		}
 	}
@@ -117,14 +93,14 @@ func TestPinnedLogicalIDs(t *testing.T) {
 			t.Errorf("a reference to the table (-want +got):\n%s", diff)
 		}
 	}
-	src := backbonetest.Props(s.doc.Resources("AWS::Lambda::EventSourceMapping")[logicalOrderESM])["EventSourceArn"]
+	src := backbonetest.Props(s.Doc.Resources("AWS::Lambda::EventSourceMapping")[logicalOrderESM])["EventSourceArn"]
 	if diff := cmp.Diff(backbonetest.GetAtt(LogicalOrdersTable, "StreamArn"), src); diff != "" {
 		t.Errorf("%s's EventSourceArn (-want +got):\n%s", logicalOrderESM, diff)
 	}
 	if OutputOrdersTable != "OrdersTableName" {
 		t.Errorf("OutputOrdersTable = %q, want OrdersTableName", OutputOrdersTable)
 	}
-	out, _ := s.doc.Outputs()[OutputOrdersTable].(map[string]any)
+	out, _ := s.Doc.Outputs()[OutputOrdersTable].(map[string]any)
 	if diff := cmp.Diff(backbonetest.Ref(LogicalOrdersTable), out["Value"]); diff != "" {
 		t.Errorf("output %s (-want +got):\n%s", OutputOrdersTable, diff)
 	}
@@ -171,11 +147,11 @@ func TestTables(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.id, func(t *testing.T) {
-			got := s.template.FindResources(jsii.String("AWS::DynamoDB::Table"), map[string]any{"Properties": tt.props})
+			got := s.Template.FindResources(jsii.String("AWS::DynamoDB::Table"), map[string]any{"Properties": tt.props})
 			if _, ok := (*got)[tt.id]; !ok {
 				t.Errorf("table %s does not have %v", tt.id, tt.props)
 			}
-			r := s.doc.Resources("AWS::DynamoDB::Table")[tt.id]
+			r := s.Doc.Resources("AWS::DynamoDB::Table")[tt.id]
 			if r["DeletionPolicy"] != "Retain" || r["UpdateReplacePolicy"] != "Retain" {
 				t.Errorf("DeletionPolicy %v, UpdateReplacePolicy %v; want Retain", r["DeletionPolicy"], r["UpdateReplacePolicy"])
 			}
@@ -191,10 +167,10 @@ func TestTables(t *testing.T) {
 // suppression of AwsSolutions-DDB3 says why.
 func TestNag(t *testing.T) {
 	s := synth(t)
-	for _, e := range s.nagErrors {
+	for _, e := range s.NagErrors {
 		t.Errorf("unsuppressed: %s", e)
 	}
-	rows, err := s.syn.NagReport()
+	rows, err := s.NagReport()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +205,7 @@ func TestNag(t *testing.T) {
 // of its own, so durable-consumer gets neither.
 func TestWiring(t *testing.T) {
 	s := synth(t)
-	for _, e := range s.errors {
+	for _, e := range s.Errors {
 		t.Errorf("synthesis error: %s", e)
 	}
 	if _, ok := s.st.ChangeFeed.Mappings[ordersmod.Entity]; !ok || len(s.st.ChangeFeed.Mappings) != 1 {
@@ -239,8 +215,8 @@ func TestWiring(t *testing.T) {
 		t.Errorf("orders tracks %s; the pinned mapping %s is ORDER's", ordersmod.Entity, logicalOrderESM)
 	}
 
-	fns := s.doc.Resources("AWS::Lambda::Function")
-	gs := s.doc.Grants()
+	fns := s.Doc.Resources("AWS::Lambda::Function")
+	gs := s.Doc.Grants()
 	read := []string{"dynamodb:GetItem", "dynamodb:Query"}
 	write := []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
 	stream := []string{"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
