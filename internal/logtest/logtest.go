@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Buffer is an io.Writer safe for concurrent writes and reads: a logger or a
@@ -38,4 +39,18 @@ func (s *Buffer) Lines() []string {
 		}
 	}
 	return out
+}
+
+// WaitFor reports whether sub appears in what was written within d. A
+// writer fed from another goroutine (a process's output) may lag what the
+// test already saw: an answer can arrive before the line printed before it.
+func (s *Buffer) WaitFor(sub string, d time.Duration) bool {
+	for deadline := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
+		if strings.Contains(s.String(), sub) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
 }

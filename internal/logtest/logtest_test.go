@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fourlanes/fourlanes/internal/logtest"
 )
@@ -24,5 +25,21 @@ func TestBufferConcurrentWrites(t *testing.T) {
 	wg.Wait()
 	if got := len(b.Lines()); got != 800 {
 		t.Fatalf("got %d lines, want 800", got)
+	}
+}
+
+// WaitFor sees a line written after it started waiting, and gives up on
+// one never written.
+func TestWaitFor(t *testing.T) {
+	var b logtest.Buffer
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		fmt.Fprintln(&b, `{"msg":"late"}`)
+	}()
+	if !b.WaitFor(`"late"`, 5*time.Second) {
+		t.Error("WaitFor missed a line written after it began")
+	}
+	if b.WaitFor(`"never"`, 30*time.Millisecond) {
+		t.Error("WaitFor reported a line never written")
 	}
 }

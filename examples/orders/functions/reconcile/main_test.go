@@ -124,10 +124,8 @@ func TestBootstrap(t *testing.T) {
 	}
 	// The runtime reads the process's output on its own goroutine: the line
 	// may arrive after the response.
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(stdout.String(), `"msg":"reconcile serving`); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no start-up line saying what it serves within 10s:\n%s", stdout.String())
-		}
+	if !stdout.WaitFor(`"msg":"reconcile serving`, 10*time.Second) {
+		t.Fatalf("no start-up line saying what it serves within 10s:\n%s", stdout.String())
 	}
 
 	// X-Ray: the SDK calls were traced under the invocation's trace id.

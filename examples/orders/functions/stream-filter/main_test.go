@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -50,9 +49,7 @@ func TestBootstrap(t *testing.T) {
 	}
 	// The runtime reads the process's output on its own goroutine: the line
 	// may arrive after the response.
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(stdout.String(), `"msg":"stream-filter serving`); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no start-up line saying what it serves within 10s:\n%s", stdout.String())
-		}
+	if !stdout.WaitFor(`"msg":"stream-filter serving`, 10*time.Second) {
+		t.Fatalf("no start-up line saying what it serves within 10s:\n%s", stdout.String())
 	}
 }
