@@ -79,7 +79,6 @@ type Twin struct {
 	streams *dynamodbstreams.Client
 	sqs     *sqs.Client
 
-	mu        sync.Mutex
 	resources map[string]*resource
 	creating  map[string]bool
 	byName    map[string]*function // function name and ARN → function

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -320,5 +319,3 @@ func (r *Repairer) deliver(ctx context.Context, e envelope.Envelope) (map[string
 	}
 	return subs, "", nil
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }

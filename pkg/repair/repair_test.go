@@ -73,12 +73,6 @@ func (m *mailbox) count() int {
 	return n
 }
 
-func (m *mailbox) times(subject string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.sent[subject]
-}
-
 // faultyClaims fails claim writes of chosen events, like a throttled table.
 type faultyClaims struct {
 	*dynamodb.Client

@@ -128,11 +128,10 @@ func newParity(t *testing.T, opts ddb.Options) *parity {
 
 // tableSpec is a table to create: key names and types ("S", "N", "B"), an optional stream.
 type tableSpec struct {
-	hash, hashType   string
-	rng, rngType     string
-	streamView       types.StreamViewType
-	ttlAttr          string
-	extraDefinitions []types.AttributeDefinition
+	hash, hashType string
+	rng, rngType   string
+	streamView     types.StreamViewType
+	ttlAttr        string
 }
 
 // table creates a table with a unique name and returns the name; the server must
