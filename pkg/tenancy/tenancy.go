@@ -4,13 +4,16 @@
 // takes a tenant parameter, so no caller can pass the wrong one.
 //
 // It also owns the one rule for a tenant id (CheckTenant), which the edge
-// (WithTenant) and envelope validation both apply.
+// (WithTenant) applies, and the rule for a chain's name (ValidTenant, which
+// envelope validation applies: a tenant id, or a chain shard's name; see
+// shard.go).
 package tenancy
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -31,7 +34,7 @@ const MaxTenantLen = 128
 // bytes); the first is the stricter, so it is the rule.
 const TenantRule = "a tenant id is 1 to 128 characters, each an ASCII letter, digit or punctuation " +
 	"mark !\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~ (the SQS FIFO MessageGroupId rule: no space, " +
-	"no control character, nothing outside ASCII)"
+	"no control character, nothing outside ASCII), not ending in ~ and digits (reserved for chain shards)"
 
 // TenantError names a tenant id that breaks the rule, and how.
 type TenantError struct {
@@ -49,9 +52,11 @@ func (e *TenantError) Unwrap() error { return ErrInvalidTenant }
 // Is makes the error of an empty tenant id also ErrNoTenant.
 func (e *TenantError) Is(target error) bool { return target == ErrNoTenant && e.Tenant == "" }
 
-// ValidTenant reports whether tenant satisfies the rule: 1 to 128 bytes, each
-// from '!' (0x21) to '~' (0x7E). Those 94 characters are exactly the ASCII
-// letters, digits and 32 punctuation marks SQS allows.
+// ValidTenant reports whether tenant satisfies the rule of an envelope's
+// tenant_id (the name of a chain): 1 to 128 bytes, each from '!' (0x21) to
+// '~' (0x7E). Those 94 characters are exactly the ASCII letters, digits and
+// 32 punctuation marks SQS allows. It accepts a chain shard's name
+// ("<tenant>~<k>"), which CheckTenant refuses at the edge.
 func ValidTenant[T string | []byte](tenant T) bool {
 	if len(tenant) == 0 || len(tenant) > MaxTenantLen {
 		return false
@@ -68,6 +73,11 @@ func ValidTenant[T string | []byte](tenant T) bool {
 // empty one also matches ErrNoTenant).
 func CheckTenant(tenant string) error {
 	if ValidTenant(tenant) {
+		if reservedSuffix(tenant) {
+			return &TenantError{Tenant: tenant, Reason: fmt.Sprintf("ends in %q and digits, the form reserved for a chain shard's name "+
+				"(%q is shard %s of tenant %q); choose a tenant id that does not end so",
+				string(ShardSep), tenant, tenant[strings.LastIndexByte(tenant, ShardSep)+1:], tenant[:strings.LastIndexByte(tenant, ShardSep)])}
+		}
 		return nil
 	}
 	if tenant == "" {
