@@ -35,6 +35,13 @@
 // meanwhile in its process joins the retried batch. A throttled transaction
 // (ProvisionedThroughputExceeded) is paced and retried the same way.
 //
+// Chain shards. Config.Shards splits a hot tenant's log into up to
+// tenancy.MaxShards chains, each with its own head, partition key and FIFO
+// message group; EmitInput.ShardKey picks the chain (tenancy.ShardOf), and
+// everything per chain above (batches, pacing, Settle) is per shard. One
+// chain's ceiling is the tenant's default; S shards lift it S times, and
+// order holds per shard key, not across the tenant.
+//
 // Fairness. Each caller's budget is its own: Config.MaxAttempts attempts that
 // carried its event and Config.MaxElapsed from its Emit, or its context's
 // deadline if earlier. A caller still queued when its deadline passes returns

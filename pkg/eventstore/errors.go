@@ -20,6 +20,9 @@ var (
 	// ErrNoCatalog: Emit on a store built without Config.Catalog, which
 	// reads the log only. Nothing was written.
 	ErrNoCatalog = errors.New("this store was opened without a Catalog: it reads the log only; pass eventstore.Config.Catalog to emit")
+	// ErrNoShardKey: Emit for a tenant with chain shards without
+	// EmitInput.ShardKey. Nothing was written.
+	ErrNoShardKey = errors.New("no shard key")
 )
 
 // ContentionError reports that a caller's emit did not commit within the
@@ -29,7 +32,7 @@ var (
 // partition's write budget throttled it. Nothing was written. The budget is
 // the caller's own: batches queued ahead of it never lengthen it.
 type ContentionError struct {
-	Tenant   string
+	Tenant   string        // the chain: the tenant id, or a chain shard's name (tenancy.Chain)
 	Attempts int           // TransactWriteItems calls that carried this caller's event
 	Elapsed  time.Duration // from Emit's start to this answer
 	Waited   time.Duration // of Elapsed, the time queued before its first attempt
@@ -93,7 +96,7 @@ var ErrOutcomeUnknown = errors.New("emit outcome unknown")
 // after sending). The event is then either in the log at Seq, or nowhere;
 // never at two seqs. Settle(ctx, Tenant, EventID, Seq) tells which.
 type OutcomeUnknownError struct {
-	Tenant   string
+	Tenant   string // the chain (as in ContentionError), which Settle takes
 	EventID  string
 	Seq      int64 // the seq the event was sealed at, the only one it can hold
 	Attempts int   // TransactWriteItems calls for this transaction and the batch's earlier ones

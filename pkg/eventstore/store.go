@@ -82,7 +82,17 @@ type Config struct {
 	// 10-minute ClientRequestToken window, past which a resend would no
 	// longer be idempotent.
 	OutcomeWithin time.Duration
-	Now           func() time.Time // for tests; default time.Now
+	// Shards splits the named tenants' logs into chain shards (DESIGN.md
+	// §12): tenant id → number of chains, 2 to tenancy.MaxShards. Such a
+	// tenant's events go to the chain their EmitInput.ShardKey hashes to
+	// (tenancy.ShardOf), shard 0 being the tenant's own chain; each chain has
+	// its own head and partition key, so the tenant's ceiling is that many
+	// times one chain's. Every process that emits for a tenant must be given
+	// the same number, and it must never shrink: a key that moves to
+	// another shard loses its order with the events already on the old one.
+	// Tenants not listed keep one chain.
+	Shards map[string]int
+	Now    func() time.Time // for tests; default time.Now
 }
 
 // tokenWindow is how long DynamoDB keeps a ClientRequestToken idempotent
@@ -107,6 +117,11 @@ type Store struct {
 func New(db DynamoDB, cfg Config) (*Store, error) {
 	if cfg.Table == "" {
 		return nil, errors.New("eventstore: Config.Table is empty; set it to the events table name")
+	}
+	for tenant, n := range cfg.Shards {
+		if err := tenancy.CheckShards(tenant, n); err != nil {
+			return nil, fmt.Errorf("eventstore: Config.Shards: %w", err)
+		}
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 64
@@ -211,7 +226,14 @@ type EmitInput struct {
 	// the INLINE and LOCAL lanes do not run again). For emits that carry no
 	// conditional write of their own to make a retry safe. It costs one more
 	// item in the transaction (see idempotency.go for the measured WCU).
+	// For a tenant with chain shards the key is kept on the event's chain:
+	// a retry must carry the same ShardKey (it is the same request).
 	IdempotencyKey string
+	// ShardKey chooses the chain of a tenant with chain shards
+	// (Config.Shards): events with one shard key stay in order on one chain.
+	// Use the id of the aggregate the event is about (an order id, say).
+	// Required for such a tenant; ignored for a tenant with one chain.
+	ShardKey string
 }
 
 // Emit appends one event of eventType for the tenant bound to ctx, in one
@@ -235,6 +257,11 @@ func (s *Store) EmitWith(ctx context.Context, in EmitInput) (envelope.Envelope, 
 	}
 	tenant, err := tenancy.Tenant(ctx)
 	if err != nil {
+		return envelope.Envelope{}, fmt.Errorf("emit %s: %w", eventType, err)
+	}
+	// From here on "tenant" is the chain the event goes to: the tenant's
+	// own, or one of its shards'.
+	if tenant, err = s.chainOf(tenant, in.ShardKey); err != nil {
 		return envelope.Envelope{}, fmt.Errorf("emit %s: %w", eventType, err)
 	}
 	if !envelope.ValidType(eventType) {
@@ -315,6 +342,19 @@ func (s *Store) EmitWith(ctx context.Context, in EmitInput) (envelope.Envelope, 
 		}
 	}
 	return env, nil
+}
+
+// chainOf returns the chain an event of tenant with shardKey goes to.
+func (s *Store) chainOf(tenant, shardKey string) (string, error) {
+	n := s.cfg.Shards[tenant]
+	if n == 0 {
+		return tenant, nil
+	}
+	if shardKey == "" {
+		return "", fmt.Errorf("%w: tenant %q has %d chain shards (Config.Shards): set EmitInput.ShardKey to the id of the "+
+			"aggregate the event is about, so its events stay in order on one chain, and emit with EmitWith", ErrNoShardKey, tenant, n)
+	}
+	return tenancy.Chain(tenant, tenancy.ShardOf(shardKey, n)), nil
 }
 
 // tenantQueue holds one tenant's Emits waiting for the tenant's committer.

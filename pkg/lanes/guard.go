@@ -189,7 +189,7 @@ func (c Config) logger() *slog.Logger {
 // tenant, actor and correlation, the event's id as causation (so a handler's
 // emits record what caused them), and the event id and lane for log records.
 func HandlerContext(ctx context.Context, e envelope.Envelope, lane catalog.Lane) (context.Context, error) {
-	ctx, err := tenancy.WithTenant(ctx, e.TenantID)
+	ctx, err := tenancy.WithChain(ctx, e.TenantID)
 	if err != nil {
 		return ctx, fmt.Errorf("event %s: %w", e.ID, err)
 	}

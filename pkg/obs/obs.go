@@ -21,6 +21,7 @@ import (
 const (
 	KeyRequestID    = "request_id"
 	KeyTenant       = "tenant"
+	KeyChain        = "chain" // a chain shard's name, beside its tenant (tenancy.WithChain)
 	KeyEventID      = "event_id"
 	KeyEventType    = "event_type"
 	KeyLane         = "lane"
@@ -112,6 +113,9 @@ func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
 	}
 	if t, err := tenancy.Tenant(ctx); err == nil {
 		r.AddAttrs(slog.String(KeyTenant, t))
+	}
+	if c := tenancy.ChainOf(ctx); c != "" {
+		r.AddAttrs(slog.String(KeyChain, c))
 	}
 	if id, _ := ctx.Value(eventKey).(string); id != "" {
 		r.AddAttrs(slog.String(KeyEventID, id))

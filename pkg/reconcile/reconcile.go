@@ -343,7 +343,7 @@ type anchor struct {
 // It returns the walk row to save when it ran out of budget.
 func (r *Reconciler) walk(ctx context.Context, tenant string, mode Mode, resume *Walk, b *budget) (Report, *Walk, error) {
 	// Log records carry the tenant from the context (obs).
-	if tctx, err := tenancy.WithTenant(ctx, tenant); err == nil {
+	if tctx, err := tenancy.WithChain(ctx, tenant); err == nil {
 		ctx = tctx
 	}
 	rep := Report{Tenant: tenant, Mode: mode, DeadLetters: []string{}}

@@ -18,7 +18,7 @@ func TestChainNames(t *testing.T) {
 	}{
 		{"acme", 0, "acme"},
 		{"acme", 1, "acme~1"},
-		{"acme", 15, "acme~15"},
+		{"acme", 31, "acme~31"},
 		{"a~b", 3, "a~b~3"},
 		{"x~", 2, "x~~2"},
 	} {
@@ -37,7 +37,7 @@ func TestChainNames(t *testing.T) {
 		}
 	}
 	// Not a shard's name: the whole string is the tenant (shard 0).
-	for _, name := range []string{"acme", "~1", "acme~", "acme~01", "acme~16", "acme~100", "acme~1a", "acme~-1"} {
+	for _, name := range []string{"acme", "~1", "acme~", "acme~01", "acme~32", "acme~100", "acme~1a", "acme~-1"} {
 		if tenant, shard := tenancy.SplitChain(name); tenant != name || shard != 0 {
 			t.Errorf("SplitChain(%q) = %q, %d; want the name itself, shard 0", name, tenant, shard)
 		}
@@ -47,7 +47,7 @@ func TestChainNames(t *testing.T) {
 // The edge refuses every tenant id of a shard's form, so no caller can bind
 // a shard's chain as a tenant of its own (and write to it with Emit).
 func TestReservedShardSuffix(t *testing.T) {
-	for _, name := range []string{"acme~1", "acme~15", "acme~16", "acme~007", "x~~2"} {
+	for _, name := range []string{"acme~1", "acme~31", "acme~32", "acme~007", "x~~2"} {
 		_, err := tenancy.WithTenant(context.Background(), name)
 		var te *tenancy.TenantError
 		if !errors.As(err, &te) || !errors.Is(err, tenancy.ErrInvalidTenant) || !strings.Contains(err.Error(), "reserved for a chain shard") {
@@ -60,7 +60,7 @@ func TestReservedShardSuffix(t *testing.T) {
 		}
 	}
 	// A shard's name whose tenant part is itself reserved or invalid is no chain.
-	for _, name := range []string{"acme~16", "acme~1~2", "acme ~1", ""} {
+	for _, name := range []string{"acme~32", "acme~1~2", "acme ~1", ""} {
 		if err := tenancy.CheckChain(name); err == nil {
 			t.Errorf("CheckChain(%q) = nil, want an error", name)
 		}
@@ -88,19 +88,20 @@ func TestShardOfIsStableAndSpreads(t *testing.T) {
 			t.Errorf("ShardOf(%q, %d) = %d, want %d", tc.key, tc.shards, got, tc.want)
 		}
 	}
+	const per = 1000
 	counts := make([]int, tenancy.MaxShards)
-	for i := range 16000 {
+	for i := range per * tenancy.MaxShards {
 		counts[tenancy.ShardOf(fmt.Sprintf("order-%d", i), tenancy.MaxShards)]++
 	}
 	for k, n := range counts {
-		if n < 800 || n > 1200 { // 1,000 each if even
-			t.Errorf("shard %d got %d of 16000 keys; want about 1000", k, n)
+		if n < per*8/10 || n > per*12/10 {
+			t.Errorf("shard %d got %d of %d keys; want about %d", k, n, per*tenancy.MaxShards, per)
 		}
 	}
 }
 
 func TestCheckShards(t *testing.T) {
-	if err := tenancy.CheckShards("acme", 16); err != nil {
+	if err := tenancy.CheckShards("acme", 32); err != nil {
 		t.Fatal(err)
 	}
 	long := strings.Repeat("a", tenancy.MaxTenantLen-2)
@@ -109,8 +110,8 @@ func TestCheckShards(t *testing.T) {
 		shards int
 		want   string
 	}{
-		{"acme", 1, "use 2 to 16"},
-		{"acme", 17, "use 2 to 16"},
+		{"acme", 1, "use 2 to 32"},
+		{"acme", 33, "use 2 to 32"},
 		{"acme~1", 4, "reserved for a chain shard"},
 		{long, 16, "at most 125 characters"},
 	} {

@@ -104,6 +104,7 @@ const (
 	actorKey
 	correlationKey
 	causationKey
+	chainKey
 )
 
 // WithTenant binds tenant to ctx. A tenant id that breaks the rule
@@ -125,6 +126,35 @@ func MustWithTenant(ctx context.Context, tenant string) context.Context {
 	}
 	return c
 }
+
+// WithChain binds the tenant a chain belongs to (TenantOf), as a consumer
+// does for a delivered event: handlers see the tenant whichever of its
+// chains carried the event. A chain shard's name is also kept (Chain) for
+// log records. A name that is no chain's (CheckChain) is refused.
+func WithChain(ctx context.Context, chain string) (context.Context, error) {
+	if err := CheckChain(chain); err != nil {
+		return ctx, fmt.Errorf("bind tenant of chain: %w", err)
+	}
+	ctx = context.WithValue(ctx, tenantKey, TenantOf(chain))
+	if TenantOf(chain) != chain {
+		ctx = context.WithValue(ctx, chainKey, chain)
+	}
+	return ctx, nil
+}
+
+// MustWithChain is WithChain for names known to be valid (an envelope that
+// validated). It panics on an invalid one.
+func MustWithChain(ctx context.Context, chain string) context.Context {
+	c, err := WithChain(ctx, chain)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// ChainOf returns the chain shard's name WithChain bound, or "" when the
+// context's tenant came with its own chain (shard 0) or from WithTenant.
+func ChainOf(ctx context.Context) string { s, _ := ctx.Value(chainKey).(string); return s }
 
 // WithActor binds the acting principal (a user or service id).
 func WithActor(ctx context.Context, actor string) context.Context {

@@ -234,7 +234,7 @@ func (h *Handler) tenant(ctx, dctx context.Context, pre *delivery.Prefetched, ms
 	for _, m := range ms {
 		mctx := ctx
 		if m.err == nil {
-			mctx = obs.WithEvent(tenancy.MustWithTenant(ctx, m.env.TenantID), m.env.ID)
+			mctx = obs.WithEvent(tenancy.MustWithChain(ctx, m.env.TenantID), m.env.ID)
 		}
 		attrs := []any{slog.String("message_id", m.raw.MessageId), slog.String("group", m.group), slog.String("receive_count", m.raw.Attributes[attrCount])}
 		if blocked != "" {
@@ -286,7 +286,7 @@ func (h *Handler) settle(ctx context.Context, tenant string, seqs []int64) {
 	if len(seqs) == 0 {
 		return
 	}
-	tctx := tenancy.MustWithTenant(ctx, tenant)
+	tctx := tenancy.MustWithChain(ctx, tenant)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(tctx), 5*time.Second)
 	defer cancel()
 	moved, err := h.cfg.Deliverer.Settled(wctx, tenant, seqs)

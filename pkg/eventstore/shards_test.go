@@ -1,0 +1,142 @@
+package eventstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
+)
+
+// A tenant with chain shards: every event lands on the chain its shard key
+// hashes to, each chain is gap-free and verifies on its own, one key's events
+// keep their order on one chain, and a tenant without shards is untouched.
+func TestShardedTenantSplitsByShardKey(t *testing.T) {
+	const shards = 4
+	f := newFixture(t, func(c *eventstore.Config) { c.Shards = map[string]int{"hot": shards} })
+	ctx := ctxFor("hot")
+
+	const writers, per, keys = 6, 10, 12
+	var mu sync.Mutex
+	byKey := map[string][]envelope.Envelope{}
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*per)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range per {
+				key := fmt.Sprintf("order-%d", (w*per+i)%keys)
+				e, err := f.store.EmitWith(ctx, eventstore.EmitInput{Type: "order.placed", Payload: map[string]any{"order_id": key}, ShardKey: key})
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				byKey[key] = append(byKey[key], e)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	perChain := map[string]int64{}
+	for key, evs := range byKey {
+		want := tenancy.Chain("hot", tenancy.ShardOf(key, shards))
+		for i, e := range evs {
+			if e.TenantID != want {
+				t.Fatalf("key %s: event %s on chain %q, want %q", key, e.ID, e.TenantID, want)
+			}
+			if i > 0 && e.Seq <= evs[i-1].Seq {
+				t.Errorf("key %s: seq %d after %d: one key's events out of order on its chain", key, e.Seq, evs[i-1].Seq)
+			}
+		}
+		perChain[want] += int64(len(evs))
+	}
+	if len(perChain) < 2 {
+		t.Fatalf("%d keys used %d chain(s); want them spread over several of %d", keys, len(perChain), shards)
+	}
+	var total int64
+	for c, n := range perChain {
+		f.verify(t, c, n) // gap-free, head at n, chain.Verify with the chain's genesis
+		total += n
+	}
+	if total != writers*per {
+		t.Fatalf("%d events on the chains, want %d", total, writers*per)
+	}
+
+	// Every chain with events is listed like a tenant (reconcile's sweep walks them all).
+	listed, _, err := f.store.Tenants(context.Background(), "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c := range perChain {
+		if !strings.Contains(" "+strings.Join(listed, " ")+" ", " "+c+" ") {
+			t.Errorf("Tenants() = %v, missing chain %q", listed, c)
+		}
+	}
+
+	// A tenant with one chain ignores a shard key.
+	e, err := f.store.EmitWith(ctxFor("cold"), eventstore.EmitInput{Type: "order.placed", Payload: map[string]any{}, ShardKey: "order-1"})
+	if err != nil || e.TenantID != "cold" {
+		t.Fatalf("cold tenant: got chain %q, %v; want cold", e.TenantID, err)
+	}
+}
+
+// Emit for a sharded tenant without a shard key is refused by name and
+// writes nothing.
+func TestShardedTenantNeedsShardKey(t *testing.T) {
+	f := newFixture(t, func(c *eventstore.Config) { c.Shards = map[string]int{"hot": 3} })
+	_, err := f.store.Emit(ctxFor("hot"), "order.placed", map[string]any{})
+	if !errors.Is(err, eventstore.ErrNoShardKey) || !strings.Contains(err.Error(), "EmitInput.ShardKey") {
+		t.Fatalf("got %v, want ErrNoShardKey naming EmitInput.ShardKey", err)
+	}
+	for k := range 3 {
+		h, err := f.store.Head(context.Background(), tenancy.Chain("hot", k))
+		if err != nil || h != nil {
+			t.Fatalf("chain %d: head %+v, %v; want none (nothing written)", k, h, err)
+		}
+	}
+}
+
+// An idempotency key is kept on the event's chain: a retry with the same
+// shard key returns the first event and writes nothing.
+func TestShardedTenantIdempotencyKey(t *testing.T) {
+	f := newFixture(t, func(c *eventstore.Config) { c.Shards = map[string]int{"hot": 8} })
+	in := eventstore.EmitInput{Type: "order.placed", Payload: map[string]any{"n": 1}, ShardKey: "order-7", IdempotencyKey: "req-1"}
+	first, err := f.store.EmitWith(ctxFor("hot"), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := f.store.EmitWith(ctxFor("hot"), in)
+	if err != nil || again.ID != first.ID {
+		t.Fatalf("retry: got %s, %v; want the first event %s", again.ID, err, first.ID)
+	}
+	f.verify(t, first.TenantID, 1)
+}
+
+func TestShardsConfigRefused(t *testing.T) {
+	for _, tc := range []struct {
+		shards map[string]int
+		want   string
+	}{
+		{map[string]int{"acme": 1}, "use 2 to 32"},
+		{map[string]int{"acme": 33}, "use 2 to 32"},
+		{map[string]int{"acme~2": 4}, "reserved for a chain shard"},
+		{map[string]int{"": 4}, "is empty"},
+	} {
+		_, err := eventstore.New(nil, eventstore.Config{Table: "events", Catalog: catalog, Shards: tc.shards})
+		if err == nil || !strings.Contains(err.Error(), "Config.Shards") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Shards %v: got %v, want an error naming Config.Shards and %q", tc.shards, err, tc.want)
+		}
+	}
+}
