@@ -186,7 +186,7 @@ func emitTrial(ctx context.Context, bs *budgetServer, sh shape, d design, warm, 
 		}
 	}
 	locks := make([]sync.Mutex, sh.tenants*max(1, d.shards)) // per chain
-	for i := range sh.tenants { // every chain starts with a head row
+	for i := range sh.tenants {                              // every chain starts with a head row
 		for k := range max(1, d.shards) {
 			in := eventstore.EmitInput{Type: "order.placed", Payload: payload}
 			if d.shards > 0 {
