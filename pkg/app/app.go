@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"regexp"
 	"slices"
 
@@ -24,6 +25,7 @@ import (
 
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/obs"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
 // Application is one application of fourlanes.
@@ -34,6 +36,12 @@ type Application struct {
 	Name string
 	// Modules lists every module of the application.
 	Modules []Module
+	// ChainShards names the application's hot tenants and how many chains
+	// each one's log is split into (2 to tenancy.MaxShards; DESIGN.md §12).
+	// Every emitter of the application must use the same value: give it to
+	// eventstore.Config.Shards in your services, as fourlanes emit does, and
+	// never shrink a tenant's number. Tenants not listed keep one chain.
+	ChainShards map[string]int
 }
 
 // Module is one module: its declaration and, for a module with
@@ -109,6 +117,11 @@ func (a Application) Check() (*catalog.Catalog, error) {
 	cat, err := a.Catalog()
 	if err != nil {
 		errs = append(errs, fmt.Errorf("app %s: %w", a.Name, err))
+	}
+	for _, t := range slices.Sorted(maps.Keys(a.ChainShards)) {
+		if err := tenancy.CheckShards(t, a.ChainShards[t]); err != nil {
+			errs = append(errs, fmt.Errorf("app %s: ChainShards: %w", a.Name, err))
+		}
 	}
 	for _, m := range a.Runs(catalog.Durable, catalog.BestEffort) {
 		if m.Bind == nil {

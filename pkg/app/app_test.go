@@ -49,6 +49,12 @@ func TestValidate(t *testing.T) {
 		t.Errorf("Env(BEST_EFFORT): got %v, want none", got)
 	}
 
+	sharded := good
+	sharded.ChainShards = map[string]int{"hot": 32, "warm": 2}
+	if err := sharded.Validate(); err != nil {
+		t.Errorf("an application with chain shards: %v", err)
+	}
+
 	for _, tc := range []struct {
 		name string
 		app  app.Application
@@ -57,6 +63,8 @@ func TestValidate(t *testing.T) {
 		{"bad name", app.Application{Name: "Shop", Modules: good.Modules}, `Name "Shop"`},
 		{"no bind", app.Application{Name: "shop", Modules: []app.Module{{Spec: shop.Spec()}, {Spec: durable.Spec()}}}, "module mail has DURABLE or BEST_EFFORT subscriptions and no Bind"},
 		{"bad catalog", app.Application{Name: "shop", Modules: []app.Module{{Spec: durable.Spec(), Bind: bindMail}}}, "app shop:"},
+		{"one shard", app.Application{Name: "shop", Modules: good.Modules, ChainShards: map[string]int{"hot": 1}}, `app shop: ChainShards: tenant "hot": 1 chain shards: use 2 to 32`},
+		{"reserved tenant", app.Application{Name: "shop", Modules: good.Modules, ChainShards: map[string]int{"hot~2": 4}}, "ChainShards: tenant id \"hot~2\": ends in"},
 	} {
 		err := tc.app.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -19,12 +19,13 @@ import (
 )
 
 func runEmit(ctx context.Context, a *app.Application, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := Flags("emit", "emit -tenant T -type TYPE -payload (JSON | @FILE | @-) [-table NAME | -stack NAME | -local]", stderr)
+	fs := Flags("emit", "emit -tenant T -type TYPE -payload (JSON | @FILE | @-) [-shard-key K] [-table NAME | -stack NAME | -local]", stderr)
 	tenant := fs.String("tenant", "", "the tenant (required)")
 	typ := fs.String("type", "", "the event type, one the application declares (required)")
 	payload := fs.String("payload", "", "the payload, a JSON object fitting the type's current schema (required): inline, or @FILE to read it from FILE, @- from stdin")
 	table := fs.String("table", os.Getenv(keys.EnvEventsTable), "the events table (default $"+keys.EnvEventsTable+"; the stack output EventsTableName)")
 	actor := fs.String("actor", "fourlanes-cli", "the actor recorded on the event")
+	shardKey := fs.String("shard-key", "", "the id of the aggregate the event is about; required for a tenant with chain shards (the application's ChainShards), which it picks the chain of")
 	local := fs.Bool("local", false, "append to the twin `fourlanes dev` is running")
 	stack := fs.String("stack", "", stackHelp+" (EventsTableName)")
 	if err := Parse(fs, args); err != nil {
@@ -54,18 +55,22 @@ func runEmit(ctx context.Context, a *app.Application, args []string, stdout, std
 	if err := so.fill("table", table, keys.OutputEventsTable); err != nil {
 		return 0, err
 	}
-	store, err := openStore(ctx, cat, *table, *local)
-	if err != nil {
-		return 0, err
-	}
 	tctx, err := tenancy.WithTenant(ctx, *tenant)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
+	if n := a.ChainShards[*tenant]; n > 0 && *shardKey == "" {
+		return 0, fmt.Errorf("%w: -shard-key is required: tenant %q has %d chain shards (the application's ChainShards); "+
+			"pass the id of the aggregate the event is about", ErrUsage, *tenant, n)
+	}
+	store, err := openStoreWith(ctx, eventstore.Config{Catalog: cat, Shards: a.ChainShards}, *table, *local)
+	if err != nil {
+		return 0, err
+	}
 	tctx = tenancy.WithActor(tctx, *actor)
 	ctx, cancel := context.WithTimeout(tctx, 30*time.Second)
 	defer cancel()
-	e, err := store.Emit(ctx, *typ, p)
+	e, err := store.EmitWith(ctx, eventstore.EmitInput{Type: *typ, Payload: p, ShardKey: *shardKey})
 	if err != nil {
 		return 0, err
 	}
@@ -120,6 +125,12 @@ func readPayload(arg string, stdin io.Reader) (map[string]any, error) {
 // default credentials, or with local the table of the twin `fourlanes dev`
 // is running.
 func openStore(ctx context.Context, cat *catalog.Catalog, table string, local bool) (*eventstore.Store, error) {
+	return openStoreWith(ctx, eventstore.Config{Catalog: cat}, table, local)
+}
+
+// openStoreWith is openStore with the rest of the store's configuration;
+// cfg.Table is set from table or the twin's state.
+func openStoreWith(ctx context.Context, cfg eventstore.Config, table string, local bool) (*eventstore.Store, error) {
 	var endpoint string
 	if local {
 		st, err := readState()
@@ -135,5 +146,6 @@ func openStore(ctx context.Context, cat *catalog.Catalog, table string, local bo
 	if err != nil {
 		return nil, err
 	}
-	return eventstore.New(db, eventstore.Config{Table: table, Catalog: cat})
+	cfg.Table = table
+	return eventstore.New(db, cfg)
 }

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,9 +11,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	example "github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
 const placedPayload = `{"order_id":"%s","customer_email":"zoë@example.com","items":[{"sku":"A-1","qty":2}],"total_cents":1999,"currency":"EUR"}`
@@ -102,4 +106,49 @@ func localAWSEnv(t *testing.T, dynamodbEndpoint string) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+}
+
+// TestEmitShardKey: for a tenant the application splits into chain shards,
+// emit requires -shard-key (exit 2, nothing written) and appends to the chain
+// the key picks; a tenant with one chain needs none.
+func TestEmitShardKey(t *testing.T) {
+	db := localaws.DynamoDB(t)
+	table := aws.ToString(localaws.CreateTable(t, db, eventstore.TableSchema(localaws.UniqueName(t, "events"))).TableName)
+	localAWSEnv(t, aws.ToString(db.Options().BaseEndpoint))
+	a := example.App
+	a.ChainShards = map[string]int{"hot": 4}
+	emit := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := Run(context.Background(), &a, append([]string{"emit", "-table", table, "-type", "order.placed"}, args...), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+
+	code, _, stderr := emit("-tenant", "hot", "-payload", strings.Replace(placedPayload, "%s", "o-1", 1))
+	if code != ExitUsage || !strings.Contains(stderr, "-shard-key is required") || !strings.Contains(stderr, "4 chain shards") {
+		t.Fatalf("no -shard-key: exit %d, stderr %q; want exit %d naming -shard-key", code, stderr, ExitUsage)
+	}
+	store, err := eventstore.New(db, eventstore.Config{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts, _, err := store.Tenants(context.Background(), "", 0); err != nil || len(ts) != 0 {
+		t.Fatalf("after the refused emit: chains %v, %v; want none", ts, err)
+	}
+
+	for _, order := range []string{"o-1", "o-2", "o-3", "o-1"} {
+		code, out, stderr := emit("-tenant", "hot", "-shard-key", order, "-payload", strings.Replace(placedPayload, "%s", order, 1))
+		if code != ExitOK {
+			t.Fatalf("emit -shard-key %s: exit %d: %s", order, code, stderr)
+		}
+		var e envelope.Envelope
+		if err := json.Unmarshal([]byte(out), &e); err != nil {
+			t.Fatal(err)
+		}
+		if want := tenancy.Chain("hot", tenancy.ShardOf(order, 4)); e.TenantID != want {
+			t.Errorf("emit -shard-key %s: chain %q, want %q", order, e.TenantID, want)
+		}
+	}
+	if code, out, stderr := emit("-tenant", "cold", "-payload", strings.Replace(placedPayload, "%s", "o-9", 1)); code != ExitOK || !strings.Contains(out, `"tenant_id": "cold"`) {
+		t.Errorf("a tenant with one chain: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
 }
