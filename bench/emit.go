@@ -480,7 +480,7 @@ func benchEmit(ctx context.Context, env *benchEnv, o options) (section, error) {
 	open50, open50G := get(openShapes[0], sharded), get(openShapes[0], grouped)
 	lambda, lambdaG, lambdaM, lambdaS := get(closedShapes[1], sharded), get(closedShapes[1], grouped), get(closedShapes[1], mutexed), get(closedShapes[1], shardMu)
 	p32, p32G, p32M, p32S := get(closedShapes[0], sharded), get(closedShapes[0], grouped), get(closedShapes[0], mutexed), get(closedShapes[0], shardMu)
-	sec.para("*Chain shards* (opt-in per tenant, `eventstore.Config.Shards`; DESIGN.md §12): each tenant of the trial is split into %d "+
+	sec.para("*Chain shards* (opt-in per tenant, `eventstore.Config.Shards`; DESIGN-NOTES.md, \"Hot tenants\"): each tenant of the trial is split into %d "+
 		"chains (tenancy.MaxShards, the largest setting), each with its own head row and partition key, so its own 1,000 WCU/s; every "+
 		"Emit carries a distinct order id as its shard key (`EmitInput.ShardKey`), which picks the chain. Its fair baseline is the same "+
 		"%d chains with one transaction per event behind a zero-cost per-chain mutex. Every chain of every trial was read back and verified. "+

@@ -37,7 +37,7 @@ type Application struct {
 	// Modules lists every module of the application.
 	Modules []Module
 	// ChainShards names the application's hot tenants and how many chains
-	// each one's log is split into (2 to tenancy.MaxShards; DESIGN.md §12).
+	// each one's log is split into (2 to tenancy.MaxShards; DESIGN-NOTES.md, "Hot tenants").
 	// Every emitter of the application must use the same value: give it to
 	// eventstore.Config.Shards in your services, as fourlanes emit does, and
 	// never shrink a tenant's number. Tenants not listed keep one chain.

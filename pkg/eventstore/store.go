@@ -82,8 +82,8 @@ type Config struct {
 	// 10-minute ClientRequestToken window, past which a resend would no
 	// longer be idempotent.
 	OutcomeWithin time.Duration
-	// Shards splits the named tenants' logs into chain shards (DESIGN.md
-	// §12): tenant id → number of chains, 2 to tenancy.MaxShards. Such a
+	// Shards splits the named tenants' logs into chain shards (DESIGN-NOTES.md,
+	// "Hot tenants"): tenant id → number of chains, 2 to tenancy.MaxShards. Such a
 	// tenant's events go to the chain their EmitInput.ShardKey hashes to
 	// (tenancy.ShardOf), shard 0 being the tenant's own chain; each chain has
 	// its own head and partition key, so the tenant's ceiling is that many

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Chain shards (DESIGN.md §12). A tenant's log is one hash chain by default.
+// Chain shards (DESIGN-NOTES.md, "Hot tenants"). A tenant's log is one hash chain by default.
 // A tenant declared with S chain shards (eventstore.Config.Shards) has S
 // chains: shard 0 is the chain named by the tenant id itself (so a tenant
 // that becomes sharded keeps its chain), shard k ≥ 1 the chain named
