@@ -611,3 +611,30 @@ func TestReparkedMessageIsDeliverable(t *testing.T) {
 		t.Errorf("claim: %+v, want completed", r)
 	}
 }
+
+// TestShardChainDeliveredForItsTenant: an event of a chain shard (tenant_id
+// "tenant-3~2", in a message group of that name, as the Pipe sends it) is
+// delivered; its handler runs bound to the tenant, and log records name
+// the tenant and the chain.
+func TestShardChainDeliveredForItsTenant(t *testing.T) {
+	rg := newRig(t)
+	const shard = "tenant-3~2"
+	e := chainOf(t, shard, []string{"01937c9a-0000-7000-8000-00000000c301"}, []string{orders.TypePlaced}, []any{
+		orders.PlacedV2{OrderID: "o-3", CustomerEmail: "cy@example.com", Items: []orders.Item{{SKU: "sku-1", Qty: 1}}, TotalCents: 100, Currency: "EUR"},
+	})[0]
+	ev := events.SQSEvent{Records: []events.SQSMessage{fifoMessage("0c1f8f5e-58a4-4a5c-9d1e-000000000301", shard, e.ID, body(t, e), 1)}}
+	resp, err := rg.h.Handle(lambdaCtx(t), ev)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %v, err %v; want none", failures(resp), err)
+	}
+	if r, ok := rg.claim(t, e.ID); !ok || r.Status != delivery.StatusCompleted {
+		t.Fatalf("claim: %+v (found %v), want completed", r, ok)
+	}
+	logs := rg.logs.String()
+	if !strings.Contains(logs, `"tenant":"tenant-3","chain":"tenant-3~2"`) {
+		t.Errorf("logs do not name the tenant and the chain:\n%s", logs)
+	}
+	if strings.Contains(logs, `"tenant":"tenant-3~2"`) {
+		t.Errorf("a log record names the chain as the tenant:\n%s", logs)
+	}
+}
