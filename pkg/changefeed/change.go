@@ -13,6 +13,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
 // Reasons a record is rejected (RejectError.Reason, and the Reason dimension
@@ -118,6 +119,11 @@ func build(ent catalog.Entity, r Record, name func(tenant, id string, version in
 	tenant, ok := img[ent.TenantAttr].(*types.AttributeValueMemberS)
 	if !ok || tenant.Value == "" {
 		return c, reject(RejectNoTenant, "%s item of record %s has no string %q", ent.Name, r.EventID, ent.TenantAttr)
+	}
+	// The item's tenant is a tenant, never a chain shard's name: the edge's
+	// rule (a reserved "~<digits>" suffix would bind another tenant).
+	if err := tenancy.CheckTenant(tenant.Value); err != nil {
+		return c, reject(RejectInvalidEnvelope, "%s item of record %s: %s: %v", ent.Name, r.EventID, ent.TenantAttr, err)
 	}
 	id, err := idOf(img[ent.IDAttr])
 	if err != nil {

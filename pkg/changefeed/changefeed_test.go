@@ -646,10 +646,16 @@ func TestChangeEventRepresentation(t *testing.T) {
 	if _, err := changefeed.Build(ent, r); !errors.Is(err, changefeed.ErrRejected) {
 		t.Errorf("record without a version: got %v, want rejected", err)
 	}
+	var rej *changefeed.RejectError
+	// An item whose tenant has a chain shard's form: refused loudly, never bound as "tenant-1".
+	r, _ = changefeed.FromLambda(ev.Records[0])
+	r.NewImage["tenant_id"] = &types.AttributeValueMemberS{Value: "tenant-1~2"}
+	if _, err := changefeed.Build(ent, r); !errors.As(err, &rej) || rej.Reason != changefeed.RejectInvalidEnvelope || !strings.Contains(err.Error(), "reserved for a chain shard") {
+		t.Errorf("tenant of a shard's form: got %v, want rejected (%s) naming the reserved suffix", err, changefeed.RejectInvalidEnvelope)
+	}
 	// A number no envelope can carry exactly.
 	r, _ = changefeed.FromLambda(ev.Records[0])
 	r.NewImage["total_cents"] = &types.AttributeValueMemberN{Value: "12345678901234567890"}
-	var rej *changefeed.RejectError
 	if _, err := changefeed.Build(ent, r); !errors.As(err, &rej) || rej.Reason != changefeed.RejectUnrepresentable {
 		t.Errorf("unrepresentable number: got %v, want rejected (%s)", err, changefeed.RejectUnrepresentable)
 	}
