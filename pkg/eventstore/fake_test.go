@@ -53,6 +53,10 @@ func (s *scriptedDB) Scan(context.Context, *dynamodb.ScanInput, ...func(*dynamod
 	return &dynamodb.ScanOutput{}, nil
 }
 
+func (s *scriptedDB) BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	return &dynamodb.BatchGetItemOutput{}, nil
+}
+
 func cancelled(codes ...string) error {
 	rs := make([]types.CancellationReason, len(codes))
 	for i, c := range codes {

@@ -1,0 +1,129 @@
+package eventstore_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
+)
+
+// keyFor returns a shard key that goes to shard among shards.
+func keyFor(t *testing.T, shard, shards int) string {
+	t.Helper()
+	for i := range 100_000 {
+		if k := fmt.Sprintf("key-%d", i); tenancy.ShardOf(k, shards) == shard {
+			return k
+		}
+	}
+	t.Fatalf("no key found for shard %d of %d", shard, shards)
+	return ""
+}
+
+// emitOn writes one event on each of shards' chains of a tenant split into
+// tenancy.MaxShards chains.
+func emitOn(t *testing.T, s *eventstore.Store, tenant string, shards ...int) {
+	t.Helper()
+	for _, k := range shards {
+		e, err := s.EmitWith(ctxFor(tenant), eventstore.EmitInput{Type: "order.placed", Payload: map[string]any{}, ShardKey: keyFor(t, k, tenancy.MaxShards)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := tenancy.Chain(tenant, k); e.TenantID != want {
+			t.Fatalf("event on chain %q, want %q", e.TenantID, want)
+		}
+	}
+}
+
+func TestChains(t *testing.T) {
+	f := newFixture(t, func(c *eventstore.Config) {
+		c.Shards = map[string]int{"hot": tenancy.MaxShards, "nozero": tenancy.MaxShards}
+	})
+	// Written out of shard order, twice on one chain: listed once each, in shard order.
+	emitOn(t, f.store, "hot", 17, 0, 3, 17)
+	emitOn(t, f.store, "nozero", 31, 2)
+	if _, err := f.store.Emit(ctxFor("cold"), "order.placed", map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+	// A tenant whose name is a prefix of another's is not mixed up with it.
+	if _, err := f.store.Emit(ctxFor("ho"), "order.placed", map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+	// A store opened without Config.Shards (an operator tool) sees the same.
+	reader, err := eventstore.New(f.db, eventstore.Config{Table: f.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tenant string
+		want   []string
+	}{
+		{"hot", []string{"hot", "hot~3", "hot~17"}},
+		{"nozero", []string{"nozero~2", "nozero~31"}}, // shard 0 has no head: not listed
+		{"cold", []string{"cold"}},
+		{"ho", []string{"ho"}},
+		{"none", nil},
+	} {
+		got, err := reader.Chains(context.Background(), tc.tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("Chains(%q) = %q, want %q", tc.tenant, got, tc.want)
+		}
+	}
+}
+
+// unprocessedDB answers the first BatchGetItem for half of its keys only and
+// returns the rest as UnprocessedKeys, as DynamoDB does when the read budget
+// runs out.
+type unprocessedDB struct {
+	eventstore.DynamoDB
+	calls atomic.Int32
+}
+
+func (u *unprocessedDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	if u.calls.Add(1) > 1 {
+		return u.DynamoDB.BatchGetItem(ctx, in, opts...)
+	}
+	first := map[string]types.KeysAndAttributes{}
+	left := map[string]types.KeysAndAttributes{}
+	for table, ka := range in.RequestItems {
+		half := len(ka.Keys) / 2
+		a, b := ka, ka
+		a.Keys, b.Keys = ka.Keys[:half], ka.Keys[half:]
+		first[table], left[table] = a, b
+	}
+	out, err := u.DynamoDB.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: first}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	out.UnprocessedKeys = left
+	return out, nil
+}
+
+func TestChainsRetriesUnprocessedKeys(t *testing.T) {
+	f := newFixture(t, func(c *eventstore.Config) { c.Shards = map[string]int{"hot": tenancy.MaxShards} })
+	emitOn(t, f.store, "hot", 1, 30) // one key in each half of the request
+	db := &unprocessedDB{DynamoDB: f.db}
+	s, err := eventstore.New(db, eventstore.Config{Table: f.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Chains(context.Background(), "hot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"hot~1", "hot~30"}; !slices.Equal(got, want) {
+		t.Fatalf("Chains = %q, want %q", got, want)
+	}
+	if n := db.calls.Load(); n != 2 {
+		t.Fatalf("%d BatchGetItem calls, want 2 (the unprocessed keys asked again)", n)
+	}
+}
