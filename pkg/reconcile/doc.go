@@ -51,7 +51,8 @@
 // Each report counts reads: items read from the events table (head rows,
 // the re-read checkpoint or resume event, events), and state_reads: items
 // read from the state table (checkpoint, walk row, dead letters listed). The
-// Scan that lists tenants (eventstore.Store.Tenants) is not counted.
+// Scan that lists tenants (eventstore.Store.Tenants) and the BatchGetItem
+// that lists a tenant's chains (eventstore.Store.Chains) are not counted.
 //
 // # Response (GET ?tenant=T)
 //
@@ -78,6 +79,33 @@
 // next page (limit tenants per page). A tenant whose walk ran out of time ends
 // its page with complete=false and is listed again on the next page, where
 // its walk resumes.
+//
+// # Chain shards
+//
+// A tenant with chain shards (pkg/tenancy, shard.go) has chains T, T~1, …
+// T~31, each an ordinary chain with its own head, checkpoint and walk rows.
+// The sweep without tenant lists each chain as a tenant of its own. With
+// tenant=T (a tenant id), the chains of T that have a head row
+// (eventstore.Store.Chains) are walked together, in shard order, within the
+// call's one budget:
+//
+//	{
+//	  "tenant": "hot", …,             // the report of the first chain this call walked: T's own
+//	  "shards": [{"tenant": "hot~3", …}, {"tenant": "hot~17", …}],
+//	  "chains": 3,                    // T's chains: its own and each shard's with a head row
+//	  "chains_intact": true,          // false: a chain broke; null: chains remain (cursor set)
+//	  "broken_chains": [],            // the broken chains' names
+//	  "cursor": null
+//	}
+//
+// A call that runs out of budget answers with a cursor that names the chain
+// in progress; the next call resumes that chain's walk and goes on with the
+// chains after it. A resumed call reports only the chains it walked: the
+// first of them at the top level (its "tenant" says which), the rest in
+// shards. chains_intact and broken_chains cover every call of the walk (the
+// cursor hands the earlier calls' broken chains back), so the last call
+// answers for the tenant. The fields are absent for a tenant with one
+// chain, and for tenant=T~k, which walks that chain alone.
 //
 // # Scheduled rounds (scheduled=true)
 //

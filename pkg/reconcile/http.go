@@ -65,6 +65,17 @@ type params struct {
 // Handle answers GET ?tenant=T (one tenant) or GET (every tenant, paged),
 // and, for EventBridge Scheduler's direct invoke only, GET ?scheduled=true
 // (the next share of a scheduled round, Reconciler.Scheduled).
+//
+// tenant is a tenant id or a chain shard's name (T~1 … T~31: that chain
+// alone). For a tenant id with chain shards the answer is the tenant's own
+// chain's report, as for any tenant, plus "shards" (the reports of the other
+// chains this call walked, in shard order), "chains" (how many chains the
+// tenant has), "chains_intact" (false: a chain is broken; true: every chain
+// walked to its end unbroken, this call and the earlier calls of its cursor;
+// null: chains remain, pass cursor back) and "broken_chains" (their names).
+// The chains share the call's max_events and time; the cursor resumes at
+// the chain in progress, and a resumed call reports only the chains it
+// walked, the first of them at the top level (see the package doc).
 // It never returns an error: a bad request is a 400, a failure a 500 with
 // the request id, both as JSON.
 func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
@@ -208,12 +219,17 @@ func parseParams(req events.LambdaFunctionURLRequest) (params, error) {
 		p.tenant = q.Get("tenant")
 		switch {
 		case p.tenant == "":
-			return p, &ParamError{Param: "tenant", Msg: "is empty; pass tenant=<tenant id>, or omit it to reconcile every tenant"}
+			return p, &ParamError{Param: "tenant", Msg: "is empty; pass tenant=<tenant id> (or a chain shard's name, <tenant id>~<k>), or omit it to reconcile every tenant"}
 		default:
-			// The one tenant id rule (pkg/tenancy): a tenant that could never have been
-			// emitted is a caller's mistake, said as such, not an empty report.
-			if err := tenancy.CheckTenant(p.tenant); err != nil {
-				return p, &ParamError{Param: "tenant", Msg: err.Error()}
+			// The one tenant id rule (pkg/tenancy), or a chain shard's name
+			// (<tenant>~1 … ~31): a chain that could never have been emitted
+			// is a caller's mistake, said as such, not an empty report.
+			if err := tenancy.CheckChain(p.tenant); err != nil {
+				msg := err.Error()
+				if strings.ContainsRune(p.tenant, tenancy.ShardSep) {
+					msg += fmt.Sprintf("; a chain shard's name is <tenant id>~1 to ~%d", tenancy.MaxShards-1)
+				}
+				return p, &ParamError{Param: "tenant", Msg: msg}
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -50,6 +51,9 @@ type Log interface {
 	Head(ctx context.Context, tenant string) (*chain.Head, error)
 	Events(ctx context.Context, tenant string, after int64, limit int32) (eventstore.Page, error)
 	Tenants(ctx context.Context, cursor string, limit int32) ([]string, string, error)
+	// Chains lists the chains of a tenant that have a head row, in shard
+	// order (tenancy.Chain): the tenant's own first, then its chain shards.
+	Chains(ctx context.Context, tenant string) ([]string, error)
 }
 
 var _ Log = (*eventstore.Store)(nil)
@@ -167,6 +171,8 @@ type Report struct {
 
 // TenantRequest asks for one tenant's walk.
 type TenantRequest struct {
+	// Tenant is a tenant id (its chains are walked together) or one chain's
+	// name, tenancy.Chain(tenant, k) (that chain alone).
 	Tenant    string
 	Mode      Mode   // "" means Incremental (or the cursor's mode)
 	Cursor    string // from a previous TenantResult
@@ -174,9 +180,32 @@ type TenantRequest struct {
 }
 
 // TenantResult is a Report and, when incomplete, the cursor to resume with.
+// For a tenant with chain shards, Report is the first chain this call
+// walked (the tenant's own chain, unless the call resumed at a later one)
+// and Sharded adds the rest and a summary; nil (and absent from the JSON)
+// for a tenant with one chain and for a request that names a chain.
 type TenantResult struct {
 	Report
+	*Sharded
 	Cursor *string `json:"cursor"`
+}
+
+// Sharded is what a walk of a tenant with chain shards adds to its
+// TenantResult (see the package doc, "Chain shards").
+type Sharded struct {
+	// Shards are the Reports of the chains this call walked after the
+	// first (Report), in shard order.
+	Shards []Report `json:"shards"`
+	// Chains is the number of the tenant's chains: its own and every
+	// shard's with a head row.
+	Chains int `json:"chains"`
+	// ChainsIntact answers for the whole walk, earlier calls of it
+	// included: false when a chain broke, true when every chain was walked
+	// to its end unbroken, null while chains remain (cursor is set).
+	ChainsIntact *bool `json:"chains_intact"`
+	// BrokenChains names the chains found broken so far, this call's and
+	// earlier calls' of the walk, in shard order.
+	BrokenChains []string `json:"broken_chains"`
 }
 
 // AllRequest asks for a page of tenants.
@@ -198,42 +227,108 @@ type AllResult struct {
 }
 
 // Tenant walks one tenant's chain, or resumes the walk req.Cursor names.
+// A tenant id whose chain shards have events has its chains walked one
+// after another, in shard order, within the call's one budget; a chain's
+// name (tenancy.Chain) walks that chain alone.
 func (r *Reconciler) Tenant(ctx context.Context, req TenantRequest) (TenantResult, error) {
 	b := r.budget(ctx, req.MaxEvents)
 	mode := req.Mode
-	var resume *Walk
-	stateReads := 0
+	var c cursor
 	if req.Cursor != "" {
-		c, err := decodeCursor(req.Cursor)
-		if err != nil {
+		var err error
+		if c, err = decodeCursor(req.Cursor); err != nil {
 			return TenantResult{}, err
 		}
 		if c.All {
 			return TenantResult{}, fmt.Errorf("%w: it pages all tenants; omit tenant to continue it, or omit the cursor", ErrBadCursor)
 		}
 		if c.Tenant != req.Tenant {
-			return TenantResult{}, fmt.Errorf("%w: it continues tenant %q; pass tenant=%s or omit the cursor", ErrBadCursor, c.Tenant, c.Tenant)
+			what := "tenant " + strconv.Quote(c.Tenant)
+			switch {
+			case c.Chain != "":
+				what = fmt.Sprintf("the chains of tenant %q (at chain %q)", c.Tenant, c.Chain)
+			case tenancy.TenantOf(c.Tenant) != c.Tenant:
+				what = "chain " + strconv.Quote(c.Tenant) + " alone"
+			}
+			return TenantResult{}, fmt.Errorf("%w: it continues %s; pass tenant=%s or omit the cursor", ErrBadCursor, what, c.Tenant)
 		}
 		if mode != "" && mode != c.Mode {
 			return TenantResult{}, fmt.Errorf("%w: it continues a %s walk; omit full, or omit the cursor to start a %s walk", ErrBadCursor, c.Mode, mode)
 		}
 		mode = c.Mode
-		if resume, err = r.loadWalk(ctx, c.Tenant, c.Walk, mode); err != nil {
-			return TenantResult{}, err
-		}
-		stateReads++
 	}
 	if mode == "" {
 		mode = Incremental
 	}
-	rep, w, err := r.walk(ctx, req.Tenant, mode, resume, b)
-	if err != nil {
-		return TenantResult{}, err
+
+	// The tenant's own chain first (walked as ever, head row or not), then
+	// its shards' with a head row.
+	chains := []string{req.Tenant}
+	if _, k := tenancy.SplitChain(req.Tenant); k == 0 {
+		cs, err := r.cfg.Log.Chains(ctx, req.Tenant)
+		if err != nil {
+			return TenantResult{}, err
+		}
+		for _, ch := range cs {
+			if ch != req.Tenant {
+				chains = append(chains, ch)
+			}
+		}
 	}
-	rep.StateReads += stateReads
-	res := TenantResult{Report: rep}
-	if w != nil {
-		s := encodeCursor(cursor{Tenant: req.Tenant, Walk: w.ID, Mode: mode})
+	from := 0
+	if req.Cursor != "" {
+		if from = slices.Index(chains, c.chain()); from < 0 {
+			return TenantResult{}, fmt.Errorf("%w: it continues chain %q, which tenant %q has no head row for; omit the cursor to start a new walk", ErrBadCursor, c.chain(), req.Tenant)
+		}
+	}
+
+	var reps []Report
+	broken := slices.Clone(c.Broken)
+	var next *cursor
+	for i, ch := range chains[from:] {
+		if i > 0 && b.exhausted() {
+			// The next chain's walk has not begun: the cursor starts it.
+			next = &cursor{Tenant: req.Tenant, Chain: ch, Mode: mode}
+			break
+		}
+		var resume *Walk
+		stateReads := 0
+		if i == 0 && c.Walk != "" {
+			var err error
+			if resume, err = r.loadWalk(ctx, ch, c.Walk, mode); err != nil {
+				return TenantResult{}, err
+			}
+			stateReads++
+		}
+		rep, w, err := r.walk(ctx, ch, mode, resume, b)
+		if err != nil {
+			return TenantResult{}, err
+		}
+		rep.StateReads += stateReads
+		reps = append(reps, rep)
+		if rep.FirstBreak != nil {
+			broken = append(broken, ch)
+		}
+		if w != nil {
+			next = &cursor{Tenant: req.Tenant, Chain: ch, Walk: w.ID, Mode: mode}
+			break
+		}
+	}
+	res := TenantResult{Report: reps[0]}
+	if len(chains) > 1 {
+		res.Sharded = &Sharded{Shards: append([]Report{}, reps[1:]...), Chains: len(chains), BrokenChains: append([]string{}, broken...)}
+		if intact := len(broken) == 0; !intact || next == nil {
+			res.ChainsIntact = &intact
+		}
+		if next != nil {
+			next.Broken = broken
+		}
+	}
+	if next != nil {
+		if next.Chain == req.Tenant {
+			next.Chain = ""
+		}
+		s := encodeCursor(*next)
 		res.Cursor = &s
 	}
 	return res, nil

@@ -650,6 +650,10 @@ func (failingLog) Head(context.Context, string) (*chain.Head, error) {
 	return nil, fmt.Errorf("read head: %w", &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")})
 }
 
+func (failingLog) Chains(context.Context, string) ([]string, error) {
+	return nil, fmt.Errorf("chains: %w", &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")})
+}
+
 func TestInternalErrorIs500(t *testing.T) {
 	e := newEnv(t, func(c *reconcile.Config) { c.Log = failingLog{c.Log} })
 	status, body := e.call(t, "GET", "/", "tenant=acme")
