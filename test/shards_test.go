@@ -1,0 +1,104 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	example "github.com/fourlanes/fourlanes/examples/orders"
+	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
+)
+
+// A tenant split into chain shards flows end to end through the twin: each
+// shard's chain goes through the stream, the Pipe (its MessageGroupId is the
+// chain's name) and the FIFO queue to the DURABLE subscriber, whose handler
+// runs for the tenant (its log line names the tenant and the chain); reconcile
+// finds each chain intact, and the tenant's chains together.
+func TestShardedTenantEndToEnd(t *testing.T) {
+	const tenant, shards = "hot", 4
+	s := startStack(t, nil)
+	ctx := context.Background()
+	cat, err := example.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := eventstore.New(s.ddb, eventstore.Config{Table: s.env[keys.EnvEventsTable], Catalog: cat, Shards: map[string]int{tenant: shards}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tctx := tenancy.MustWithTenant(ctx, tenant)
+	var emitted []envelope.Envelope
+	perChain := map[string]int64{}
+	for i := range 12 {
+		order := fmt.Sprintf("o-hot-%02d", i)
+		e, err := store.EmitWith(tctx, eventstore.EmitInput{Type: "order.placed", ShardKey: order, Payload: map[string]any{
+			"order_id": order, "customer_email": "hot@example.com", "items": []any{map[string]any{"sku": "A-1", "qty": 1}},
+			"total_cents": 100 + i, "currency": "EUR"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		emitted = append(emitted, e)
+		perChain[e.TenantID]++
+	}
+	if len(perChain) < 2 {
+		t.Fatalf("12 orders used chains %v; want several of %d", perChain, shards)
+	}
+
+	s.waitDelivered(t, emitted)
+	for _, e := range emitted {
+		lines := s.grep(s.fn[keys.FnDurableConsumer], e.ID+":order-email")
+		if len(lines) != 1 || !strings.Contains(lines[0], `"tenant":"hot"`) {
+			t.Errorf("event %s on chain %s: email lines %q; want one, for tenant hot", e.ID, e.TenantID, lines)
+			continue
+		}
+		if _, shard := tenancy.SplitChain(e.TenantID); shard > 0 && !strings.Contains(lines[0], `"chain":"`+e.TenantID+`"`) {
+			t.Errorf("event %s: email line %q does not name its chain %s", e.ID, lines[0], e.TenantID)
+		}
+	}
+
+	for chain, n := range perChain {
+		r := s.reconcile(chain)
+		if r.Tenant != chain || r.ChainIntact == nil || !*r.ChainIntact || r.LastSeq != n {
+			t.Errorf("reconcile -tenant %s: got %+v, want the chain intact at last_seq %d", chain, r, n)
+		}
+	}
+	all := s.reconcileShards(tenant)
+	if all.Chains != len(perChain) || all.ChainsIntact == nil || !*all.ChainsIntact || len(all.BrokenChains) != 0 {
+		t.Errorf("reconcile -tenant %s: %d chains, intact %v, broken %v; want %d chains, all intact", tenant, all.Chains, all.ChainsIntact, all.BrokenChains, len(perChain))
+	}
+	walked := map[string]int64{all.Tenant: all.LastSeq}
+	for _, r := range all.Shards {
+		walked[r.Tenant] = r.LastSeq
+	}
+	for chain, n := range perChain {
+		if walked[chain] != n {
+			t.Errorf("reconcile -tenant %s walked %v; want chain %s at last_seq %d", tenant, walked, chain, n)
+		}
+	}
+}
+
+// shardsReport is the part of reconcile's answer for a sharded tenant the
+// test reads.
+type shardsReport struct {
+	reconcileReport
+	Shards       []reconcileReport `json:"shards"`
+	Chains       int               `json:"chains"`
+	ChainsIntact *bool             `json:"chains_intact"`
+	BrokenChains []string          `json:"broken_chains"`
+}
+
+// reconcileShards asks the local reconcile URL about a tenant's chains.
+func (s *stack) reconcileShards(tenant string) shardsReport {
+	s.t.Helper()
+	out := s.run(false, "reconcile", "-url", s.url, "-tenant", tenant)
+	var r shardsReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		s.t.Fatalf("reconcile output %q: %v", out, err)
+	}
+	return r
+}
