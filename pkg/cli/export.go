@@ -7,14 +7,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/reconcile"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := Flags("export", "export -tenant T [-o FILE] [-table NAME | -stack NAME | -local] [-checkpoint-bucket B] [-checkpoint-out FILE.checkpoint]", stderr)
-	tenant := fs.String("tenant", "", "the tenant whose chain to export (required)")
+	tenant := fs.String("tenant", "", "the tenant whose chain to export, or one chain shard's (<tenant>~<k>) (required)")
 	out := fs.String("o", "-", "the file to write (JSON Lines); - writes stdout")
 	table := fs.String("table", os.Getenv(keys.EnvEventsTable), "the events table (default $"+keys.EnvEventsTable+"; the stack output EventsTableName)")
 	local := fs.Bool("local", false, "export from the twin `fourlanes dev` is running")
@@ -30,6 +32,9 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if *tenant == "" {
 		return 0, fmt.Errorf("%w: -tenant is required", ErrUsage)
 	}
+	if err := tenancy.CheckChain(*tenant); err != nil {
+		return 0, fmt.Errorf("%w: -tenant: %v", ErrUsage, err)
+	}
 	so, err := openStack(ctx, fs, *stack, *local)
 	if err != nil {
 		return 0, err
@@ -43,12 +48,33 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		return 0, err
 	}
 
+	// An export is one chain (fourlanes verify checks one chain); a tenant
+	// with chain shards has more, each exported on its own.
+	var others []string
+	if _, k := tenancy.SplitChain(*tenant); k == 0 {
+		cs, err := store.Chains(ctx, *tenant)
+		if err != nil {
+			return 0, err
+		}
+		for _, c := range cs {
+			if c != *tenant {
+				others = append(others, c)
+			}
+		}
+	}
+
 	// Write to a temporary file beside the target and rename it into place
 	// only when the export is whole, so a failed export never leaves a
 	// truncated file that verifies as "head mismatch".
 	w, commit, abort, err := output(*out, stdout)
 	if err != nil {
 		return 0, err
+	}
+	warnShards := func() {
+		if len(others) > 0 {
+			fmt.Fprintf(stderr, "WARNING: tenant %s has %d more chains (chain shards): %s; export each with -tenant <chain>\n",
+				*tenant, len(others), strings.Join(others, " "))
+		}
 	}
 	bw := bufio.NewWriterSize(w, 1<<20)
 	res, err := store.Export(ctx, *tenant, bw)
@@ -62,12 +88,14 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if res.Head == nil {
 		abort()
 		fmt.Fprintf(stderr, "tenant %s has no events (no head row): nothing exported\n", *tenant)
+		warnShards()
 		return ExitOK, nil
 	}
 	if err := commit(); err != nil {
 		return 0, err
 	}
 	fmt.Fprintf(stderr, "exported tenant %s: %d events, head last_seq %d last_hash %s, to %s\n", *tenant, res.Events, res.Head.LastSeq, res.Head.LastHash, *out)
+	warnShards()
 	if err := exportCheckpoint(ctx, *tenant, res.Head.LastSeq, *out, *cpOut, *cpBucket, *local, stderr); err != nil {
 		return 0, err
 	}

@@ -31,7 +31,7 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	u := fs.String("url", os.Getenv(EnvReconcileURL), "reconcile's Function URL (the stack output ReconcileUrl; default $"+EnvReconcileURL+")")
 	local := fs.Bool("local", false, "use the URL of the twin `fourlanes dev` is running")
 	stack := fs.String("stack", "", stackHelp+" (ReconcileUrl)")
-	tenant := fs.String("tenant", "", "one tenant; without it every tenant, page after page")
+	tenant := fs.String("tenant", "", "one tenant (every chain of a tenant with chain shards) or one chain (<tenant>~<k>); without it every tenant, page after page")
 	full := fs.Bool("full", false, "walk every chain from genesis instead of from its checkpoint (?full=true)")
 	cursor := fs.String("cursor", "", "resume from a cursor an earlier answer returned")
 	limit := fs.Int("limit", 0, "tenants per page without -tenant (1-100; default: the function's, 20)")
@@ -114,14 +114,15 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return 0, err
 		}
 		var page struct {
-			ChainIntact *bool             `json:"chain_intact"`
-			Cursor      *string           `json:"cursor"`
-			Tenants     []json.RawMessage `json:"tenants"`
+			ChainIntact  *bool             `json:"chain_intact"`
+			ChainsIntact *bool             `json:"chains_intact"` // a tenant with chain shards: false when any of its chains broke
+			Cursor       *string           `json:"cursor"`
+			Tenants      []json.RawMessage `json:"tenants"`
 		}
 		if err := json.Unmarshal(body, &page); err != nil {
 			return 0, fmt.Errorf("reconcile answered something that is not JSON: %w: %s", err, clip(body))
 		}
-		if page.ChainIntact != nil && !*page.ChainIntact {
+		if page.ChainIntact != nil && !*page.ChainIntact || page.ChainsIntact != nil && !*page.ChainsIntact {
 			broken = true
 		}
 		for _, t := range page.Tenants {
@@ -144,7 +145,7 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		next = *page.Cursor
 	}
 	if broken {
-		fmt.Fprintln(stderr, "fourlanes reconcile: a chain is broken (see first_break)")
+		fmt.Fprintln(stderr, "fourlanes reconcile: a chain is broken (see first_break; for a tenant with chain shards, broken_chains and each report in shards)")
 		return ExitFinding, nil
 	}
 	return ExitOK, nil

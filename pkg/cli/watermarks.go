@@ -27,7 +27,7 @@ func runWatermarks(ctx context.Context, a *app.Application, args []string, stdou
 	stateTable := fs.String("state-table", os.Getenv(keys.EnvStateTable), "the state table (default $"+keys.EnvStateTable+"; the stack output "+keys.OutputStateTable+")")
 	local := fs.Bool("local", false, "the tables of the twin `fourlanes dev` is running")
 	stack := fs.String("stack", "", stackHelp+" (EventsTableName, StateTableName)")
-	tenant := fs.String("tenant", "", "only this tenant")
+	tenant := fs.String("tenant", "", "only this tenant (every chain of a tenant with chain shards), or only this chain (<tenant>~<k>)")
 	all := fs.Bool("all", false, "with -set-to-head: every tenant")
 	setToHead := fs.Bool("set-to-head", false, "declare every event through each tenant's head settled for every DURABLE subscription: "+
 		"for a stack upgraded to delivery watermarks, whose earlier deliveries left none (reconcile would report them unsettled from seq 1)")
@@ -39,7 +39,7 @@ func runWatermarks(ctx context.Context, a *app.Application, args []string, stdou
 		return 0, fmt.Errorf("%w: unexpected argument %q", ErrUsage, fs.Arg(0))
 	}
 	if *tenant != "" {
-		if err := tenancy.CheckTenant(*tenant); err != nil {
+		if err := tenancy.CheckChain(*tenant); err != nil {
 			return 0, fmt.Errorf("%w: -tenant: %v", ErrUsage, err)
 		}
 	}
@@ -115,10 +115,29 @@ func newWatermarkTool(db *dynamodb.Client, cat *catalog.Catalog, eventsTable, st
 	return &watermarkTool{log: log, marks: delivery.NewDynamoStore(db, stateTable), subs: subs, now: time.Now}, nil
 }
 
-// each calls f for tenant, or for every tenant with a head row.
-func (w *watermarkTool) each(ctx context.Context, tenant string, f func(tenant string) error) error {
+// each calls f for tenant's chains (tenant's own, then its chain shards'
+// with a head row; a chain's name: that chain), or for every chain with a
+// head row. Watermarks, like heads, are per chain.
+func (w *watermarkTool) each(ctx context.Context, tenant string, f func(chain string) error) error {
 	if tenant != "" {
-		return f(tenant)
+		chains := []string{tenant}
+		if _, k := tenancy.SplitChain(tenant); k == 0 {
+			cs, err := w.log.Chains(ctx, tenant)
+			if err != nil {
+				return err
+			}
+			for _, c := range cs {
+				if c != tenant {
+					chains = append(chains, c)
+				}
+			}
+		}
+		for _, c := range chains {
+			if err := f(c); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	cursor := ""
 	for {
