@@ -147,6 +147,7 @@ func TestShardedTenantPaged(t *testing.T) {
 				e.editPayload(t, tc.tamper, 2)
 			}
 			verified := map[string]int64{} // per chain, as the reports count it (across resumed calls)
+			through := map[string]int64{}  // per chain, verified_through
 			done := map[string]bool{}
 			var firsts []string // each page's top-level chain
 			q := "tenant=hot&max_events=2"
@@ -168,8 +169,14 @@ func TestShardedTenantPaged(t *testing.T) {
 					if n < verified[ch] {
 						t.Fatalf("page %d: chain %s verified %d, fewer than %d before: its walk restarted", page, ch, n, verified[ch])
 					}
+					// The events this page verified are exactly the seqs after the
+					// previous page's verified_through: none again, none skipped.
+					vt := num(t, rep, "verified_through")
+					if n-verified[ch] != vt-through[ch] {
+						t.Errorf("page %d: chain %s verified %d more events but moved verified_through %d -> %d", page, ch, n-verified[ch], through[ch], vt)
+					}
 					pageVerified += n - verified[ch]
-					verified[ch] = n
+					verified[ch], through[ch] = n, vt
 					done[ch] = rep["complete"] == true
 				}
 				if pageVerified > 2 {
@@ -184,6 +191,7 @@ func TestShardedTenantPaged(t *testing.T) {
 				}
 				q = "tenant=hot&max_events=2&cursor=" + url.QueryEscape(cur)
 			}
+			t.Logf("%d pages, each beginning at %v", len(firsts), firsts)
 			wantVerified := map[string]int64{"hot": 4, "hot~5": 3, "hot~17": 2}
 			wantBroken := []any{}
 			if tc.tamper != "" {
