@@ -74,9 +74,9 @@ func ValidTenant[T string | []byte](tenant T) bool {
 func CheckTenant(tenant string) error {
 	if ValidTenant(tenant) {
 		if reservedSuffix(tenant) {
-			return &TenantError{Tenant: tenant, Reason: fmt.Sprintf("ends in %q and digits, the form reserved for a chain shard's name "+
-				"(%q is shard %s of tenant %q); choose a tenant id that does not end so",
-				string(ShardSep), tenant, tenant[strings.LastIndexByte(tenant, ShardSep)+1:], tenant[:strings.LastIndexByte(tenant, ShardSep)])}
+			return &TenantError{Tenant: tenant, Reason: fmt.Sprintf("ends in %q, %q and digits: that form is reserved for a chain shard's name "+
+				"(shard k of tenant T is T~k); choose a tenant id that does not end so",
+				tenant[strings.LastIndexByte(tenant, ShardSep):], string(ShardSep))}
 		}
 		return nil
 	}
