@@ -83,8 +83,9 @@ type counters struct {
 	queryItems      int64   // items Query returned
 	scans           int64
 	scanItems       int64
-	batchGets       int64
-	batchGetItems   int64
+	batchGets       int64 // BatchGetItem calls
+	batchGetKeys    int64 // keys they asked for
+	batchGetItems   int64 // items they returned
 	maxItemBytes    int // largest item put, for the tables
 	minItemBytes    int // smallest event row put
 }
@@ -185,6 +186,9 @@ func (c *countingDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItem
 	out, err := c.Client.BatchGetItem(ctx, in, optFns...)
 	c.mu.Lock()
 	c.batchGets++
+	for _, ka := range in.RequestItems {
+		c.batchGetKeys += int64(len(ka.Keys))
+	}
 	if err == nil {
 		for _, items := range out.Responses {
 			c.batchGetItems += int64(len(items))
