@@ -50,18 +50,11 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 
 	// An export is one chain (fourlanes verify checks one chain); a tenant
 	// with chain shards has more, each exported on its own.
-	var others []string
-	if _, k := tenancy.SplitChain(*tenant); k == 0 {
-		cs, err := store.Chains(ctx, *tenant)
-		if err != nil {
-			return 0, err
-		}
-		for _, c := range cs {
-			if c != *tenant {
-				others = append(others, c)
-			}
-		}
+	chains, err := store.ChainsOf(ctx, *tenant)
+	if err != nil {
+		return 0, err
 	}
+	others := chains[1:]
 
 	// Write to a temporary file beside the target and rename it into place
 	// only when the export is whole, so a failed export never leaves a

@@ -120,17 +120,9 @@ func newWatermarkTool(db *dynamodb.Client, cat *catalog.Catalog, eventsTable, st
 // head row. Watermarks, like heads, are per chain.
 func (w *watermarkTool) each(ctx context.Context, tenant string, f func(chain string) error) error {
 	if tenant != "" {
-		chains := []string{tenant}
-		if _, k := tenancy.SplitChain(tenant); k == 0 {
-			cs, err := w.log.Chains(ctx, tenant)
-			if err != nil {
-				return err
-			}
-			for _, c := range cs {
-				if c != tenant {
-					chains = append(chains, c)
-				}
-			}
+		chains, err := w.log.ChainsOf(ctx, tenant)
+		if err != nil {
+			return err
 		}
 		for _, c := range chains {
 			if err := f(c); err != nil {

@@ -79,3 +79,24 @@ func (s *Store) Chains(ctx context.Context, tenant string) ([]string, error) {
 	})
 	return found, nil
 }
+
+// ChainsOf returns the chains name stands for, for the tools that take a
+// tenant or a chain (reconcile, export, watermarks): a chain shard's name
+// stands for that chain alone; a tenant id for its own chain (listed first,
+// head row or not) and then its shards' that have a head row (Chains).
+func (s *Store) ChainsOf(ctx context.Context, name string) ([]string, error) {
+	if _, k := tenancy.SplitChain(name); k > 0 {
+		return []string{name}, nil
+	}
+	cs, err := s.Chains(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{name}
+	for _, c := range cs {
+		if c != name {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}

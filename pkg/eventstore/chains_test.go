@@ -78,6 +78,26 @@ func TestChains(t *testing.T) {
 			t.Errorf("Chains(%q) = %q, want %q", tc.tenant, got, tc.want)
 		}
 	}
+	// ChainsOf: a tenant id stands for its own chain, head row or not, then
+	// its shards'; a shard's name for itself alone.
+	for _, tc := range []struct {
+		name string
+		want []string
+	}{
+		{"hot", []string{"hot", "hot~3", "hot~17"}},
+		{"nozero", []string{"nozero", "nozero~2", "nozero~31"}},
+		{"none", []string{"none"}},
+		{"hot~3", []string{"hot~3"}},
+		{"hot~5", []string{"hot~5"}}, // named, so walked (and found empty) even without a head
+	} {
+		got, err := reader.ChainsOf(context.Background(), tc.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("ChainsOf(%q) = %q, want %q", tc.name, got, tc.want)
+		}
+	}
 }
 
 // unprocessedDB answers the first BatchGetItem for half of its keys only and

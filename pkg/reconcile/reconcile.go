@@ -51,9 +51,9 @@ type Log interface {
 	Head(ctx context.Context, tenant string) (*chain.Head, error)
 	Events(ctx context.Context, tenant string, after int64, limit int32) (eventstore.Page, error)
 	Tenants(ctx context.Context, cursor string, limit int32) ([]string, string, error)
-	// Chains lists the chains of a tenant that have a head row, in shard
-	// order (tenancy.Chain): the tenant's own first, then its chain shards.
-	Chains(ctx context.Context, tenant string) ([]string, error)
+	// ChainsOf lists the chains a tenant id or chain name stands for, in
+	// shard order (eventstore.Store.ChainsOf).
+	ChainsOf(ctx context.Context, name string) ([]string, error)
 }
 
 var _ Log = (*eventstore.Store)(nil)
@@ -262,18 +262,10 @@ func (r *Reconciler) Tenant(ctx context.Context, req TenantRequest) (TenantResul
 	}
 
 	// The tenant's own chain first (walked as ever, head row or not), then
-	// its shards' with a head row.
-	chains := []string{req.Tenant}
-	if _, k := tenancy.SplitChain(req.Tenant); k == 0 {
-		cs, err := r.cfg.Log.Chains(ctx, req.Tenant)
-		if err != nil {
-			return TenantResult{}, err
-		}
-		for _, ch := range cs {
-			if ch != req.Tenant {
-				chains = append(chains, ch)
-			}
-		}
+	// its shards' with a head row; a chain's name: that chain alone.
+	chains, err := r.cfg.Log.ChainsOf(ctx, req.Tenant)
+	if err != nil {
+		return TenantResult{}, err
 	}
 	from := 0
 	if req.Cursor != "" {

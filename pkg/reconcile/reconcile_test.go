@@ -650,7 +650,7 @@ func (failingLog) Head(context.Context, string) (*chain.Head, error) {
 	return nil, fmt.Errorf("read head: %w", &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")})
 }
 
-func (failingLog) Chains(context.Context, string) ([]string, error) {
+func (failingLog) ChainsOf(context.Context, string) ([]string, error) {
 	return nil, fmt.Errorf("chains: %w", &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")})
 }
 
