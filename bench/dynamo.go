@@ -86,8 +86,8 @@ type counters struct {
 	batchGets       int64 // BatchGetItem calls
 	batchGetKeys    int64 // keys they asked for
 	batchGetItems   int64 // items they returned
-	maxItemBytes    int // largest item put, for the tables
-	minItemBytes    int // smallest event row put
+	maxItemBytes    int   // largest item put, for the tables
+	minItemBytes    int   // smallest event row put
 }
 
 func (c *countingDB) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
