@@ -188,11 +188,12 @@ func emitTrial(ctx context.Context, bs *budgetServer, sh shape, d design, warm, 
 	locks := make([]sync.Mutex, sh.tenants*max(1, d.shards)) // per chain
 	for i := range sh.tenants {                              // every chain starts with a head row
 		for k := range max(1, d.shards) {
-			in := eventstore.EmitInput{Type: "order.placed", Payload: payload}
+			key := "" // one chain: no shard key
 			if d.shards > 0 {
-				in.ShardKey = d.shardKeyFor(k)
+				key = d.shardKeyFor(k)
 			}
-			if _, err := stores[0].EmitWith(tenancy.MustWithTenant(ctx, tenantName(i)), in); err != nil {
+			tctx := tenancy.MustWithTenant(ctx, tenantName(i))
+			if _, err := stores[0].EmitWith(tctx, eventstore.EmitInput{Type: "order.placed", Payload: payload, ShardKey: key}); err != nil {
 				return emitResult{}, fmt.Errorf("first emit: %w", err)
 			}
 		}
@@ -243,19 +244,18 @@ func emitTrial(ctx context.Context, bs *budgetServer, sh shape, d design, warm, 
 			var firstErr error
 			emitted := 0
 			emit := func(at time.Time, counts func() bool) {
-				in := eventstore.EmitInput{Type: "order.placed", Payload: payload}
-				lock := ti
+				key, lock := "", ti
 				if d.shards > 0 {
 					// A distinct order per Emit: the aggregate the event is about.
 					emitted++
-					in.ShardKey = fmt.Sprintf("o-%d-%d", k, emitted)
-					lock = ti*d.shards + tenancy.ShardOf(in.ShardKey, d.shards)
+					key = fmt.Sprintf("o-%d-%d", k, emitted)
+					lock = ti*d.shards + tenancy.ShardOf(key, d.shards)
 				}
 				if d.mutex {
 					locks[lock].Lock()
 					defer locks[lock].Unlock()
 				}
-				_, err := store.EmitWith(tctx, in)
+				_, err := store.EmitWith(tctx, eventstore.EmitInput{Type: "order.placed", Payload: payload, ShardKey: key})
 				if err != nil {
 					errs++
 					if firstErr == nil {

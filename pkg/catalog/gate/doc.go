@@ -16,8 +16,11 @@
 // Declarations are catalog.Module composite literals; their names, globs and
 // lanes must be constants. An Emit is any call of a method named Emit whose
 // first two parameters are a context.Context and a string (eventstore.Store's,
-// or a consumer-side interface of it). Test files are not read: tests may
-// emit what they like through fakes.
+// or a consumer-side interface of it), or of a method named EmitWith whose
+// first two are a context.Context and an eventstore.EmitInput (the form a
+// shard key or an idempotency key needs): its input must be written as a
+// literal in the call, with a constant Type. Test files are not read: tests
+// may emit what they like through fakes.
 //
 // Every violation names file:line:column and what to do. Report.Markdown
 // renders the generated catalog (CATALOG.md at the repository root); the

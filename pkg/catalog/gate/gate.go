@@ -214,7 +214,11 @@ func funcName(fd *ast.FuncDecl) string {
 }
 
 // isCatalog reports whether t is the catalog type name (any instantiation).
-func isCatalog(t types.Type, name string) bool {
+func isCatalog(t types.Type, name string) bool { return isNamed(t, catalogPath, name) }
+
+// isNamed reports whether t is the type name of package path (any
+// instantiation).
+func isNamed(t types.Type, path, name string) bool {
 	if t == nil {
 		return false
 	}
@@ -223,13 +227,15 @@ func isCatalog(t types.Type, name string) bool {
 		return false
 	}
 	o := n.Origin().Obj()
-	return o.Pkg() != nil && o.Pkg().Path() == catalogPath && o.Name() == name
+	return o.Pkg() != nil && o.Pkg().Path() == path && o.Name() == name
 }
 
-// call records an Emit call.
+// call records an Emit call: Emit(ctx, TYPE, …), or EmitWith(ctx,
+// eventstore.EmitInput{Type: TYPE, …}) (the form a shard key or an
+// idempotency key needs).
 func (x *extractor) call(c *ast.CallExpr, fn string) {
 	sel, ok := c.Fun.(*ast.SelectorExpr)
-	if !ok || sel.Sel.Name != "Emit" || len(c.Args) < 2 {
+	if !ok || (sel.Sel.Name != "Emit" && sel.Sel.Name != "EmitWith") || len(c.Args) < 2 {
 		return
 	}
 	sig, ok := x.pkg.TypesInfo.TypeOf(c.Fun).(*types.Signature)
@@ -237,12 +243,30 @@ func (x *extractor) call(c *ast.CallExpr, fn string) {
 		return
 	}
 	p0, p1 := sig.Params().At(0).Type(), sig.Params().At(1).Type()
-	if types.TypeString(p0, nil) != "context.Context" || !types.Identical(p1, types.Typ[types.String]) {
+	if types.TypeString(p0, nil) != "context.Context" {
 		return
 	}
-	tv := x.pkg.TypesInfo.Types[c.Args[1]]
+	typeArg := c.Args[1]
+	switch {
+	case sel.Sel.Name == "Emit" && types.Identical(p1, types.Typ[types.String]):
+	case sel.Sel.Name == "EmitWith" && isNamed(p1, eventstorePath, "EmitInput"):
+		lit, ok := ast.Unparen(c.Args[1]).(*ast.CompositeLit)
+		if !ok {
+			x.violate(c.Args[1].Pos(), 1, "the input passed to EmitWith is not an eventstore.EmitInput literal (%s); "+
+				"write the literal in the call, with the declared type constant as Type, so the gate can check it", types.ExprString(c.Args[1]))
+			return
+		}
+		fs := x.fields(lit, "the EmitInput passed to EmitWith")
+		if typeArg, ok = fs["Type"]; !ok {
+			x.violate(lit.Pos(), 1, "the EmitInput passed to EmitWith has no Type; set it to the declared type constant")
+			return
+		}
+	default:
+		return
+	}
+	tv := x.pkg.TypesInfo.Types[typeArg]
 	if tv.Value == nil || tv.Value.Kind() != constant.String {
-		x.violate(c.Args[1].Pos(), 1, "the event type passed to Emit is not a constant (%s); pass the declared type constant so the gate can check it", types.ExprString(c.Args[1]))
+		x.violate(typeArg.Pos(), 1, "the event type passed to %s is not a constant (%s); pass the declared type constant so the gate can check it", sel.Sel.Name, types.ExprString(typeArg))
 		return
 	}
 	if fn == "" {
