@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/fourlanes/fourlanes/examples/orders"
+	example "github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/examples/orders/audit"
 	"github.com/fourlanes/fourlanes/examples/orders/inventory"
 	"github.com/fourlanes/fourlanes/examples/orders/notifications"
@@ -283,5 +284,70 @@ func TestAppIsValid(t *testing.T) {
 	}
 	if got := example.App.Env(catalog.BestEffort); len(got) != 1 || got[0] != search.EnvTable {
 		t.Errorf("BEST_EFFORT environment: %v, want [%s]", got, search.EnvTable)
+	}
+}
+
+// TestHotTenantOrdersStayInOrder: the orders service names each order as its
+// shard key, so declaring a tenant hot (Config.Shards, from the
+// application's ChainShards) needs no change to it: each order's events go
+// to one chain, in the order they happened, its INLINE and LOCAL lanes run
+// for the tenant, and the tenant's orders spread over its chains.
+func TestHotTenantOrdersStayInOrder(t *testing.T) {
+	w := newWorld(t)
+	const shards = 4
+	hot, err := eventstore.New(w.db, eventstore.Config{Table: w.eventsTable, Catalog: w.cat, Dispatcher: w.inproc, Shards: map[string]int{"acme": shards}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &orders.Service{Events: hot, Table: w.ordersTable}
+	ctx := tenancy.MustWithTenant(context.Background(), "acme")
+	placed := map[string]bool{}
+	for i := range 8 {
+		o, err := svc.Place(ctx, fmt.Sprintf("c%d@example.com", i), []orders.Item{{SKU: "tea", Qty: 1}}, 100, "EUR")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, err = svc.Pay(ctx, o, "pay"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err = svc.Cancel(ctx, o, "changed my mind"); err != nil {
+			t.Fatal(err)
+		}
+		placed[o.ID] = true
+	}
+	if err := w.inproc.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	chains, err := hot.ChainsOf(context.Background(), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := map[string][]string{} // order id → its event types in log order
+	for _, c := range chains {
+		evs, err := hot.AllEvents(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			id, _ := e.Payload["order_id"].(string)
+			if want := tenancy.Chain("acme", tenancy.ShardOf(id, shards)); e.TenantID != want {
+				t.Errorf("order %s: %s on chain %s, want %s", id, e.Type, e.TenantID, want)
+			}
+			steps[id] = append(steps[id], e.Type)
+		}
+	}
+	if len(chains) < 2 || len(steps) != len(placed) {
+		t.Fatalf("%d orders on chains %v; want all 8, over several chains", len(steps), chains)
+	}
+	for id, s := range steps {
+		if got := strings.Join(s, " "); got != "order.placed order.paid order.cancelled" {
+			t.Errorf("order %s: %s; want placed, paid, cancelled in that order", id, got)
+		}
+	}
+	if n := strings.Count(w.logs.String(), `"msg":"audit"`); n != 24 {
+		t.Errorf("audit lines: %d, want 24 (the LOCAL lane ran for every event)", n)
+	}
+	if strings.Contains(w.logs.String(), `"tenant":"acme~`) {
+		t.Error("a lane ran bound to a chain's name instead of the tenant")
 	}
 }

@@ -43,9 +43,12 @@ const (
 // ErrStale: the order changed since the caller read it (its version moved).
 var ErrStale = errors.New("order changed since it was read")
 
-// Emitter is the part of eventstore.Store that orders uses.
+// Emitter is the part of eventstore.Store that orders uses. Every emit
+// names its order as the shard key, so a tenant the application later
+// declares hot (app.Application.ChainShards) keeps each order's events in
+// order on one chain with no change here; a tenant with one chain ignores it.
 type Emitter interface {
-	Emit(ctx context.Context, eventType string, payload any, extra ...types.TransactWriteItem) (envelope.Envelope, error)
+	EmitWith(ctx context.Context, in eventstore.EmitInput) (envelope.Envelope, error)
 }
 
 // Order is the state of one order as the service returns it.
@@ -83,7 +86,8 @@ func (s *Service) Place(ctx context.Context, email string, items []Item, totalCe
 	}
 	o := Order{ID: uuid.NewString(), Version: 1, Status: StatusPlaced, CustomerEmail: email, Items: items, TotalCents: totalCents, Currency: currency}
 	put := PutNew(s.Table, tenant, o, s.now())
-	_, err = s.Events.Emit(ctx, TypePlaced, PlacedV2{OrderID: o.ID, CustomerEmail: email, Items: items, TotalCents: totalCents, Currency: currency}, put)
+	_, err = s.Events.EmitWith(ctx, eventstore.EmitInput{Type: TypePlaced, ShardKey: o.ID, Extra: []types.TransactWriteItem{put},
+		Payload: PlacedV2{OrderID: o.ID, CustomerEmail: email, Items: items, TotalCents: totalCents, Currency: currency}})
 	if err != nil {
 		return o, fmt.Errorf("place order: %w", err)
 	}
@@ -97,7 +101,8 @@ func (s *Service) Pay(ctx context.Context, o Order, paymentRef string) (Order, e
 	if err != nil {
 		return o, err
 	}
-	_, err = s.Events.Emit(ctx, TypePaid, PaidV1{OrderID: o.ID, CustomerEmail: o.CustomerEmail, AmountCents: o.TotalCents, PaymentRef: paymentRef}, upd)
+	_, err = s.Events.EmitWith(ctx, eventstore.EmitInput{Type: TypePaid, ShardKey: o.ID, Extra: []types.TransactWriteItem{upd},
+		Payload: PaidV1{OrderID: o.ID, CustomerEmail: o.CustomerEmail, AmountCents: o.TotalCents, PaymentRef: paymentRef}})
 	return next(o, StatusPaid, err)
 }
 
@@ -107,7 +112,8 @@ func (s *Service) Ship(ctx context.Context, o Order, carrier, tracking string) (
 	if err != nil {
 		return o, err
 	}
-	_, err = s.Events.Emit(ctx, TypeShipped, ShippedV1{OrderID: o.ID, CustomerEmail: o.CustomerEmail, Carrier: carrier, TrackingNumber: tracking}, upd)
+	_, err = s.Events.EmitWith(ctx, eventstore.EmitInput{Type: TypeShipped, ShardKey: o.ID, Extra: []types.TransactWriteItem{upd},
+		Payload: ShippedV1{OrderID: o.ID, CustomerEmail: o.CustomerEmail, Carrier: carrier, TrackingNumber: tracking}})
 	return next(o, StatusShipped, err)
 }
 
@@ -117,7 +123,8 @@ func (s *Service) Cancel(ctx context.Context, o Order, reason string) (Order, er
 	if err != nil {
 		return o, err
 	}
-	_, err = s.Events.Emit(ctx, TypeCancelled, CancelledV1{OrderID: o.ID, CustomerEmail: o.CustomerEmail, Reason: reason}, upd)
+	_, err = s.Events.EmitWith(ctx, eventstore.EmitInput{Type: TypeCancelled, ShardKey: o.ID, Extra: []types.TransactWriteItem{upd},
+		Payload: CancelledV1{OrderID: o.ID, CustomerEmail: o.CustomerEmail, Reason: reason}})
 	return next(o, StatusCancelled, err)
 }
 
