@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/internal/shardtest"
 	"github.com/fourlanes/fourlanes/internal/twin/ddb"
 	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
@@ -61,17 +62,6 @@ func (d design) chains(tenant string) []string {
 		cs = append(cs, tenancy.Chain(tenant, k))
 	}
 	return cs
-}
-
-// shardKeyFor returns a shard key that d puts on chain k (for the first
-// event of each chain).
-func (d design) shardKeyFor(k int) string {
-	for i := 0; ; i++ {
-		key := fmt.Sprintf("first-%d", i)
-		if tenancy.ShardOf(key, d.shards) == k {
-			return key
-		}
-	}
 }
 
 // shape is who emits: stores independent stores (each its own SDK client and
@@ -190,7 +180,7 @@ func emitTrial(ctx context.Context, bs *budgetServer, sh shape, d design, warm, 
 		for k := range max(1, d.shards) {
 			key := "" // one chain: no shard key
 			if d.shards > 0 {
-				key = d.shardKeyFor(k)
+				key = shardtest.KeyFor(k, d.shards)
 			}
 			tctx := tenancy.MustWithTenant(ctx, tenantName(i))
 			if _, err := stores[0].EmitWith(tctx, eventstore.EmitInput{Type: "order.placed", Payload: payload, ShardKey: key}); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	example "github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/internal/shardtest"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -34,17 +35,10 @@ func shardedLog(t *testing.T) (db *dynamodb.Client, eventsTable, stateTable stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyFor := func(shard int) string {
-		for i := 0; ; i++ {
-			if k := fmt.Sprintf("order-%d", i); tenancy.ShardOf(k, tenancy.MaxShards) == shard {
-				return k
-			}
-		}
-	}
 	hot := tenancy.MustWithTenant(context.Background(), "hot")
 	for shard, n := range map[int]int{0: 3, 5: 2, 17: 1} {
 		for i := range n {
-			e, err := store.EmitWith(hot, eventstore.EmitInput{Type: "order.placed", Payload: map[string]any{"n": i}, ShardKey: keyFor(shard)})
+			e, err := store.EmitWith(hot, eventstore.EmitInput{Type: "order.placed", Payload: map[string]any{"n": i}, ShardKey: shardtest.KeyFor(shard, tenancy.MaxShards)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,7 +2,6 @@ package eventstore_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -10,28 +9,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/fourlanes/fourlanes/internal/shardtest"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
-
-// keyFor returns a shard key that goes to shard among shards.
-func keyFor(t *testing.T, shard, shards int) string {
-	t.Helper()
-	for i := range 100_000 {
-		if k := fmt.Sprintf("key-%d", i); tenancy.ShardOf(k, shards) == shard {
-			return k
-		}
-	}
-	t.Fatalf("no key found for shard %d of %d", shard, shards)
-	return ""
-}
 
 // emitOn writes one event on each of shards' chains of a tenant split into
 // tenancy.MaxShards chains.
 func emitOn(t *testing.T, s *eventstore.Store, tenant string, shards ...int) {
 	t.Helper()
 	for _, k := range shards {
-		e, err := s.EmitWith(ctxFor(tenant), eventstore.EmitInput{Type: "order.placed", Payload: map[string]any{}, ShardKey: keyFor(t, k, tenancy.MaxShards)})
+		e, err := s.EmitWith(ctxFor(tenant), eventstore.EmitInput{Type: "order.placed", Payload: map[string]any{}, ShardKey: shardtest.KeyFor(k, tenancy.MaxShards)})
 		if err != nil {
 			t.Fatal(err)
 		}

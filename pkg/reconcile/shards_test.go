@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fourlanes/fourlanes/internal/shardtest"
 	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
@@ -25,19 +26,12 @@ func (e *env) emitSharded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyFor := func(shard int) string {
-		for i := 0; ; i++ {
-			if k := fmt.Sprintf("order-%d", i); tenancy.ShardOf(k, tenancy.MaxShards) == shard {
-				return k
-			}
-		}
-	}
 	ctx := tenancy.MustWithTenant(t.Context(), "hot")
 	for _, ch := range []string{"hot~17", "hot", "hot~5"} {
 		_, k := tenancy.SplitChain(ch)
 		for i := range hotEvents[ch] {
 			ev, err := s.EmitWith(ctx, eventstore.EmitInput{Type: "order.placed",
-				Payload: map[string]any{"order_id": fmt.Sprintf("o-%d", i), "total_cents": 100 + i}, ShardKey: keyFor(k)})
+				Payload: map[string]any{"order_id": fmt.Sprintf("o-%d", i), "total_cents": 100 + i}, ShardKey: shardtest.KeyFor(k, tenancy.MaxShards)})
 			if err != nil {
 				t.Fatal(err)
 			}
