@@ -49,12 +49,14 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	}
 
 	// An export is one chain (fourlanes verify checks one chain); a tenant
-	// with chain shards has more, each exported on its own.
-	chains, err := store.ChainsOf(ctx, *tenant)
-	if err != nil {
-		return 0, err
+	// with chain shards has more, each exported on its own. Finding them
+	// needs dynamodb:BatchGetItem, which a role granted before chain shards
+	// may lack: then the export still runs, and says what it could not check.
+	var others []string
+	chains, lookupErr := store.ChainsOf(ctx, *tenant)
+	if lookupErr == nil {
+		others = chains[1:]
 	}
-	others := chains[1:]
 
 	// Write to a temporary file beside the target and rename it into place
 	// only when the export is whole, so a failed export never leaves a
@@ -64,6 +66,10 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		return 0, err
 	}
 	warnShards := func() {
+		if lookupErr != nil {
+			fmt.Fprintf(stderr, "WARNING: could not look for tenant %s's other chains (chain shards): %v; "+
+				"if it has any, export each with -tenant <tenant>~<k>\n", *tenant, lookupErr)
+		}
 		if len(others) > 0 {
 			fmt.Fprintf(stderr, "WARNING: tenant %s has %d more chains (chain shards): %s; export each with -tenant <chain>\n",
 				*tenant, len(others), strings.Join(others, " "))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -181,5 +182,34 @@ func TestReconcileShardedTenant(t *testing.T) {
 	}
 	if !strings.Contains(out, `"tenant": "hot",`+"\n"+`  "chain_intact": true`) {
 		t.Errorf("the tenant's own chain should be reported intact at the top level:\n%s", out)
+	}
+}
+
+// TestExportWithoutBatchGetItem: a role granted before chain shards may not
+// allow dynamodb:BatchGetItem, with which export looks for a tenant's other
+// chains. The export still runs, and says what it could not check. (The
+// local DynamoDB's admin API refuses the BatchGetItem calls here.)
+func TestExportWithoutBatchGetItem(t *testing.T) {
+	db, table, _ := shardedLog(t)
+	admin := strings.TrimRight(aws.ToString(db.Options().BaseEndpoint), "/") + "/_fourlanes/faults"
+	rule := fmt.Sprintf(`{"action":"BatchGetItem","table":%q,"kind":"error","count":20}`, table)
+	resp, err := http.Post(admin, "application/json", strings.NewReader(rule))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("arm the fault: %s", resp.Status)
+	}
+	// The rule names this test's own table, so what is left of its count
+	// touches no other test; it is not cleared (DELETE clears every rule).
+	file := filepath.Join(t.TempDir(), "hot.jsonl")
+	code, _, stderr := runCLI(t, "export", "-table", table, "-tenant", "hot", "-o", file)
+	if code != ExitOK || !strings.Contains(stderr, "exported tenant hot: 3 events") ||
+		!strings.Contains(stderr, "WARNING: could not look for tenant hot's other chains") {
+		t.Fatalf("export with BatchGetItem refused: exit %d, stderr %q; want the export and a warning that it could not look", code, stderr)
+	}
+	if code, out, _ := runCLI(t, "verify", file); code != ExitOK || !strings.Contains(out, "OK tenant hot: 3 events verified") {
+		t.Errorf("verify: exit %d: %s", code, out)
 	}
 }
