@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -497,19 +498,8 @@ func benchDelivery(ctx context.Context, env *benchEnv, o options) (section, erro
 			subs, now, 1+subs, before, redelivered[key{designs[1].name, subs}]))
 	}
 	sec.para("Target (issue 15): at most 1 + N writes per event with N DURABLE subscriptions on a first delivery, and none "+
-		"on a prefetched redelivery — %s: %s.", verdict(ok), joinSemi(verdicts))
+		"on a prefetched redelivery — %s: %s.", verdict(ok), strings.Join(verdicts, "; "))
 	return sec, nil
-}
-
-func joinSemi(xs []string) string {
-	out := ""
-	for i, x := range xs {
-		if i > 0 {
-			out += "; "
-		}
-		out += x
-	}
-	return out
 }
 
 // claimItemSize is the size of e's claim item (the per-event design), or
