@@ -20,12 +20,7 @@ func TestMain(m *testing.M) { localaws.Main(m) }
 func TestExportThenVerify(t *testing.T) {
 	db := localaws.DynamoDB(t)
 	table := aws.ToString(localaws.CreateTable(t, db, eventstore.TableSchema(localaws.UniqueName(t, "events"))).TableName)
-	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", aws.ToString(db.Options().BaseEndpoint))
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "fourlanes")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	localAWSEnv(t, aws.ToString(db.Options().BaseEndpoint))
 
 	for _, id := range []string{"o-1", "o-2", "o-3"} {
 		code, _, stderr := runCLI(t, "emit", "-table", table, "-tenant", "acme", "-type", "order.placed",

@@ -54,12 +54,7 @@ func shardedLog(t *testing.T) (db *dynamodb.Client, eventsTable, stateTable stri
 			t.Fatal(err)
 		}
 	}
-	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", aws.ToString(db.Options().BaseEndpoint))
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "fourlanes")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	localAWSEnv(t, aws.ToString(db.Options().BaseEndpoint))
 	return db, eventsTable, stateTable
 }
 
