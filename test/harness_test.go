@@ -336,6 +336,11 @@ type reconcileReport struct {
 	FirstBreak      json.RawMessage `json:"first_break"`
 	DeadLetterCount int             `json:"dead_letter_count"`
 	DeadLetters     []string        `json:"dead_letters"`
+	// A tenant with chain shards: the other chains' reports and the summary.
+	Shards       []reconcileReport `json:"shards"`
+	Chains       int               `json:"chains"`
+	ChainsIntact *bool             `json:"chains_intact"`
+	BrokenChains []string          `json:"broken_chains"`
 }
 
 // reconcile asks the local reconcile URL about tenant through the CLI.

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -67,7 +66,7 @@ func TestShardedTenantEndToEnd(t *testing.T) {
 			t.Errorf("reconcile -tenant %s: got %+v, want the chain intact at last_seq %d", chain, r, n)
 		}
 	}
-	all := s.reconcileShards(tenant)
+	all := s.reconcile(tenant)
 	if all.Chains != len(perChain) || all.ChainsIntact == nil || !*all.ChainsIntact || len(all.BrokenChains) != 0 {
 		t.Errorf("reconcile -tenant %s: %d chains, intact %v, broken %v; want %d chains, all intact", tenant, all.Chains, all.ChainsIntact, all.BrokenChains, len(perChain))
 	}
@@ -80,25 +79,4 @@ func TestShardedTenantEndToEnd(t *testing.T) {
 			t.Errorf("reconcile -tenant %s walked %v; want chain %s at last_seq %d", tenant, walked, chain, n)
 		}
 	}
-}
-
-// shardsReport is the part of reconcile's answer for a sharded tenant the
-// test reads.
-type shardsReport struct {
-	reconcileReport
-	Shards       []reconcileReport `json:"shards"`
-	Chains       int               `json:"chains"`
-	ChainsIntact *bool             `json:"chains_intact"`
-	BrokenChains []string          `json:"broken_chains"`
-}
-
-// reconcileShards asks the local reconcile URL about a tenant's chains.
-func (s *stack) reconcileShards(tenant string) shardsReport {
-	s.t.Helper()
-	out := s.run(false, "reconcile", "-url", s.url, "-tenant", tenant)
-	var r shardsReport
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		s.t.Fatalf("reconcile output %q: %v", out, err)
-	}
-	return r
 }
