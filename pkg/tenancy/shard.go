@@ -46,12 +46,15 @@ func Chain(tenant string, shard int) string {
 // stands for. A name without a shard suffix (every tenant id the edge
 // accepts) is shard 0 of the tenant of that name.
 func SplitChain(chain string) (tenant string, shard int) {
-	i := strings.LastIndexByte(chain, ShardSep)
-	if i <= 0 || !shardNumber(chain[i+1:]) {
+	i, digits := digitSuffix(chain)
+	// A shard number as Chain writes it: 1 to MaxShards−1, no leading zero.
+	if i <= 0 || len(digits) > 2 || digits[0] == '0' {
 		return chain, 0
 	}
-	n, _ := strconv.Atoi(chain[i+1:])
-	return chain[:i], n
+	if n, _ := strconv.Atoi(digits); n < MaxShards {
+		return chain[:i], n
+	}
+	return chain, 0
 }
 
 // TenantOf returns the tenant a chain belongs to (the chain's name without
@@ -62,34 +65,21 @@ func TenantOf(chain string) string {
 	return t
 }
 
-// shardNumber reports whether s is a shard number as Chain writes it: 1 to
-// MaxShards−1 in decimal, no sign, no leading zero.
-func shardNumber(s string) bool {
-	if s == "" || len(s) > 2 || s[0] == '0' {
-		return false
+// digitSuffix finds a final '~' followed by one or more digits: the index
+// of the '~' and the digits, or -1 and "". Every name of that form is
+// reserved (the edge refuses it as a tenant id); SplitChain reads the ones
+// Chain writes.
+func digitSuffix(name string) (int, string) {
+	i := strings.LastIndexByte(name, ShardSep)
+	if i < 0 || i == len(name)-1 {
+		return -1, ""
 	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
+	for j := i + 1; j < len(name); j++ {
+		if name[j] < '0' || name[j] > '9' {
+			return -1, ""
 		}
 	}
-	n, _ := strconv.Atoi(s)
-	return n < MaxShards
-}
-
-// reservedSuffix reports whether tenant ends in '~' and one or more digits,
-// the form of a shard's chain name, which the edge refuses as a tenant id.
-func reservedSuffix(tenant string) bool {
-	i := strings.LastIndexByte(tenant, ShardSep)
-	if i < 0 || i == len(tenant)-1 {
-		return false
-	}
-	for j := i + 1; j < len(tenant); j++ {
-		if tenant[j] < '0' || tenant[j] > '9' {
-			return false
-		}
-	}
-	return true
+	return i, name[i+1:]
 }
 
 // CheckChain returns nil for a chain's name: a tenant id the edge accepts

@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"unicode/utf8"
 )
 
@@ -73,10 +72,10 @@ func ValidTenant[T string | []byte](tenant T) bool {
 // empty one also matches ErrNoTenant).
 func CheckTenant(tenant string) error {
 	if ValidTenant(tenant) {
-		if reservedSuffix(tenant) {
+		if i, _ := digitSuffix(tenant); i >= 0 {
 			return &TenantError{Tenant: tenant, Reason: fmt.Sprintf("ends in %q, %q and digits: that form is reserved for a chain shard's name "+
 				"(shard k of tenant T is T~k); choose a tenant id that does not end so",
-				tenant[strings.LastIndexByte(tenant, ShardSep):], string(ShardSep))}
+				tenant[i:], string(ShardSep))}
 		}
 		return nil
 	}
