@@ -30,6 +30,20 @@ func (anyCatalog) Prepare(_ string, payload any) (int, map[string]any, error) {
 
 // urlHandler serves the real reconcile handler the way a Function URL does: the HTTP
 // request becomes a payload-format-2.0 event (raw query string included).
+// reconcileServer serves the real reconcile handler over store's log and
+// stateTable's dead letters and state as a Function URL on loopback, closed
+// when the test ends.
+func reconcileServer(t *testing.T, db *dynamodb.Client, store *eventstore.Store, stateTable string) *httptest.Server {
+	t.Helper()
+	r, err := reconcile.New(reconcile.Config{Log: store, DeadLetters: delivery.NewDynamoStore(db, stateTable), State: reconcile.NewDynamoState(db, stateTable)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(urlHandler(t, reconcile.NewHandler(r, nil)))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 func urlHandler(t *testing.T, h *reconcile.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -81,12 +95,7 @@ func TestReconcileFlagsReachHandler(t *testing.T) {
 			}
 		}
 	}
-	r, err := reconcile.New(reconcile.Config{Log: store, DeadLetters: delivery.NewDynamoStore(db, stateTable), State: reconcile.NewDynamoState(db, stateTable)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(urlHandler(t, reconcile.NewHandler(r, nil)))
-	defer srv.Close()
+	srv := reconcileServer(t, db, store, stateTable)
 
 	type page struct {
 		Mode    string `json:"mode"`

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,10 +16,8 @@ import (
 	example "github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/internal/shardtest"
-	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
-	"github.com/fourlanes/fourlanes/pkg/reconcile"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
@@ -146,12 +143,7 @@ func TestReconcileShardedTenant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := reconcile.New(reconcile.Config{Log: store, DeadLetters: delivery.NewDynamoStore(db, stateTable), State: reconcile.NewDynamoState(db, stateTable)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(urlHandler(t, reconcile.NewHandler(r, nil)))
-	defer srv.Close()
+	srv := reconcileServer(t, db, store, stateTable)
 
 	code, out, stderr := runCLI(t, "reconcile", "-url", srv.URL+"/", "-tenant", "hot", "-full", "-max-events", "2")
 	if code != ExitOK || strings.Count(out, `"cursor": null`) != 1 || !strings.Contains(out, `"chains_intact": true`) {
