@@ -26,6 +26,10 @@ const (
 	AttrLastHash    = "last_hash"     // S
 	AttrLastEventID = "last_event_id" // S: id of the event committed with this head version
 	AttrDedupID     = "dedup_id"      // S: derived from the event id, never equal to it
+	// AttrShards: the chain shards of the chain's tenant (2 to 32) that the emitter which
+	// wrote this head version was configured with; absent when it had one chain for the
+	// tenant. An emitter configured with fewer refuses to write (pkg/eventstore).
+	AttrShards = "shards" // N
 
 	KindEvent = "event"
 	KindHead  = "head"

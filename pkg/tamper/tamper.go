@@ -13,6 +13,7 @@ import (
 
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
 // Change names what happened to the log (the EMF dimension "Change").
@@ -43,7 +44,8 @@ const (
 // own Put, so group commit appends at most 99 events at once.
 const MaxAdvance = 99
 
-// headAttrs is exactly what eventstore writes into a head row.
+// headAttrs is exactly what eventstore writes into a head row, with
+// keys.AttrShards besides when the emitter gave the tenant chain shards.
 var headAttrs = []string{
 	keys.AttrTenant, keys.AttrSeq, keys.AttrKind, keys.AttrLastSeq,
 	keys.AttrLastHash, keys.AttrLastEventID, keys.AttrDedupID,
@@ -182,9 +184,21 @@ func honestAdvance(old, nu map[string]events.DynamoDBAttributeValue) string {
 		if k := str(im.image, keys.AttrKind); k != keys.KindHead {
 			return fmt.Sprintf("%s image of the head row has kind %q", im.name, k)
 		}
-		if names := attrNames(im.image); !slices.Equal(names, sortedHeadAttrs()) {
-			return fmt.Sprintf("%s image of the head row has attributes %s, want exactly %s",
-				im.name, strings.Join(names, ","), strings.Join(sortedHeadAttrs(), ","))
+		names := attrNames(im.image)
+		if _, sharded := im.image[keys.AttrShards]; sharded {
+			names = slices.DeleteFunc(names, func(n string) bool { return n == keys.AttrShards })
+			if n, err := num(im.image, keys.AttrShards); err != nil || n < 2 || n > tenancy.MaxShards {
+				got := "not a number"
+				if err == nil {
+					got = strconv.FormatInt(n, 10)
+				}
+				return fmt.Sprintf("%s image of the head row has %s %s, want a number of chain shards (2 to %d)",
+					im.name, keys.AttrShards, got, tenancy.MaxShards)
+			}
+		}
+		if !slices.Equal(names, sortedHeadAttrs()) {
+			return fmt.Sprintf("%s image of the head row has attributes %s, want exactly %s (and %s for a tenant with chain shards)",
+				im.name, strings.Join(names, ","), strings.Join(sortedHeadAttrs(), ","), keys.AttrShards)
 		}
 	}
 	was, err1 := num(old, keys.AttrLastSeq)

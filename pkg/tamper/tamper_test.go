@@ -34,8 +34,10 @@ func TestInspectFixtures(t *testing.T) {
 	}{
 		{"event-insert.json", "", "", ""},
 		{"head-insert.json", "", "", ""},
-		{"head-modify.json", "", "", ""},       // one Emit: last_seq 2 → 3
-		{"head-modify-group.json", "", "", ""}, // group commit: 2 → 7 in one transaction
+		{"head-modify.json", "", "", ""},             // one Emit: last_seq 2 → 3
+		{"head-modify-group.json", "", "", ""},       // group commit: 2 → 7 in one transaction
+		{"head-modify-shards.json", "", "", ""},      // a tenant given 4 chain shards: its head records the count
+		{"head-modify-shards-grow.json", "", "", ""}, // the count grown from 4 to 8
 		{"event-modify.json", tamper.EventModified, "3", "changed: hash,payload"},
 		{"event-remove.json", tamper.EventRemoved, "3", "id 0190c5a8-7f10-7a2b-8c3d-4e5f60718293, type order.paid"},
 		{"event-remove-ttl.json", tamper.EventRemoved, "3", "event row deleted"},
@@ -46,6 +48,8 @@ func TestInspectFixtures(t *testing.T) {
 		{"head-modify-extra.json", tamper.HeadModified, "0", "attributes dedup_id,kind,last_event_id,last_hash,last_seq,note,seq,tenant_id"},
 		{"head-modify-kind.json", tamper.HeadModified, "0", `kind "event"`},
 		{"head-modify-dedup.json", tamper.HeadModified, "0", "dedup_id"},
+		{"head-modify-shards-bad.json", tamper.HeadModified, "0", "new image of the head row has shards 99, want a number of chain shards (2 to 32)"},
+		{"head-modify-shards-string.json", tamper.HeadModified, "0", "has shards not a number"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
