@@ -51,6 +51,7 @@ type contentionError struct {
 	headMoved bool
 	throttled bool
 	head      *chain.Head
+	shards    int // the shard count head was written with
 }
 
 func (e *contentionError) Error() string {
@@ -127,8 +128,10 @@ func classify(err error, owners []owner) error {
 			if i < len(owners) && owners[i].role == roleHead && code == "ConditionalCheckFailed" {
 				ce := &contentionError{err: err, headMoved: true}
 				if r.Item != nil {
-					if h, herr := HeadFromItem(r.Item); herr == nil {
-						ce.head = h
+					h, herr := HeadFromItem(r.Item)
+					n, nerr := headShards(r.Item)
+					if herr == nil && nerr == nil {
+						ce.head, ce.shards = h, n
 					}
 				}
 				return ce

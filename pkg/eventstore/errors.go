@@ -23,7 +23,32 @@ var (
 	// ErrNoShardKey: Emit for a tenant with chain shards without
 	// EmitInput.ShardKey. Nothing was written.
 	ErrNoShardKey = errors.New("no shard key")
+	// ErrShardCount matches every *ShardCountError.
+	ErrShardCount = errors.New("chain shard count disagrees with the log")
 )
+
+// ShardCountError reports that a chain's head was last written by an emitter
+// configured with more chain shards for the tenant than this store is: the
+// emitters disagree on the tenant's shard count (or it was lowered), so they
+// would send one shard key's events to different chains and lose its order.
+// The store refuses to write to the tenant's chains until it is given the
+// count the log records (or a larger one). Nothing was written.
+type ShardCountError struct {
+	Tenant     string // the tenant
+	Chain      string // the chain whose head records Recorded
+	Configured int    // this store's shard count for the tenant (Config.Shards; 1: one chain)
+	Recorded   int    // the count the head was written with
+}
+
+func (e *ShardCountError) Error() string {
+	return fmt.Sprintf("emit for tenant %q: chain %q was last written by an emitter configured with %d chain shards for the tenant, "+
+		"and this store has %d (Config.Shards; 1 is one chain): every emitter of a tenant must be given the same count (one "+
+		"app.Application's ChainShards) and a tenant's count never goes down; deploy %d or more to this emitter (nothing was written)",
+		e.Tenant, e.Chain, e.Recorded, e.Configured, e.Recorded)
+}
+
+// Is matches ErrShardCount.
+func (e *ShardCountError) Is(target error) bool { return target == ErrShardCount }
 
 // ContentionError reports that a caller's emit did not commit within the
 // caller's own budget (Config.MaxAttempts and MaxElapsed, or its context's

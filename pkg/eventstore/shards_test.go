@@ -8,8 +8,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/fourlanes/fourlanes/internal/shardtest"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
@@ -141,4 +146,118 @@ func TestShardsConfigRefused(t *testing.T) {
 			t.Errorf("Shards %v: got %v, want an error naming Config.Shards and %q", tc.shards, err, tc.want)
 		}
 	}
+}
+
+// Emitters that disagree on a tenant's shard count would send one key's
+// events to different chains and lose their order. Each head records the
+// count it was written with; an emitter configured with fewer (one that was
+// not given Config.Shards, or a lowered count) refuses, naming both counts,
+// and writes nothing. A larger count is a growth and is taken, after which
+// the smaller is refused.
+func TestShardCountDisagreementRefused(t *testing.T) {
+	f := newFixture(t, func(c *eventstore.Config) { c.Shards = map[string]int{"hot": 4} })
+	withShards := func(n int) *eventstore.Store {
+		cfg := eventstore.Config{Table: f.table, Catalog: catalog}
+		if n > 1 {
+			cfg.Shards = map[string]int{"hot": n}
+		}
+		return mustStore(t, f.db, cfg)
+	}
+	emit := func(s *eventstore.Store, shards int) error {
+		_, err := s.EmitWith(ctxFor("hot"), eventstore.EmitInput{Type: "order.placed", Payload: map[string]any{},
+			ShardKey: shardtest.KeyFor(0, max(shards, 1))}) // the tenant's own chain, "hot"
+		return err
+	}
+	refused := func(err error, configured, recorded int) {
+		t.Helper()
+		var sc *eventstore.ShardCountError
+		if !errors.As(err, &sc) || !errors.Is(err, eventstore.ErrShardCount) {
+			t.Fatalf("got %v, want a *ShardCountError", err)
+		}
+		if *sc != (eventstore.ShardCountError{Tenant: "hot", Chain: "hot", Configured: configured, Recorded: recorded}) {
+			t.Errorf("got %+v, want tenant hot, chain hot, configured %d, recorded %d", *sc, configured, recorded)
+		}
+		for _, want := range []string{"Config.Shards", "ChainShards", "nothing was written", fmt.Sprintf("configured with %d chain shards", recorded)} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("message %q does not say %q", err, want)
+			}
+		}
+	}
+
+	if err := emit(f.store, 4); err != nil {
+		t.Fatal(err)
+	}
+	refused(emit(withShards(1), 1), 1, 4) // not given the application's ChainShards
+	refused(emit(withShards(2), 2), 2, 4) // a lowered count
+	f.verify(t, "hot", 1)                 // nothing written by either
+
+	// A tenant the stores agree on is untouched.
+	if _, err := withShards(1).Emit(ctxFor("cold"), "order.placed", map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+	// Growing the count is taken; the emitter left at the old count is then refused.
+	if err := emit(withShards(8), 8); err != nil {
+		t.Fatal(err)
+	}
+	refused(emit(f.store, 4), 4, 8)
+	f.verify(t, "hot", 2)
+}
+
+// The count is checked on the head an emitter is about to write, however it
+// learnt it: here an emitter without shards read the head before a sharded
+// emitter moved it, so its transaction loses the race, and the head that won
+// (returned with the failed condition) carries the larger count. It refuses
+// then, without another attempt, instead of re-sealing on that head.
+func TestShardCountCaughtOnTheHeadThatWon(t *testing.T) {
+	f := newFixture(t, func(c *eventstore.Config) { c.Shards = map[string]int{"hot": 4} })
+	plain := eventstore.Config{Table: f.table, Catalog: catalog}
+	if _, err := mustStore(t, f.db, plain).Emit(ctxFor("hot"), "order.placed", map[string]any{}); err != nil {
+		t.Fatal(err) // the tenant's chain, written with one chain
+	}
+	var once sync.Once
+	racing := &racingDB{DynamoDB: f.db, before: func() {
+		once.Do(func() {
+			if _, err := f.store.EmitWith(ctxFor("hot"), eventstore.EmitInput{Type: "order.placed", Payload: map[string]any{},
+				ShardKey: shardtest.KeyFor(0, 4)}); err != nil {
+				t.Error(err)
+			}
+		})
+	}}
+	late := mustStore(t, racing, plain)
+	_, err := late.Emit(ctxFor("hot"), "order.placed", map[string]any{})
+	var sc *eventstore.ShardCountError
+	if !errors.As(err, &sc) || sc.Recorded != 4 || sc.Configured != 1 {
+		t.Fatalf("got %v, want a *ShardCountError recording 4", err)
+	}
+	if st := late.Stats(); st.Attempts != 1 {
+		t.Errorf("the refused emitter made %d attempts, want 1 (refused on the head that won, never re-sealed)", st.Attempts)
+	}
+	f.verify(t, "hot", 2) // its own first event and the sharded emitter's; nothing of the refused one
+}
+
+// A head whose recorded count is not a count was not written by the event
+// store: the emitter refuses to write on it, naming the chain and the
+// attribute, instead of guessing.
+func TestShardCountUnreadableRefused(t *testing.T) {
+	f := newFixture(t, nil)
+	if _, err := f.store.Emit(ctxFor("acme"), "order.placed", map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+	key := map[string]types.AttributeValue{
+		keys.AttrTenant: &types.AttributeValueMemberS{Value: "acme"},
+		keys.AttrSeq:    &types.AttributeValueMemberN{Value: "0"},
+	}
+	got, err := f.db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(f.table), Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Item[keys.AttrShards] = &types.AttributeValueMemberS{Value: "four"}
+	if _, err := f.db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: got.Item}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.store.Emit(ctxFor("acme"), "order.placed", map[string]any{})
+	if err == nil || !strings.Contains(err.Error(), `chain "acme"`) || !strings.Contains(err.Error(), keys.AttrShards) {
+		t.Fatalf("got %v, want an error naming chain acme and %s", err, keys.AttrShards)
+	}
+	f.verify(t, "acme", 1)
 }

@@ -468,8 +468,9 @@ func takeBatch(q *tenantQueue, carry []*request) []*request {
 // headView is what a committer knows of its tenant's head: nothing yet (read
 // it), or the head as of its last read or commit (nil head: no events yet).
 type headView struct {
-	known bool
-	head  *chain.Head
+	known  bool
+	head   *chain.Head
+	shards int // the shard count the head was written with (keys.AttrShards; 1 when absent)
 }
 
 // commit seals batch (one tenant's requests, in order) once and sends it
@@ -524,7 +525,8 @@ func (s *Store) commit(tenant string, batch []*request, hv *headView) []*request
 				s.stats.throttled.Add(1)
 			}
 			if c.head != nil {
-				hv.known, hv.head = true, c.head
+				// With the count it was written with, which the next seal checks.
+				hv.known, hv.head, hv.shards = true, c.head, c.shards
 			}
 			return s.keepWithinBudget(tenant, batch, err)
 		default:
@@ -727,6 +729,7 @@ func (s *Store) round(tenant string, batch []*request, hv *headView, attempts *i
 		s.stats.attempts.Add(1)
 		if callErr == nil {
 			hv.head = &chain.Head{TenantID: tenant, LastSeq: last.Seq, LastHash: last.Hash}
+			hv.shards = s.shardCount(tenant)
 			s.committed(len(batch), out)
 			return nil
 		}
@@ -805,12 +808,19 @@ func (s *Store) holds(ctx context.Context, tenant string, e envelope.Envelope) (
 func (s *Store) seal(ctx context.Context, tenant string, batch []*request, hv *headView, round int) (*dynamodb.TransactWriteItemsInput, []owner, error) {
 	if !hv.known {
 		rctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-		h, err := s.Head(rctx, tenant)
+		h, row, err := s.readHead(rctx, tenant)
 		cancel()
 		if err != nil {
 			return nil, nil, err
 		}
-		hv.known, hv.head = true, h
+		n, err := headShards(row)
+		if err != nil {
+			return nil, nil, fmt.Errorf("head row of chain %q: %w", tenant, err)
+		}
+		hv.known, hv.head, hv.shards = true, h, n
+	}
+	if err := s.checkRecorded(tenant, hv.shards); err != nil {
+		return nil, nil, err
 	}
 	head := hv.head
 	prevSeq, prevHash := int64(0), chain.Genesis(tenant)
@@ -882,6 +892,9 @@ func (s *Store) headPut(tenant string, prevSeq int64, exists bool, last envelope
 		// move again).
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
+	if n := s.shardCount(tenant); n > 1 {
+		p.Item[keys.AttrShards] = &types.AttributeValueMemberN{Value: strconv.Itoa(n)}
+	}
 	if exists {
 		p.ExpressionAttributeNames["#l"] = keys.AttrLastSeq
 		p.ExpressionAttributeValues = map[string]types.AttributeValue{
@@ -921,6 +934,12 @@ var tokenSpace = uuid.MustParse("6f1c2a4e-5b0d-4f5e-9a57-2d7f3c1b8e90")
 // tenant has no events. Reading needs the tenant explicitly: it is the
 // operator's read path (reconcile, export), not the write path.
 func (s *Store) Head(ctx context.Context, tenant string) (*chain.Head, error) {
+	h, _, err := s.readHead(ctx, tenant)
+	return h, err
+}
+
+// readHead is Head with the row it read (nil when none).
+func (s *Store) readHead(ctx context.Context, tenant string) (*chain.Head, map[string]types.AttributeValue, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.cfg.Table),
 		ConsistentRead: aws.Bool(true),
@@ -930,12 +949,49 @@ func (s *Store) Head(ctx context.Context, tenant string) (*chain.Head, error) {
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read head of tenant %q: %w", tenant, err)
+		return nil, nil, fmt.Errorf("read head of tenant %q: %w", tenant, err)
 	}
 	if out.Item == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return HeadFromItem(out.Item)
+	h, err := HeadFromItem(out.Item)
+	if err != nil {
+		return nil, nil, err
+	}
+	return h, out.Item, nil
+}
+
+// headShards returns the shard count a head row was written with
+// (keys.AttrShards), 1 when it has none (or there is no row). Only emitting
+// reads it: the log's readers (Head) ignore it.
+func headShards(it map[string]types.AttributeValue) (int, error) {
+	v, ok := it[keys.AttrShards]
+	if !ok {
+		return 1, nil
+	}
+	if n, isN := v.(*types.AttributeValueMemberN); isN {
+		if k, err := strconv.Atoi(n.Value); err == nil && k >= 1 {
+			return k, nil
+		}
+	}
+	return 0, fmt.Errorf("%s is not a whole number of chain shards (2 to %d): "+
+		"something other than the event store wrote it; run reconcile", keys.AttrShards, tenancy.MaxShards)
+}
+
+// shardCount is how many chains this store gives the tenant of chain
+// (Config.Shards; 1: one chain).
+func (s *Store) shardCount(chain string) int {
+	return max(1, s.cfg.Shards[tenancy.TenantOf(chain)])
+}
+
+// checkRecorded refuses to write chain when its head was written by an
+// emitter configured with more shards for the tenant than this store: the
+// two would send one shard key to different chains.
+func (s *Store) checkRecorded(chain string, recorded int) error {
+	if n := s.shardCount(chain); recorded > n {
+		return &ShardCountError{Tenant: tenancy.TenantOf(chain), Chain: chain, Configured: n, Recorded: recorded}
+	}
+	return nil
 }
 
 // HeadFromItem decodes a head row.
