@@ -127,6 +127,7 @@ type stack struct {
 	pipe       string
 	feedMap    string // the change feed's stream mapping
 	durableMap string // durable-consumer's queue mapping
+	tamperMap  string // tamper-watch's stream mapping on the events table
 	url        string // reconcile's Function URL
 
 	mu     sync.Mutex
@@ -183,7 +184,7 @@ func startStack(t *testing.T, mutate func(*cfn.Template)) *stack {
 	s := upStack(t, "e2e", tmpl, code, cli)
 	tw := s.tw
 	var err error
-	for _, name := range []string{keys.FnStreamFilter, keys.FnDurableConsumer, keys.FnChangefeed, keys.FnReconcile, keys.FnDLQRepair} {
+	for _, name := range []string{keys.FnStreamFilter, keys.FnDurableConsumer, keys.FnChangefeed, keys.FnReconcile, keys.FnDLQRepair, keys.FnTamperWatch} {
 		id, err := tw.FunctionByCode(name)
 		if err != nil {
 			t.Fatal(err)
@@ -201,10 +202,13 @@ func startStack(t *testing.T, mutate func(*cfn.Template)) *stack {
 			s.feedMap = r.LogicalID
 		case len(refs) == 1 && refs[0] == s.fn[keys.FnDurableConsumer]:
 			s.durableMap = r.LogicalID
+		case len(refs) == 1 && refs[0] == s.fn[keys.FnTamperWatch]:
+			s.tamperMap = r.LogicalID
 		}
 	}
-	if s.pipe == "" || s.feedMap == "" || s.durableMap == "" {
-		t.Fatalf("template: pipe %q, change feed mapping %q, durable mapping %q: want all three", s.pipe, s.feedMap, s.durableMap)
+	if s.pipe == "" || s.feedMap == "" || s.durableMap == "" || s.tamperMap == "" {
+		t.Fatalf("template: pipe %q, change feed mapping %q, durable mapping %q, tamper-watch mapping %q: want all four",
+			s.pipe, s.feedMap, s.durableMap, s.tamperMap)
 	}
 	if s.url = tw.URLs()[s.fn[keys.FnReconcile]]; s.url == "" {
 		t.Fatal("no Function URL for reconcile")

@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	example "github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
@@ -78,5 +82,34 @@ func TestShardedTenantEndToEnd(t *testing.T) {
 		if walked[chain] != n {
 			t.Errorf("reconcile -tenant %s walked %v; want chain %s at last_seq %d", tenant, walked, chain, n)
 		}
+	}
+
+	// Each chain's head records the tenant's shard count (what an emitter
+	// given another count is refused by), and tamper-watch, handed every
+	// head's advance by its stream mapping, takes none for tampering.
+	advances := int64(0)
+	for chain, n := range perChain {
+		advances += n - 1 // a head's first write is an INSERT, which the mapping's filter drops
+		out, err := s.ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.env[keys.EnvEventsTable]), ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{
+				keys.AttrTenant: &types.AttributeValueMemberS{Value: chain},
+				keys.AttrSeq:    &types.AttributeValueMemberN{Value: "0"},
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, ok := out.Item[keys.AttrShards].(*types.AttributeValueMemberN); !ok || n.Value != fmt.Sprint(shards) {
+			t.Errorf("head of %s: %s = %v, want %d", chain, keys.AttrShards, out.Item[keys.AttrShards], shards)
+		}
+	}
+	if advances == 0 {
+		t.Fatalf("chains %v: no head advanced, so tamper-watch would be handed nothing", perChain)
+	}
+	eventually(t, 60*time.Second, "tamper-watch handled the sharded heads' advances", func() (bool, string) {
+		st, _ := s.tw.Poller(s.tamperMap)
+		return st.Delivered >= advances, fmt.Sprintf("tamper mapping %+v, want %d delivered", st, advances)
+	})
+	if lines := s.grep(s.fn[keys.FnTamperWatch], "log tampered"); len(lines) != 0 {
+		t.Fatalf("honest sharded appends reported as tampering:\n%s", strings.Join(lines, "\n"))
 	}
 }

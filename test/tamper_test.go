@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/fourlanes/fourlanes/internal/twin/cfn"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
@@ -23,20 +22,7 @@ import (
 func TestTamperOverwriteRaisesSignal(t *testing.T) {
 	s := startStack(t, nil)
 	ctx := context.Background()
-	fn, err := s.tw.FunctionByCode(keys.FnTamperWatch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mapping string
-	for _, r := range s.tw.Template().OfType(cfn.TypeMapping) {
-		ref, _ := r.Prop("FunctionName")
-		if refs := s.tw.Template().References(ref); len(refs) == 1 && refs[0] == fn {
-			mapping = r.LogicalID
-		}
-	}
-	if mapping == "" {
-		t.Fatal("no event source mapping runs tamper-watch")
-	}
+	fn, mapping := s.fn[keys.FnTamperWatch], s.tamperMap
 
 	const tenant = "acme"
 	for i := range 3 {
