@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/fourlanes/fourlanes/pkg/app"
-	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
@@ -59,11 +58,7 @@ func runEmit(ctx context.Context, a *app.Application, args []string, stdout, std
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
-	if n := a.ChainShards[*tenant]; n > 0 && *shardKey == "" {
-		return 0, fmt.Errorf("%w: -shard-key is required: tenant %q has %d chain shards (the application's ChainShards); "+
-			"pass the id of the aggregate the event is about", ErrUsage, *tenant, n)
-	}
-	store, err := openStoreWith(ctx, eventstore.Config{Catalog: cat, Shards: a.ChainShards}, *table, *local)
+	store, err := openStore(ctx, eventstore.Config{Catalog: cat, Shards: a.ChainShards}, *table, *local)
 	if err != nil {
 		return 0, err
 	}
@@ -71,6 +66,10 @@ func runEmit(ctx context.Context, a *app.Application, args []string, stdout, std
 	ctx, cancel := context.WithTimeout(tctx, 30*time.Second)
 	defer cancel()
 	e, err := store.EmitWith(ctx, eventstore.EmitInput{Type: *typ, Payload: p, ShardKey: *shardKey})
+	if errors.Is(err, eventstore.ErrNoShardKey) {
+		// The store's rule (the application's ChainShards), said as the flag to pass.
+		return 0, fmt.Errorf("%w: -shard-key is required, the id of the aggregate the event is about: %v", ErrUsage, err)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -121,16 +120,10 @@ func readPayload(arg string, stdin io.Reader) (map[string]any, error) {
 	return p, nil
 }
 
-// openStore opens the events table for the CLI (cat may be nil for a reader): table in AWS with the
+// openStore opens the events table for the CLI (cfg.Catalog nil for a reader): table in AWS with the
 // default credentials, or with local the table of the twin `fourlanes dev`
-// is running.
-func openStore(ctx context.Context, cat *catalog.Catalog, table string, local bool) (*eventstore.Store, error) {
-	return openStoreWith(ctx, eventstore.Config{Catalog: cat}, table, local)
-}
-
-// openStoreWith is openStore with the rest of the store's configuration;
-// cfg.Table is set from table or the twin's state.
-func openStoreWith(ctx context.Context, cfg eventstore.Config, table string, local bool) (*eventstore.Store, error) {
+// is running; cfg.Table is set from one of them.
+func openStore(ctx context.Context, cfg eventstore.Config, table string, local bool) (*eventstore.Store, error) {
 	var endpoint string
 	if local {
 		st, err := readState()

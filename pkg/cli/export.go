@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/reconcile"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
@@ -43,7 +44,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		return 0, err
 	}
 	so.fillOptional("checkpoint-bucket", cpBucket, keys.OutputCheckpointBucket)
-	store, err := openStore(ctx, nil, *table, *local) // reading needs no catalog
+	store, err := openStore(ctx, eventstore.Config{}, *table, *local) // reading needs no catalog
 	if err != nil {
 		return 0, err
 	}
