@@ -3,6 +3,7 @@ package eventstore_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -90,20 +91,25 @@ func TestChains(t *testing.T) {
 
 // unprocessedDB answers the first BatchGetItem for half of its keys only and
 // returns the rest as UnprocessedKeys, as DynamoDB does when the read budget
-// runs out.
+// runs out; with always, every call answers one key only (a budget that
+// stays short).
 type unprocessedDB struct {
 	eventstore.DynamoDB
-	calls atomic.Int32
+	always bool
+	calls  atomic.Int32
 }
 
 func (u *unprocessedDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	if u.calls.Add(1) > 1 {
+	if u.calls.Add(1) > 1 && !u.always {
 		return u.DynamoDB.BatchGetItem(ctx, in, opts...)
 	}
 	first := map[string]types.KeysAndAttributes{}
 	left := map[string]types.KeysAndAttributes{}
 	for table, ka := range in.RequestItems {
 		half := len(ka.Keys) / 2
+		if u.always {
+			half = 1
+		}
 		a, b := ka, ka
 		a.Keys, b.Keys = ka.Keys[:half], ka.Keys[half:]
 		first[table], left[table] = a, b
@@ -133,5 +139,25 @@ func TestChainsRetriesUnprocessedKeys(t *testing.T) {
 	}
 	if n := db.calls.Load(); n != 2 {
 		t.Fatalf("%d BatchGetItem calls, want 2 (the unprocessed keys asked again)", n)
+	}
+}
+
+// A read budget that stays short (one key answered per call, 32 asked):
+// Chains gives up after its bounded number of calls with an error that says what is left and to retry, never a
+// partial list of chains (which reconcile would take for the whole tenant).
+func TestChainsUnprocessedKeysGiveUpLoudly(t *testing.T) {
+	f := newFixture(t, func(c *eventstore.Config) { c.Shards = map[string]int{"hot": tenancy.MaxShards} })
+	emitOn(t, f.store, "hot", 1, 30)
+	db := &unprocessedDB{DynamoDB: f.db, always: true}
+	s, err := eventstore.New(db, eventstore.Config{Table: f.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Chains(context.Background(), "hot")
+	if err == nil || !strings.Contains(err.Error(), "still unprocessed") || !strings.Contains(err.Error(), "retry later") {
+		t.Fatalf("Chains = %q, %v; want an error saying keys are still unprocessed", got, err)
+	}
+	if n := db.calls.Load(); n != 8 {
+		t.Errorf("%d BatchGetItem calls, want 8 (the bound)", n)
 	}
 }
