@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/url"
 	"slices"
@@ -224,6 +225,10 @@ func TestShardedTenantBadRequests(t *testing.T) {
 		{"tenant=hot~5&cursor=" + url.QueryEscape(hotCursor), []string{"cursor", "tenant=hot ", `chain "hot~5"`}},
 		{"tenant=hot&cursor=" + url.QueryEscape(shardCursor), []string{"cursor", "tenant=hot~5"}},
 		{"cursor=" + url.QueryEscape(hotCursor), []string{"cursor", "tenant=hot"}},
+		// A cursor (well-formed, as a caller could write one) at a chain of
+		// hot that has no head row: refused, not taken for the end of the walk.
+		{"tenant=hot&cursor=" + base64.RawURLEncoding.EncodeToString([]byte(`{"v":1,"t":"hot","c":"hot~9","m":"incremental"}`)),
+			[]string{"cursor", `chain "hot~9"`, "no head row"}},
 	} {
 		t.Run(tc.query, func(t *testing.T) {
 			status, body := e.call(t, "GET", "/", tc.query)
