@@ -90,7 +90,7 @@ func assemble(t *testing.T) (*cfn.Template, twin.CodeResolver, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		host := filepath.Join(tmpDir, "bin")
-		tmpl, code, err := twin.Assemble(ctx, root, host, filepath.Join(tmpDir, "cdk.out"), "")
+		tmpl, code, err := twin.Assemble(ctx, root, "examples/orders/functions", "./examples/orders/infra", host, filepath.Join(tmpDir, "cdk.out"), "")
 		if err != nil {
 			assembled.err = err
 			return

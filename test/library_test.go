@@ -64,7 +64,7 @@ func assembleLibrary(t *testing.T) (*cfn.Template, twin.CodeResolver, string) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		a.template, a.code, a.err = twin.AssembleApp(ctx, root, "examples/library/functions", "./examples/library/infra",
+		a.template, a.code, a.err = twin.Assemble(ctx, root, "examples/library/functions", "./examples/library/infra",
 			filepath.Join(dir, "bin"), filepath.Join(dir, "cdk.out"), "")
 		if a.err != nil {
 			return

@@ -139,12 +139,12 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 	if err != nil {
 		return 0, err
 	}
-	fns, err := twin.FunctionNamesIn(root, o.functions)
+	fns, err := twin.FunctionNames(root, o.functions)
 	if err != nil {
 		return 0, err
 	}
 	say("dev: building %d functions for this machine into %s", len(fns), rel(root, hostBin))
-	if err := twin.BuildHostFrom(ctx, root, o.functions, hostBin, fns); err != nil {
+	if err := twin.BuildHost(ctx, root, o.functions, hostBin, fns); err != nil {
 		return 0, err
 	}
 	tmpl, code, err := devTemplate(ctx, root, dir, hostBin, fns, o, defaultApp, say)
@@ -339,7 +339,7 @@ func devTemplate(ctx context.Context, root, dir, hostBin string, fns []string, o
 	}
 	out := filepath.Join(dir, "cdk.out")
 	say("dev: synthesizing the CDK app (go run %s) into %s", o.app, rel(root, out))
-	p, err := twin.SynthApp(ctx, root, o.app, out, codeRoot)
+	p, err := twin.Synth(ctx, root, o.app, out, codeRoot)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -361,7 +361,7 @@ func resolveApp(root string, o *devOptions) (defaultApp bool, err error) {
 	if o.functions == "" {
 		o.functions = filepath.Join(filepath.Dir(filepath.Clean(o.app)), "functions")
 	}
-	if fns, _ := twin.FunctionNamesIn(root, o.functions); len(fns) == 0 {
+	if fns, _ := twin.FunctionNames(root, o.functions); len(fns) == 0 {
 		return false, fmt.Errorf("%w: no function mains in %s (<fn>/main.go): pass -functions DIR, the folder of the application's function mains",
 			cli.ErrUsage, filepath.Join(root, o.functions))
 	}

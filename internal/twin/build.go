@@ -17,22 +17,10 @@ import (
 	"github.com/fourlanes/fourlanes/internal/twin/cfn"
 )
 
-// The orders example's mains and CDK app (relative to the repository root):
-// what FunctionNames, BuildHost, Synth and Assemble build, as make does.
-const (
-	exampleMains = "examples/orders/functions"
-	exampleApp   = "./examples/orders/infra"
-)
-
-// FunctionNames lists the orders example's functions in the repository at
-// root: every folder under examples/orders/functions with a main.go, sorted
-// (as the Makefile finds them).
-func FunctionNames(root string) ([]string, error) { return FunctionNamesIn(root, exampleMains) }
-
-// FunctionNamesIn lists the functions whose mains are in mains (a folder
-// relative to root, e.g. examples/library/functions): every folder there
-// with a main.go, sorted.
-func FunctionNamesIn(root, mains string) ([]string, error) {
+// FunctionNames lists the functions whose mains are in mains (a folder
+// relative to root, e.g. examples/orders/functions): every folder there
+// with a main.go, sorted (as the Makefile finds them).
+func FunctionNames(root, mains string) ([]string, error) {
 	files, err := filepath.Glob(filepath.Join(root, mains, "*", "main.go"))
 	if err != nil {
 		return nil, err
@@ -45,16 +33,11 @@ func FunctionNamesIn(root, mains string) ([]string, error) {
 	return out, nil
 }
 
-// BuildHost builds each function for this machine's OS and architecture
-// into dir/<fn>/bootstrap, with the flags the Makefile uses for Lambda
-// (static, lambda.norpc, trimmed), so the twin runs the same code.
-func BuildHost(ctx context.Context, root, dir string, fns []string) error {
-	return BuildHostFrom(ctx, root, exampleMains, dir, fns)
-}
-
-// BuildHostFrom is BuildHost for the mains in mains (a folder relative to
-// root): another application's functions.
-func BuildHostFrom(ctx context.Context, root, mains, dir string, fns []string) error {
+// BuildHost builds each function of fns, its main in mains (a folder
+// relative to root), for this machine's OS and architecture into
+// dir/<fn>/bootstrap, with the flags the Makefile uses for Lambda (static,
+// lambda.norpc, trimmed), so the twin runs the same code.
+func BuildHost(ctx context.Context, root, mains, dir string, fns []string) error {
 	if len(fns) == 0 {
 		return fmt.Errorf("build: no functions under %s", filepath.Join(root, mains))
 	}
@@ -91,19 +74,12 @@ func BuildHostFrom(ctx context.Context, root, mains, dir string, fns []string) e
 	return nil
 }
 
-// Synth synthesizes the orders example's CDK app (examples/orders/infra) of
-// the repository at root into outDir, staging the functions from codeRoot (a
-// folder of <fn>/bootstrap), and returns the path of the stack template. It
-// runs the app directly (go run ./examples/orders/infra),
-// as the CDK CLI would, without the CLI.
-func Synth(ctx context.Context, root, outDir, codeRoot string) (string, error) {
-	return SynthApp(ctx, root, exampleApp, outDir, codeRoot)
-}
-
-// SynthApp is Synth for the CDK app in package appPkg (relative to root,
-// e.g. ./examples/library/infra): another application's stack, with the
-// feature flags of root's cdk.json.
-func SynthApp(ctx context.Context, root, appPkg, outDir, codeRoot string) (string, error) {
+// Synth synthesizes the CDK app in package appPkg (relative to root, e.g.
+// ./examples/orders/infra) with the feature flags of root's cdk.json into
+// outDir, staging the functions from codeRoot (a folder of <fn>/bootstrap),
+// and returns the path of the stack template. It runs the app directly
+// (go run <appPkg>), as the CDK CLI would, without the CLI.
+func Synth(ctx context.Context, root, appPkg, outDir, codeRoot string) (string, error) {
 	if err := os.RemoveAll(outDir); err != nil {
 		return "", fmt.Errorf("synth: %w", err)
 	}
@@ -195,28 +171,23 @@ func fileHash(p string) ([32]byte, error) {
 	return sha256.Sum256(b), nil
 }
 
-// Assemble builds the orders example's functions at root for this machine
-// into hostDir and synthesizes the stack into outDir, its code assets staged
-// from codeRoot (empty: the host binaries themselves). It returns the
+// Assemble builds an application's functions (their mains in the folder
+// mains) for this machine into hostDir and synthesizes its CDK app (package
+// appPkg) into outDir, its code assets staged from codeRoot (empty: the host
+// binaries themselves); both paths are relative to root. It returns the
 // template and the resolver that runs each function's host binary.
-func Assemble(ctx context.Context, root, hostDir, outDir, codeRoot string) (*cfn.Template, CodeResolver, error) {
-	return AssembleApp(ctx, root, exampleMains, exampleApp, hostDir, outDir, codeRoot)
-}
-
-// AssembleApp is Assemble for another application: its function mains in
-// the folder mains and its CDK app in package appPkg, both relative to root.
-func AssembleApp(ctx context.Context, root, mains, appPkg, hostDir, outDir, codeRoot string) (*cfn.Template, CodeResolver, error) {
-	fns, err := FunctionNamesIn(root, mains)
+func Assemble(ctx context.Context, root, mains, appPkg, hostDir, outDir, codeRoot string) (*cfn.Template, CodeResolver, error) {
+	fns, err := FunctionNames(root, mains)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := BuildHostFrom(ctx, root, mains, hostDir, fns); err != nil {
+	if err := BuildHost(ctx, root, mains, hostDir, fns); err != nil {
 		return nil, nil, err
 	}
 	if codeRoot == "" {
 		codeRoot = hostDir
 	}
-	path, err := SynthApp(ctx, root, appPkg, outDir, codeRoot)
+	path, err := Synth(ctx, root, appPkg, outDir, codeRoot)
 	if err != nil {
 		return nil, nil, err
 	}
