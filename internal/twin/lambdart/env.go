@@ -11,8 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -47,6 +49,12 @@ type invocation struct {
 	done     chan outcome // buffered: one outcome
 }
 
+// syncWaiter is a syncOutput call waiting for its marker n to be read.
+type syncWaiter struct {
+	n    uint64
+	done chan struct{}
+}
+
 type outcome struct {
 	payload []byte
 	err     *InvokeError
@@ -70,6 +78,16 @@ type env struct {
 	shutdown  chan struct{} // closed when the twin stops the environment
 	stopOnce  sync.Once
 
+	// The output pipe's write end, kept for syncOutput's markers until the
+	// process exits; syncMark starts a marker line (a NUL, which no log line
+	// of a function holds, and a nonce of the environment).
+	syncMu    sync.Mutex
+	out       *os.File
+	syncMark  string
+	syncSeq   uint64
+	syncWait  []syncWaiter
+	syncEnded bool // the reader stopped reading lines
+
 	mu            sync.Mutex
 	cur           *invocation
 	extended      bool // an extension registered: SIGTERM before SIGKILL
@@ -81,8 +99,10 @@ func startEnv(f *Function, id int) (*env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime API listener: %w", err)
 	}
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
 	e := &env{
-		f: f, id: id, ln: ln,
+		f: f, id: id, ln: ln, syncMark: "\x00lambdart-sync-" + hex.EncodeToString(nonce[:]) + ":",
 		next: make(chan *invocation), ready: make(chan struct{}), initErr: make(chan *InvokeError, 1),
 		exited: make(chan struct{}), shutdown: make(chan struct{}),
 	}
@@ -100,13 +120,15 @@ func startEnv(f *Function, id int) (*env, error) {
 	cmd.Dir = filepath.Dir(f.spec.Binary)
 	cmd.Env = e.environ()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	stdout, err := cmd.StdoutPipe()
+	// One pipe for stdout and stderr: one stream, in order, like a Lambda
+	// log stream. The twin keeps a copy of its write end for syncOutput.
+	stdout, w, err := os.Pipe()
 	if err != nil {
 		e.srv.Close()
 		return nil, err
 	}
-	cmd.Stderr = cmd.Stdout // one stream, in order, like a Lambda log stream
-	e.cmd = cmd
+	cmd.Stdout, cmd.Stderr = w, w
+	e.cmd, e.out = cmd, w
 
 	started := make(chan error, 1)
 	go func() {
@@ -119,11 +141,17 @@ func startEnv(f *Function, id int) (*env, error) {
 			return
 		}
 		started <- nil
-		e.readLines(stdout)
+		read := make(chan struct{})
+		go func() { defer close(read); e.readLines(stdout) }()
 		e.exitErr = cmd.Wait()
+		e.closeOutput() // the reader now ends at the end of what the process wrote
+		<-read
+		stdout.Close()
 		close(e.exited)
 	}()
 	if err := <-started; err != nil {
+		stdout.Close()
+		w.Close()
 		e.srv.Close()
 		return nil, fmt.Errorf("start %s: %w", f.spec.Binary, err)
 	}
@@ -151,11 +179,85 @@ func (e *env) readLines(r io.Reader) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
 	for sc.Scan() {
+		text := sc.Text()
+		if i := strings.Index(text, e.syncMark); i >= 0 {
+			n, _ := strconv.ParseUint(text[i+len(e.syncMark):], 10, 64)
+			e.synced(n)
+			// A partial line the process left unfinished before the mark.
+			if text = text[:i]; text == "" {
+				continue
+			}
+		}
 		if e.f.spec.Output != nil {
-			e.f.spec.Output(Line{Function: e.f.spec.Name, Env: e.id, RequestID: e.current(), Text: sc.Text()})
+			e.f.spec.Output(Line{Function: e.f.spec.Name, Env: e.id, RequestID: e.current(), Text: text})
 		}
 	}
+	e.syncMu.Lock()
+	e.syncEnded = true // nothing more will be read: syncOutput returns at once
+	e.syncMu.Unlock()
+	e.synced(math.MaxUint64)
 	_, _ = io.Copy(io.Discard, r) // a line over the limit: drain, so the process never blocks
+}
+
+// syncOutput returns once every line the process wrote before the call has
+// been passed to Spec.Output (or after syncTimeout, or when the output
+// ends). The Runtime API calls it before it hands an invocation's outcome
+// back, so whoever invoked the function finds the invocation's lines there
+// as soon as Invoke returns: the lines travel on a pipe read by a goroutine
+// of their own, and without this can trail the response.
+//
+// It writes a marker line into the pipe through the twin's own copy of its
+// write end: a pipe keeps the order of writes, and the process wrote its
+// lines before it sent the response, so the marker reaches the reader after
+// all of them. The reader drops the marker.
+func (e *env) syncOutput() {
+	e.syncMu.Lock()
+	if e.out == nil || e.syncEnded {
+		e.syncMu.Unlock()
+		return
+	}
+	e.syncSeq++
+	n, done := e.syncSeq, make(chan struct{})
+	e.syncWait = append(e.syncWait, syncWaiter{n, done})
+	w := e.out
+	e.syncMu.Unlock()
+	// The write end is in blocking mode (the child shares it), and a pipe
+	// that the reader stopped draining would hold the write: never wait on
+	// it here for more than syncTimeout.
+	go func() { _, _ = fmt.Fprintf(w, "%s%d\n", e.syncMark, n) }()
+	t := time.NewTimer(syncTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// synced releases the syncOutput calls whose marker n or an earlier one
+// has been read.
+func (e *env) synced(n uint64) {
+	e.syncMu.Lock()
+	defer e.syncMu.Unlock()
+	keep := e.syncWait[:0]
+	for _, sw := range e.syncWait {
+		if sw.n <= n {
+			close(sw.done)
+			continue
+		}
+		keep = append(keep, sw)
+	}
+	e.syncWait = keep
+}
+
+// closeOutput closes the twin's copy of the write end once the process has
+// exited, so that the reader sees the end of the output.
+func (e *env) closeOutput() {
+	e.syncMu.Lock()
+	defer e.syncMu.Unlock()
+	if e.out != nil {
+		e.out.Close()
+		e.out = nil
+	}
 }
 
 func (e *env) current() string {
@@ -271,6 +373,7 @@ func (e *env) handleResponse(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	e.syncOutput() // the invocation's lines reach Output before its outcome
 	inv := e.take(w, r.PathValue("id"))
 	if inv == nil {
 		return
@@ -293,6 +396,7 @@ func (e *env) handleResponse(w http.ResponseWriter, r *http.Request) {
 
 func (e *env) handleError(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, MaxResponseBytes))
+	e.syncOutput()
 	inv := e.take(w, r.PathValue("id"))
 	if inv == nil {
 		return

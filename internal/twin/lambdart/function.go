@@ -21,6 +21,10 @@ const (
 	// shutdownGrace is how long a process that registered an extension gets
 	// between SIGTERM and SIGKILL when the twin stops.
 	shutdownGrace = 500 * time.Millisecond
+	// syncTimeout bounds how long an outcome waits for the invocation's
+	// output to be read (syncOutput): long enough for any reader that keeps
+	// up, short enough that a stuck one delays an outcome, never loses it.
+	syncTimeout = 2 * time.Second
 )
 
 // Error types the runtime reports for failures that are not the handler's.
@@ -49,6 +53,8 @@ type Spec struct {
 	// at once; zero means 1. Invoke waits for a free one.
 	Concurrency int
 	// Output receives each line a process writes, if set. It must not block.
+	// Every line a process wrote before it answered an invocation has been
+	// passed to Output when Invoke returns that invocation's result.
 	Output func(Line)
 	// TraceSampled marks every invocation's X-Ray trace header sampled, so
 	// an instrumented function sends its subsegments to AWS_XRAY_DAEMON_ADDRESS.

@@ -242,3 +242,44 @@ func TestInitError(t *testing.T) {
 		t.Fatalf("init error: got %+v, want Runtime.InitError naming the cause", res.Err)
 	}
 }
+
+// TestOutputBeforeOutcome: when Invoke returns, every line the process wrote
+// before it answered has reached Output, attributed to its invocation, for a
+// response and for an error alike. A reader that takes its time over each
+// line (as a collector that parses them does) makes the lines trail the
+// answer without the runtime's sync.
+func TestOutputBeforeOutcome(t *testing.T) {
+	out := &lines{}
+	f := lambdart.New(lambdart.Spec{
+		Name: "fake", ARN: "arn:aws:lambda:us-east-1:000000000000:function:fake", Binary: fakeFn(t),
+		Env: map[string]string{"PATH": "/usr/bin:/bin"}, Timeout: 5 * time.Second,
+		Output: func(l lambdart.Line) { time.Sleep(20 * time.Microsecond); out.add(l) },
+	})
+	t.Cleanup(f.Close)
+	const perInvoke = 100
+	for i := range 10 {
+		payload := fmt.Sprintf(`{"lines":%d}`, perInvoke)
+		if i%2 == 1 {
+			payload = fmt.Sprintf(`{"lines":%d,"error":"boom"}`, perInvoke)
+		}
+		res, _ := invoke(t, f, payload)
+		mine, wrong := 0, 0
+		out.mu.Lock()
+		for _, l := range out.all {
+			if strings.HasSuffix(l.Text, " of "+res.RequestID) {
+				mine++
+				if l.RequestID != res.RequestID {
+					wrong++
+				}
+			}
+		}
+		out.mu.Unlock()
+		if mine != perInvoke || wrong != 0 {
+			t.Fatalf("invocation %d (%s): %d of its %d lines had reached Output when Invoke returned, %d attributed to another request; want all, none",
+				i, payload, mine, perInvoke, wrong)
+		}
+	}
+	if l, ok := out.find("lambdart-sync"); ok {
+		t.Errorf("a sync marker reached Output: %q", l.Text)
+	}
+}

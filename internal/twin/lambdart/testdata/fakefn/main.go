@@ -20,6 +20,8 @@ type event struct {
 	Exit    bool   `json:"exit"`
 	Panic   string `json:"panic"`
 	Print   string `json:"print"`
+	// Lines prints that many numbered lines ("line <i> of <request id>").
+	Lines int `json:"lines"`
 }
 
 type response struct {
@@ -35,6 +37,9 @@ func handle(ctx context.Context, e event) (response, error) {
 	lc, _ := lambdacontext.FromContext(ctx)
 	if e.Print != "" {
 		fmt.Println(e.Print)
+	}
+	for i := range e.Lines {
+		fmt.Printf("line %d of %s\n", i, lc.AwsRequestID)
 	}
 	if e.SleepMS > 0 {
 		time.Sleep(time.Duration(e.SleepMS) * time.Millisecond)
