@@ -195,7 +195,7 @@ func TestKillMidBatch(t *testing.T) {
 	}
 	sentOnce := 0
 	for _, e := range events {
-		key := e.ID + ":order-email"
+		key := emailKey(e)
 		switch n := perKey[key]; {
 		case n > 1:
 			t.Errorf("%s seq %d of %s: %d emails sent, want at most 1", e.Type, e.Seq, e.TenantID, n)

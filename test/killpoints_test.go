@@ -296,41 +296,12 @@ func (em *emitter) result(t *testing.T) envelope.Envelope {
 	return envelope.Envelope{}
 }
 
-// emailsSent counts the "email sent" lines of the durable consumer and of
-// dlq-repair per email key (<event id>:order-email).
-func (s *stack) emailsSent(t *testing.T) map[string]int {
-	t.Helper()
-	per := map[string]int{}
-	for _, id := range []string{s.fn[keys.FnDurableConsumer], s.fn[keys.FnDLQRepair]} {
-		s.emailsOf(t, id, per)
-	}
-	return per
-}
-
-func (s *stack) emailsOf(t *testing.T, id string, per map[string]int) {
-	t.Helper()
-	for _, line := range s.grep(id, `"msg":"email sent"`) {
-		var rec struct {
-			Key string `json:"key"`
-		}
-		if err := json.Unmarshal([]byte(strings.TrimPrefix(line, id+": ")), &rec); err != nil {
-			t.Fatalf("email log line %q: %v", line, err)
-		}
-		per[rec.Key]++
-	}
-}
-
 // checkOnce checks that every event was delivered to the DURABLE subscriber
 // and had its effect exactly once, and that no message is left in a DLQ.
 func (s *stack) checkOnce(t *testing.T, events []envelope.Envelope) {
 	t.Helper()
 	s.waitDelivered(t, events)
-	emails := s.emailsSent(t)
-	for _, e := range events {
-		if n := emails[e.ID+":order-email"]; n != 1 {
-			t.Errorf("%s seq %d of %s: %d emails sent, want exactly 1", e.Type, e.Seq, e.TenantID, n)
-		}
-	}
+	s.checkEmailsOnce(t, events)
 	for _, q := range []string{keys.EnvPipeDLQURL, keys.EnvDurableDLQURL} {
 		if n := s.depth(q); n != 0 {
 			t.Errorf("%s holds %d messages, want 0: %q", q, n, s.peek(q))
@@ -581,7 +552,7 @@ func TestKillConsumer(t *testing.T) {
 		if !ok || c.Status != "pending" {
 			t.Fatalf("claim of %s after the kill: %+v (found %v), want pending: the kill was not between claim and handler", e.ID, c, ok)
 		}
-		if n := s.emailsSent(t)[e.ID+":order-email"]; n != 0 {
+		if n := s.emailsSent(t)[emailKey(e)]; n != 0 {
 			t.Fatalf("%d emails sent before the kill, want 0: the kill was not before the handler", n)
 		}
 		s.checkOnce(t, []envelope.Envelope{e})
@@ -611,7 +582,7 @@ func TestKillConsumer(t *testing.T) {
 		if n := len(s.grep(s.fn[keys.FnDurableConsumer], `"msg":"subscription dead-lettered"`)); n != 0 {
 			t.Errorf("\"subscription dead-lettered\" logged %d times, want 0 (the first delivery was killed before it; the redelivery finds it dead)", n)
 		}
-		if n := s.emailsSent(t)[e.ID+":order-email"]; n != 0 {
+		if n := s.emailsSent(t)[emailKey(e)]; n != 0 {
 			t.Errorf("%d emails sent for the refused event, want 0", n)
 		}
 		for _, q := range []string{keys.EnvPipeDLQURL, keys.EnvDurableDLQURL} {

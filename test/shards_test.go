@@ -53,8 +53,9 @@ func TestShardedTenantEndToEnd(t *testing.T) {
 	}
 
 	s.waitDelivered(t, emitted)
+	s.checkEmailsOnce(t, emitted)
 	for _, e := range emitted {
-		lines := s.grep(s.fn[keys.FnDurableConsumer], e.ID+":order-email")
+		lines := s.grep(s.fn[keys.FnDurableConsumer], emailKey(e))
 		if len(lines) != 1 || !strings.Contains(lines[0], `"tenant":"hot"`) {
 			t.Errorf("event %s on chain %s: email lines %q; want one, for tenant hot", e.ID, e.TenantID, lines)
 			continue
