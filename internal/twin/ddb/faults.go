@@ -5,17 +5,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
 )
 
 // Fault injection, for tests: a rule matches requests by action (and optionally table)
-// and acts on the next Count of them. In-process through DB.InjectFault, or from other
-// processes through the admin API:
+// and acts on the next Count of them, or, with a Rate, on each matching request with that
+// probability (until Count hits, when Count is also set). In-process through
+// DB.InjectFault, or from other processes through the admin API:
 //
 //	POST   /_fourlanes/faults  {"action":"PutItem","table":"t","kind":"drop","count":1}
 //	POST   /_fourlanes/faults  {"action":"UpdateItem","match":"\":sent\"","kind":"stall","delayMs":60000}
+//	POST   /_fourlanes/faults  {"action":"*","table":"t","kind":"error","rate":0.05,"seed":7}
 //	DELETE /_fourlanes/faults  (clears every rule)
 //	GET    /_fourlanes/faults  (lists the rules still armed)
 
@@ -41,13 +44,17 @@ const (
 
 // Fault is one injection rule.
 type Fault struct {
-	Action string `json:"action"`          // "PutItem", "TransactWriteItems", …
+	Action string `json:"action"`          // "PutItem", "TransactWriteItems", …; "*" matches every action
 	Table  string `json:"table,omitempty"` // "" matches every table
 	// Match, when set, limits the rule to requests whose JSON body contains it
 	// (e.g. an expression attribute value's name, to pick one kind of write).
 	Match string    `json:"match,omitempty"`
 	Kind  FaultKind `json:"kind"`
-	Count int       `json:"count,omitempty"` // how many requests it hits (0: 1)
+	Count int       `json:"count,omitempty"` // how many requests it hits (0: 1; with a Rate, 0 is no limit)
+	// Rate, when above 0, is the probability (at most 1) with which the rule hits each
+	// matching request; Seed seeds its random source (0: seeded from the clock).
+	Rate float64 `json:"rate,omitempty"`
+	Seed uint64  `json:"seed,omitempty"`
 	// Delay is FaultDelay's hold; in JSON "delayMs".
 	Delay time.Duration `json:"-"`
 }
@@ -59,7 +66,8 @@ type faultJSON struct {
 
 type faultRule struct {
 	Fault
-	left int
+	left int // hits left; -1: no limit
+	rnd  *rand.Rand
 }
 
 // InjectFault arms f.
@@ -75,12 +83,26 @@ func (db *DB) InjectFault(f Fault) error {
 	if (f.Kind == FaultDelay || f.Kind == FaultStall) && f.Delay <= 0 {
 		return fmt.Errorf("ddb: a %s fault needs a positive delay", f.Kind)
 	}
+	if f.Rate < 0 || f.Rate > 1 {
+		return fmt.Errorf("ddb: a fault's rate is a probability: want 0 < rate <= 1, not %v", f.Rate)
+	}
 	n := f.Count
-	if n <= 0 {
+	switch {
+	case n <= 0 && f.Rate > 0:
+		n = -1
+	case n <= 0:
 		n = 1
 	}
+	r := &faultRule{Fault: f, left: n}
+	if f.Rate > 0 {
+		seed := f.Seed
+		if seed == 0 {
+			seed = uint64(time.Now().UnixNano())
+		}
+		r.rnd = rand.New(rand.NewPCG(seed, seed>>1|1))
+	}
 	db.ext.mu.Lock()
-	db.ext.faults = append(db.ext.faults, &faultRule{Fault: f, left: n})
+	db.ext.faults = append(db.ext.faults, r)
 	db.ext.mu.Unlock()
 	return nil
 }
@@ -92,7 +114,7 @@ func (db *DB) ClearFaults() {
 	db.ext.mu.Unlock()
 }
 
-// Faults returns the armed faults, Count being what is left of each.
+// Faults returns the armed faults, Count being what is left of each (-1: no limit).
 func (db *DB) Faults() []Fault {
 	db.ext.mu.Lock()
 	defer db.ext.mu.Unlock()
@@ -120,13 +142,18 @@ func (db *DB) injectedFault(ctx context.Context, tables ...string) error {
 	}
 	var hit *faultRule
 	for i, r := range db.ext.faults {
-		if r.Action != ri.action || !matchesTable(r.Table, tables) || (r.Match != "" && !bytes.Contains(ri.body, []byte(r.Match))) {
+		if (r.Action != "*" && r.Action != ri.action) || !matchesTable(r.Table, tables) || (r.Match != "" && !bytes.Contains(ri.body, []byte(r.Match))) {
 			continue
 		}
+		if r.rnd != nil && r.rnd.Float64() >= r.Rate {
+			continue // not this time; a later rule may still match
+		}
 		hit = r
-		r.left--
-		if r.left <= 0 {
-			db.ext.faults = append(db.ext.faults[:i:i], db.ext.faults[i+1:]...)
+		if r.left > 0 {
+			r.left--
+			if r.left == 0 {
+				db.ext.faults = append(db.ext.faults[:i:i], db.ext.faults[i+1:]...)
+			}
 		}
 		break
 	}

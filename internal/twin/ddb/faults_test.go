@@ -214,3 +214,52 @@ func TestDroppedTransactionRetriedWithToken(t *testing.T) {
 		t.Fatalf("n = %s after a dropped commit and its retry, want 1", got)
 	}
 }
+
+// TestFaultRate: a rule with a rate hits each matching request with that
+// probability, on every action with "*", with no limit unless it has a count
+// too; a rate outside (0, 1] is refused.
+func TestFaultRate(t *testing.T) {
+	e := newDP(t, Options{})
+	e.create(t, "frate", tableSpec{})
+	ctx := context.Background()
+	get := func() error {
+		_, err := e.c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("frate"), Key: map[string]av{"pk": s("a")}})
+		return err
+	}
+	if err := e.db.InjectFault(Fault{Action: "*", Table: "frate", Kind: FaultInternalError, Rate: 0.3, Seed: 42}); err != nil {
+		t.Fatal(err)
+	}
+	hits := 0
+	for range 400 {
+		if err := get(); err != nil {
+			wantCode(t, err, "InternalServerError", "")
+			hits++
+		}
+	}
+	// 400 trials at 0.3: mean 120, standard deviation 9.2; five of them either side.
+	if hits < 74 || hits > 166 {
+		t.Errorf("rate 0.3 hit %d of 400 requests, want about 120", hits)
+	}
+	if fs := e.db.Faults(); len(fs) != 1 || fs[0].Count != -1 {
+		t.Errorf("a rate without a count: armed %+v, want one rule left with no limit (-1)", fs)
+	}
+	e.db.ClearFaults()
+
+	if err := e.db.InjectFault(Fault{Action: "GetItem", Table: "frate", Kind: FaultInternalError, Rate: 0.5, Count: 10, Seed: 7}); err != nil {
+		t.Fatal(err)
+	}
+	hits = 0
+	for range 200 {
+		if get() != nil {
+			hits++
+		}
+	}
+	if hits != 10 || len(e.db.Faults()) != 0 {
+		t.Errorf("rate 0.5 with count 10: %d hits over 200 requests, rules left %+v; want 10, none", hits, e.db.Faults())
+	}
+	for _, bad := range []float64{-0.1, 1.5} {
+		if err := e.db.InjectFault(Fault{Action: "GetItem", Table: "frate", Kind: FaultInternalError, Rate: bad}); err == nil || !strings.Contains(err.Error(), "rate") {
+			t.Errorf("rate %v: got %v, want an error naming the rate", bad, err)
+		}
+	}
+}
