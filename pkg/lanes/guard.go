@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fourlanes/fourlanes/pkg/catalog"
+	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
@@ -103,10 +104,16 @@ func Permanent(err error) error {
 	return &PermanentError{Err: err}
 }
 
-// IsPermanent reports whether err is, or wraps, a permanent error.
+// IsPermanent reports whether err is, or wraps, a permanent error: a
+// *PermanentError, or an error whose Permanent method says so (a package
+// that cannot import lanes marks its errors that way: pkg/effect).
 func IsPermanent(err error) bool {
 	var p *PermanentError
-	return errors.As(err, &p)
+	if errors.As(err, &p) {
+		return true
+	}
+	var m interface{ Permanent() bool }
+	return errors.As(err, &m) && m.Permanent()
 }
 
 // Retry says how Retrying runs a handler.
@@ -176,6 +183,10 @@ func Counted(runs *int) Middleware {
 type Config struct {
 	Logger  *slog.Logger // default slog.Default()
 	Metrics *obs.Metrics // nil writes EMF to stdout
+	// Effects records BEST_EFFORT handlers' side effects (effect.Do); nil
+	// leaves them unbound. INLINE and LOCAL handlers run in the emitter,
+	// where a failure reaches the caller or a log: effects are not bound there.
+	Effects *effect.Recorder
 }
 
 func (c Config) logger() *slog.Logger {
