@@ -234,6 +234,12 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 	alarm("DeadLettered",
 		"A DURABLE subscription handler failed and its event was dead-lettered (EMF DeadLettered). Its siblings ran. Fix the handler, then run dlq-repair (README, 'Runbook: draining the dead-letter queues').",
 		deadLettered, 1, 1)
+	alarm("EffectUnknown",
+		"A handler's at-most-once effect has an unknown outcome (EMF EffectUnknown, by Subscription and Effect): its delivery died between recording the effect and finishing it, so the effect was not done again and the subscription was dead-lettered. Nothing is lost, but a person must decide: run 'fourlanes effects' to list them, check the provider, then 'fourlanes effects -redo KEY' (it did not happen) or '-done KEY' (it did); dlq-repair's next run replays the dead letter as decided (README, 'Effects').",
+		emfQuery("SUM", keys.MetricEffectUnknown, fiveMin), 1, 1)
+	alarm("EffectsAwaitingDecision",
+		"Dead letters still await a decision on an effect of unknown outcome (EMF UnknownEffectsOpen, by Subscription, from reconcile's walks every 15 minutes): until a person runs 'fourlanes effects -redo KEY' or '-done KEY', those events are not settled for the subscription.",
+		emfQuery("MAX", keys.MetricUnknownEffectsOpen, fifteenMin), 1, 1)
 	alarm("RepairLeftOpen",
 		"dlq-repair finished a run with items it could not fix (EMF RepairOpen, by Source). They stay in their queue or as dead letters; its report and logs give each one's reason. Fix the cause and invoke it again.",
 		repairOpen, 1, 1)
@@ -369,6 +375,8 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 				graph("Dead-letter queues: visible", visible(props.Durable.DLQ), visible(props.Durable.PipeDLQ), visible(props.ChangeFeed.DLQ)),
 				graph("Deliveries (EMF)", emfQuery("SUM", keys.MetricDelivered, fiveMin), deadLettered, emfQuery("SUM", keys.MetricUnmatched, fiveMin),
 					emfQuery("SUM", keys.MetricReplayed, fiveMin), emfQuery("SUM", keys.MetricRepaired, fiveMin)),
+				graph("Effects (EMF): done again (possible duplicates), of unknown outcome",
+					emfQuery("SUM", keys.MetricEffectRedone, fiveMin), emfQuery("SUM", keys.MetricEffectUnknown, fiveMin)),
 			},
 			{
 				graph("Function errors", errs...),

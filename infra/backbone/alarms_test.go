@@ -216,7 +216,8 @@ func TestQueueAndDeadLetterAlarms(t *testing.T) {
 	} else if p["Threshold"].(float64) < 6*durableConsumerTimeoutSeconds {
 		t.Errorf("oldest-message threshold %vs is under one visibility timeout", p["Threshold"])
 	}
-	for _, metric := range []string{keys.MetricDeadLettered, keys.MetricChainBreaks, keys.MetricRejectedRecords, keys.MetricRepairOpen, keys.MetricChangeRejected} {
+	for _, metric := range []string{keys.MetricDeadLettered, keys.MetricChainBreaks, keys.MetricRejectedRecords, keys.MetricRepairOpen, keys.MetricChangeRejected,
+		keys.MetricEffectUnknown} {
 		q := EMFQuery("SUM", metric)
 		if p, ok := s.alarmOnQuery(q); !ok {
 			t.Errorf("no alarm on %s", q)
@@ -352,5 +353,24 @@ func TestNoQueryCountsTwice(t *testing.T) {
 	// 9 alarms and 11 dashboard graphs.
 	if n := strings.Count(text, `SCHEMA("`+keys.MetricNamespace+`", `+obs.ServiceDimension+`)`); n < 20 {
 		t.Errorf("%d queries read the Service series: want every EMF alarm and graph (20)", n)
+	}
+}
+
+// TestUnknownEffectsAlarmUntilDecided: an effect of unknown outcome alarms
+// when it happens (EffectUnknown) and keeps alarming while reconcile finds it
+// undecided (the maximum of UnknownEffectsOpen, 1 or more), so the alarm does
+// not return to OK while the dead letter waits for a person.
+func TestUnknownEffectsAlarmUntilDecided(t *testing.T) {
+	s := synth(t)
+	q := EMFQuery("MAX", keys.MetricUnknownEffectsOpen)
+	p, ok := s.alarmOnQuery(q)
+	if !ok {
+		t.Fatalf("no alarm on %s", q)
+	}
+	if p["Threshold"] != 1.0 || p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" {
+		t.Errorf("alarm fires at %v %v, want >= 1", p["ComparisonOperator"], p["Threshold"])
+	}
+	if d, _ := p["AlarmDescription"].(string); !strings.Contains(d, "fourlanes effects -redo KEY") {
+		t.Errorf("the alarm does not say what to do: %q", d)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fourlanes/fourlanes/pkg/catalog"
+	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/lanes"
@@ -37,6 +38,9 @@ type Config struct {
 	// Watermarks keeps the delivery watermarks Settled moves (default: the
 	// Store, or the store a BatchedStore wraps, when it is a WatermarkStore).
 	Watermarks WatermarkStore
+	// Effects records the handlers' side effects (effect.Do); nil leaves
+	// them unbound (effect.Do then fails with effect.ErrNotBound).
+	Effects *effect.Recorder
 	// Log, when set, makes Deliver refuse an envelope that is not in the
 	// log: absent at its (tenant, seq), or there with another hash
 	// (NotInLogError). The consumer sets it; dlq-repair re-reads the log
@@ -312,7 +316,11 @@ func (d *Deliverer) runClaimed(ctx context.Context, log *slog.Logger, b catalog.
 	retry := lanes.Retry{Attempts: d.cfg.Attempts, Backoff: d.cfg.Backoff, OnRetry: func(ctx context.Context, attempt int, err error) {
 		log.WarnContext(ctx, "handler failed; retrying", slog.Int("attempt", attempt), slog.Any(obs.KeyErr, err))
 	}}
-	herr := lanes.Guard(b, lanes.Retrying(retry), lanes.Counted(&sr.Attempts))(ctx, e)
+	// The handler's effects (pkg/effect) are recorded under this delivery's
+	// token, shared by its retries here.
+	hctx := d.cfg.Effects.Bind(ctx, effect.Scope{Tenant: e.TenantID, EventID: e.ID, Seq: e.Seq, Subscription: b.Name,
+		Lane: effect.LaneDurable, Token: req.Token})
+	herr := lanes.Guard(b, lanes.Retrying(retry), lanes.Counted(&sr.Attempts))(hctx, e)
 	// Record the end even if ctx is ending: the handler's work is done.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -353,6 +361,10 @@ func (d *Deliverer) runClaimed(ctx context.Context, log *slog.Logger, b catalog.
 	}
 	dl := DeadLetter{Tenant: e.TenantID, EventID: e.ID, Subscription: b.Name, Type: e.Type, Seq: e.Seq,
 		SchemaVersion: e.SchemaVersion, Error: herr.Error(), Attempts: sr.Attempts, DeadAt: now}
+	var unknown *effect.UnknownError
+	if errors.As(herr, &unknown) {
+		dl.Effect = unknown.Key.String()
+	}
 	if err := d.cfg.Store.Kill(wctx, req.Key, req.Token, dl, replay); err != nil && !errors.Is(err, ErrLeaseLost) {
 		log.ErrorContext(ctx, "dead-lettering failed; a redelivery will run the handler again after the lease", slog.Any(obs.KeyErr, err), slog.String("handler_err", herr.Error()))
 		sr.Outcome, sr.Err = Failed, err

@@ -577,10 +577,17 @@ func (d *DynamoStore) Kill(ctx context.Context, k Key, token string, dl DeadLett
 		expr: "SET #tn = :tn, #id = :id, #sub = :sub, #ty = :ty, #seq = :seq, #sv = :sv, #err = :err, #att = :att, " +
 			"#da = :da, #rp = if_not_exists(#rp, :zero) + :inc",
 		names: map[string]string{"#tn": keys.AttrTenant, "#id": keys.AttrID, "#sub": keys.AttrSubscription, "#ty": keys.AttrType,
-			"#seq": keys.AttrSeq, "#sv": keys.AttrSchemaVersion, "#err": keys.AttrError, "#att": keys.AttrAttempts, "#da": keys.AttrDeadAt, "#rp": keys.AttrReplays},
+			"#seq": keys.AttrSeq, "#sv": keys.AttrSchemaVersion, "#err": keys.AttrError, "#att": keys.AttrAttempts, "#da": keys.AttrDeadAt,
+			"#rp": keys.AttrReplays, "#ef": keys.AttrEffect},
 		values: map[string]av{":tn": s(dl.Tenant), ":id": s(dl.EventID), ":sub": s(dl.Subscription), ":ty": s(dl.Type),
 			":seq": n(dl.Seq), ":sv": n(int64(dl.SchemaVersion)), ":err": s(dl.Error), ":att": n(int64(dl.Attempts)),
 			":da": ts(dl.DeadAt), ":zero": n(0), ":inc": n(inc)},
+	}
+	if dl.Effect != "" {
+		letter.expr += ", #ef = :ef"
+		letter.values[":ef"] = s(dl.Effect)
+	} else {
+		letter.expr += " REMOVE #ef" // a replay that failed otherwise: no effect awaits a decision
 	}
 	return leaseErr(d.transact(ctx, claim.toTransact(), letter.toTransact()), "dead-letter "+k.String())
 }
@@ -806,6 +813,7 @@ func decodeDead(it map[string]av) DeadLetter {
 		Attempts:      int(num(it, keys.AttrAttempts)),
 		Replays:       int(num(it, keys.AttrReplays)),
 		DeadAt:        when(it, keys.AttrDeadAt),
+		Effect:        str(it, keys.AttrEffect),
 	}
 	if d.EventID == "" { // fall back on the sort key
 		d.EventID, d.Subscription, _ = strings.Cut(str(it, keys.AttrSK), ":")

@@ -107,6 +107,10 @@ type DeadLetter struct {
 	Attempts      int // handler runs in the delivery that gave up
 	Replays       int // replays that failed again
 	DeadAt        time.Time
+	// Effect is the key of the handler's AtMostOnce effect whose outcome is
+	// unknown (pkg/effect), when that is why the subscription is dead: it
+	// awaits an operator's decision (`fourlanes effects`), not a fix.
+	Effect string
 }
 
 // Key returns the dead letter's claim key.

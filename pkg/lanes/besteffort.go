@@ -2,11 +2,14 @@ package lanes
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 
 	"github.com/fourlanes/fourlanes/pkg/catalog"
+	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
@@ -82,7 +85,11 @@ func (d *BestEffort) dispatch(hctx context.Context, e envelope.Envelope) error {
 	ReportRoute(hctx, d.cfg, string(catalog.BestEffort), d.reg.Catalog(), e, rt)
 	var errs []error
 	for _, b := range rt.Bound {
-		err := Guard(b)(hctx, e)
+		// Effects (pkg/effect) are recorded under a token of this dispatch:
+		// a redelivered change event is another dispatch.
+		ctx := d.cfg.Effects.Bind(hctx, effect.Scope{Tenant: e.TenantID, EventID: e.ID, Seq: e.Seq, Subscription: b.Name,
+			Lane: effect.LaneBestEffort, Token: token()})
+		err := Guard(b)(ctx, e)
 		if err == nil {
 			continue
 		}
@@ -100,4 +107,11 @@ func (d *BestEffort) failed(ctx context.Context, b catalog.Bound, e envelope.Env
 	d.cfg.logger().ErrorContext(ctx, "BEST_EFFORT subscription failed",
 		slog.String(obs.KeySubscription, b.Name), slog.String(obs.KeyEventType, e.Type), slog.Any(obs.KeyErr, err))
 	d.cfg.Metrics.Count(keys.MetricBestEffortFailures, 1, "Subscription", b.Name)
+}
+
+// token identifies one dispatch to one subscription (96 random bits).
+func token() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }

@@ -165,6 +165,9 @@ type Report struct {
 	DeadLettersTruncated  bool     `json:"dead_letters_truncated,omitempty"`
 	// Subscriptions is the delivery audit, per DURABLE subscription.
 	Subscriptions []SubscriptionDelivery `json:"subscriptions,omitempty"`
+	// effectsUnknown counts, per subscription, the dead letters listed
+	// whose effect is of unknown outcome (DeadLetter.Effect).
+	effectsUnknown map[string]int
 	Reads         int                    `json:"reads"`
 	StateReads    int                    `json:"state_reads"`
 }
@@ -665,6 +668,12 @@ func (r *Reconciler) deadLetters(ctx context.Context, tenant string, rep *Report
 		n += len(dls)
 		for _, d := range dls {
 			subs[d.Subscription] = true
+			if d.Effect != "" {
+				if rep.effectsUnknown == nil {
+					rep.effectsUnknown = map[string]int{}
+				}
+				rep.effectsUnknown[d.Subscription]++
+			}
 		}
 		if next == "" {
 			rep.DeadLetterCount = n

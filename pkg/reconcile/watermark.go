@@ -44,6 +44,11 @@ type SubscriptionDelivery struct {
 	UnsettledAgeSeconds int64  `json:"unsettled_age_s"`
 	// WatermarkUpdatedAt is when the watermark last moved.
 	WatermarkUpdatedAt string `json:"watermark_updated_at,omitempty"`
+	// EffectsUnknown counts the tenant's dead letters of the subscription
+	// whose handler's AtMostOnce effect has an unknown outcome (pkg/effect):
+	// below the watermark, yet not settled until an operator decides
+	// (`fourlanes effects`) and dlq-repair replays them.
+	EffectsUnknown int `json:"effects_unknown"`
 }
 
 // deliveryAudit fills rep.Subscriptions for the tenant, reading its
@@ -88,9 +93,15 @@ func (r *Reconciler) deliveryAudit(ctx context.Context, tenant string, rep *Repo
 				sd.UnsettledAgeSeconds = max(0, int64(now.Sub(at).Seconds()))
 			}
 		}
+		sd.EffectsUnknown = rep.effectsUnknown[sub]
 		rep.Subscriptions = append(rep.Subscriptions, sd)
+		r.cfg.Metrics.Count(keys.MetricUnknownEffectsOpen, sd.EffectsUnknown, "Subscription", sub)
 		r.cfg.Metrics.Count(keys.MetricUnsettledEvents, int(sd.Unsettled), "Subscription", sub)
 		r.cfg.Metrics.Count(keys.MetricUnsettledAge, int(sd.UnsettledAgeSeconds), "Subscription", sub)
+		if sd.EffectsUnknown > 0 {
+			r.log.WarnContext(ctx, "dead letters await a decision on an effect of unknown outcome (fourlanes effects)", obs.KeySubscription, sub,
+				"effects_unknown", sd.EffectsUnknown)
+		}
 		if sd.Unsettled > 0 {
 			r.log.InfoContext(ctx, "events unsettled for a DURABLE subscription", obs.KeySubscription, sub, "watermark", w.Seq,
 				"last_seq", rep.LastSeq, "unsettled", sd.Unsettled, "unsettled_age_s", sd.UnsettledAgeSeconds)

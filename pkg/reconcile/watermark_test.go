@@ -113,3 +113,67 @@ func TestDeliveryAuditOff(t *testing.T) {
 		t.Errorf("subscriptions present without a watermark store: %v", body)
 	}
 }
+
+// TestDeliveryAuditEffectsUnknown: a dead letter parked because an
+// AtMostOnce effect's outcome is unknown is counted for its subscription
+// (effects_unknown), apart from other dead letters, and the metric its alarm
+// watches says so on every walk until it is resolved.
+func TestDeliveryAuditEffectsUnknown(t *testing.T) {
+	db := localaws.DynamoDB(t)
+	events := aws.ToString(localaws.CreateTable(t, db, eventstore.TableSchema(localaws.UniqueName(t, "events"))).TableName)
+	state := aws.ToString(localaws.CreateTable(t, db, delivery.StateTableSchema(localaws.UniqueName(t, "state"))).TableName)
+	store, err := eventstore.New(db, eventstore.Config{Table: events, Catalog: testCatalog{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := tenancy.MustWithTenant(context.Background(), "t1")
+	claims := delivery.NewDynamoStore(db, state)
+	now := time.Now()
+	for i, sub := range []string{"s.email", "s.search"} {
+		e, err := store.Emit(ctx, "order.placed", map[string]any{"order_id": "o", "n": i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := delivery.Key{EventID: e.ID, Subscription: sub}
+		if c, err := claims.Claim(ctx, delivery.ClaimRequest{Key: k, Tenant: "t1", Type: e.Type, Seq: e.Seq, SchemaVersion: 1, Token: "d",
+			Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}); err != nil || !c.Acquired {
+			t.Fatal(c, err)
+		}
+		dl := delivery.DeadLetter{Tenant: "t1", EventID: e.ID, Subscription: sub, Type: e.Type, Seq: e.Seq, SchemaVersion: 1, Error: "boom", DeadAt: now}
+		if sub == "s.email" {
+			dl.Effect = e.ID + ":s.email:email"
+		}
+		if err := claims.Kill(ctx, k, "d", dl, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	emf := &bytes.Buffer{}
+	r, err := reconcile.New(reconcile.Config{Log: store, DeadLetters: claims, State: reconcile.NewDynamoState(db, state),
+		Watermarks: claims, Subscriptions: []string{"s.email", "s.search"},
+		Logger: obs.NewLogger(&bytes.Buffer{}, "error"), Metrics: obs.NewMetrics(emf)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Tenant(context.Background(), reconcile.TenantRequest{Tenant: "t1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.DeadLetterCount != 2 || len(res.Subscriptions) != 2 || res.Subscriptions[0].EffectsUnknown != 1 || res.Subscriptions[1].EffectsUnknown != 0 {
+		t.Fatalf("report: %d dead letters, subscriptions %+v; want 2, s.email with 1 effect unknown, s.search none", res.DeadLetterCount, res.Subscriptions)
+	}
+	if b, _ := json.Marshal(res); !strings.Contains(string(b), `"effects_unknown":1`) {
+		t.Errorf("JSON lacks effects_unknown: %s", b)
+	}
+	if m := emf.String(); !strings.Contains(m, `"`+keys.MetricUnknownEffectsOpen+`":1`) {
+		t.Errorf("no %s of 1:\n%s", keys.MetricUnknownEffectsOpen, m)
+	}
+	ds, _, err := claims.DeadLetters(context.Background(), "t1", "", 10)
+	if err != nil || len(ds) != 2 {
+		t.Fatal(ds, err)
+	}
+	for _, d := range ds {
+		if want := d.Subscription == "s.email"; (d.Effect != "") != want {
+			t.Errorf("dead letter %s read back with effect %q", d.Subscription, d.Effect)
+		}
+	}
+}

@@ -51,7 +51,7 @@ func DurableConsumer(a app.Application) {
 	claims := get(delivery.NewDynamoStore(db, state).PerPairClaims(os.Getenv(keys.EnvPerPairClaims))).or(b, "environment")
 	claims = claims.WithLog(env[keys.EnvEventsTable])
 	store := get(delivery.NewBatchedStore(claims)).or(b, "claim store")
-	d := get(delivery.New(reg, delivery.Config{Store: store, Log: claims, Logger: b.log, Metrics: b.metrics})).or(b, "deliverer")
+	d := get(delivery.New(reg, delivery.Config{Store: store, Log: claims, Effects: b.effects(db, state), Logger: b.log, Metrics: b.metrics})).or(b, "deliverer")
 	h := get(consumer.New(b.ctx, consumer.Config{Deliverer: d, Registry: reg, Logger: b.log, Metrics: b.metrics})).or(b, "handler")
 	run(b, h.Handle)
 }
@@ -73,7 +73,7 @@ func Changefeed(a app.Application) {
 	reg, _ := b.bind(a, cat, env, db, env[keys.EnvStateTable], bestEffort...)
 	feed := get(changefeed.New(changefeed.Config{
 		DB: db, Table: env[keys.EnvChangeFeedTable], Tables: tables,
-		Dispatcher: lanes.NewBestEffort(reg, lanes.Config{Logger: b.log, Metrics: b.metrics}),
+		Dispatcher: lanes.NewBestEffort(reg, lanes.Config{Logger: b.log, Metrics: b.metrics, Effects: b.effects(db, env[keys.EnvStateTable])}),
 		Logger:     b.log, Metrics: b.metrics,
 	})).or(b, "feed")
 	h := get(changefeed.NewHandler(b.ctx, changefeed.HandlerConfig{Feed: feed, Registry: reg, Logger: b.log, Metrics: b.metrics})).or(b, "handler")
@@ -133,11 +133,12 @@ func DLQRepair(a app.Application) {
 		b.fail("registry", err)
 	}
 	claims := get(delivery.NewDynamoStore(db, state).PerPairClaims(os.Getenv(keys.EnvPerPairClaims))).or(b, "environment")
-	d := get(delivery.New(reg, delivery.Config{Store: claims, Logger: b.log, Metrics: b.metrics})).or(b, "deliverer")
+	effects := b.effects(db, state)
+	d := get(delivery.New(reg, delivery.Config{Store: claims, Effects: effects, Logger: b.log, Metrics: b.metrics})).or(b, "deliverer")
 	events := get(eventstore.New(db, eventstore.Config{Table: env[keys.EnvEventsTable], Catalog: cat})).or(b, "event log")
 	feed := get(changefeed.New(changefeed.Config{
 		DB: db, Table: env[keys.EnvChangeFeedTable], Tables: tables,
-		Dispatcher: lanes.NewBestEffort(reg, lanes.Config{Logger: b.log, Metrics: b.metrics}),
+		Dispatcher: lanes.NewBestEffort(reg, lanes.Config{Logger: b.log, Metrics: b.metrics, Effects: effects}),
 		Logger:     b.log, Metrics: b.metrics,
 	})).or(b, "feed")
 	projections := make([]repair.Reapplier, len(re))

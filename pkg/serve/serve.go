@@ -24,6 +24,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/pkg/awsenv"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
+	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
@@ -99,6 +100,12 @@ func (b *boot) bind(a app.Application, cat *catalog.Catalog, env map[string]stri
 		}
 	}
 	return get(catalog.NewRegistry(cat, bindings...)).or(b, "registry"), re
+}
+
+// effects returns the recorder of the handlers' side effects (effect.Do),
+// kept in the state table, or fails.
+func (b *boot) effects(db *dynamodb.Client, stateTable string) *effect.Recorder {
+	return get(effect.New(effect.Config{Store: effect.NewDynamoStore(db, stateTable), Logger: b.log, Metrics: b.metrics})).or(b, "effect recorder")
 }
 
 // run starts the Lambda runtime with h, its metrics flushed once per
