@@ -23,9 +23,7 @@ var App = app.Application{
 }
 
 func bindReminders(rt app.Runtime) (app.Bound, error) {
-	return app.Bound{Binding: reminders.Module.Bind(&reminders.Reminder{
-		DB: rt.DynamoDB, StateTable: rt.StateTable, Logger: rt.Logger,
-	})}, nil
+	return app.Bound{Binding: reminders.Module.Bind(&reminders.Reminder{Logger: rt.Logger})}, nil
 }
 
 func bindShelf(rt app.Runtime) (app.Bound, error) {

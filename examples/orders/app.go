@@ -26,12 +26,10 @@ var App = app.Application{
 }
 
 // bindNotifications sends emails through the log (a stand-in for a mail
-// provider) and keeps what it sent in the state table.
+// provider); the lane records each send as an effect.
 func bindNotifications(rt app.Runtime) (app.Bound, error) {
 	return app.Bound{Binding: notifications.Module.Bind(&notifications.Notifier{
 		Mailer: notifications.LogMailer{Logger: rt.Logger},
-		Sent:   &notifications.DynamoSentLog{DB: rt.DynamoDB, Table: rt.StateTable},
-		Logger: rt.Logger,
 	})}, nil
 }
 

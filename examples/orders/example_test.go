@@ -22,6 +22,8 @@ import (
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
+	"github.com/fourlanes/fourlanes/pkg/effect"
+	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/lanes"
@@ -77,6 +79,7 @@ type world struct {
 	orders                       *orders.Service
 	mailer                       *countingMailer
 	deliverer                    *delivery.Deliverer
+	effects                      *effect.Recorder
 	claims                       *delivery.DynamoStore
 	logs, metrics                *bytes.Buffer
 	apiReg, consumerReg, feedReg *catalog.Registry
@@ -110,12 +113,15 @@ func newWorld(t *testing.T) *world {
 	w.orders = &orders.Service{Events: w.events, Table: w.ordersTable}
 
 	w.mailer = &countingMailer{sent: map[string]int{}}
-	notifier := &notifications.Notifier{Mailer: w.mailer, Sent: &notifications.DynamoSentLog{DB: w.db, Table: w.stateTable}, Logger: log}
+	notifier := &notifications.Notifier{Mailer: w.mailer}
 	if w.consumerReg, err = catalog.NewRegistry(w.cat, notifications.Module.Bind(notifier)); err != nil {
 		t.Fatal(err)
 	}
 	w.claims = delivery.NewDynamoStore(w.db, w.stateTable)
-	if w.deliverer, err = delivery.New(w.consumerReg, delivery.Config{Store: w.claims, Logger: log, Metrics: metrics}); err != nil {
+	if w.effects, err = effect.New(effect.Config{Store: effect.NewDynamoStore(w.db, w.stateTable), Logger: log, Metrics: metrics}); err != nil {
+		t.Fatal(err)
+	}
+	if w.deliverer, err = delivery.New(w.consumerReg, delivery.Config{Store: w.claims, Effects: w.effects, Logger: log, Metrics: metrics}); err != nil {
 		t.Fatal(err)
 	}
 	if w.feedReg, err = catalog.NewRegistry(w.cat, search.Module.Bind(&search.Projector{Store: search.NewMemoryStore()})); err != nil {
@@ -225,7 +231,7 @@ func TestOrderFlowThroughEveryInProcessLane(t *testing.T) {
 	}
 }
 
-func TestNotificationNeverSentTwice(t *testing.T) {
+func TestNotificationOnceAcrossDeliveries(t *testing.T) {
 	w := newWorld(t)
 	ctx := tenancy.MustWithTenant(context.Background(), "acme")
 	if _, err := w.orders.Place(ctx, "ann@example.com", []orders.Item{{SKU: "tea", Qty: 1}}, 500, "EUR"); err != nil {
@@ -243,30 +249,26 @@ func TestNotificationNeverSentTwice(t *testing.T) {
 	if err != nil || res.Subscriptions[0].Outcome != delivery.Completed || res.Subscriptions[0].Attempts != 2 {
 		t.Fatalf("deliver: %+v, %v; want completed on the second attempt", res, err)
 	}
-	if n := w.mailer.sent[e.ID+":order-email"]; n != 1 {
+	if n := w.mailer.sent[emailKey(e)]; n != 1 {
 		t.Errorf("sent %d times, want 1", n)
 	}
 
 	// Even with the claim gone (say, a replay from the log after it expired),
-	// the sent record keeps the email from going out again.
-	n := &notifications.Notifier{Mailer: w.mailer, Sent: &notifications.DynamoSentLog{DB: w.db, Table: w.stateTable}}
+	// the effect's record keeps the email from going out again.
 	hctx, _ := lanes.HandlerContext(context.Background(), e, catalog.Durable)
+	hctx = w.effects.Bind(hctx, effect.Scope{Tenant: e.TenantID, EventID: e.ID, Seq: e.Seq, Subscription: emailSub, Lane: effect.LaneDurable, Token: "another-delivery"})
+	n := &notifications.Notifier{Mailer: w.mailer}
 	if err := n.OnOrderEvent(hctx, e); err != nil {
 		t.Fatal(err)
 	}
-	if n := w.mailer.sent[e.ID+":order-email"]; n != 1 {
+	if n := w.mailer.sent[emailKey(e)]; n != 1 {
 		t.Errorf("after a second handler run: sent %d times, want 1", n)
 	}
-
-	// A crash between sending and recording: the reservation stays; no second send.
-	sent := &notifications.DynamoSentLog{DB: w.db, Table: w.stateTable}
-	if ok, _, err := sent.Reserve(context.Background(), "crashed:order-email", "gone"); err != nil || !ok {
-		t.Fatal(err)
-	}
-	if ok, wasSent, err := sent.Reserve(context.Background(), "crashed:order-email", "new"); err != nil || ok || wasSent {
-		t.Errorf("reserve after a crash: ok %v sent %v err %v; want refused, not known sent", ok, wasSent, err)
-	}
 }
+
+const emailSub = "notifications.order-email"
+
+func emailKey(e envelope.Envelope) string { return e.ID + ":" + emailSub + ":" + notifications.EffectEmail }
 
 // TestAppIsValid: the application value the functions and the construct
 // take is valid, and binds exactly the modules with DURABLE or BEST_EFFORT

@@ -29,6 +29,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/changefeed"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
+	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -127,6 +128,7 @@ type rig struct {
 	proj                         *search.Projector
 	searchStore                  *search.DynamoStore
 	feed                         *changefeed.Feed
+	effects                      *effect.Recorder
 	logs, metrics                *logtest.Buffer
 	cfg                          repair.Config
 }
@@ -171,14 +173,18 @@ func newRig(t *testing.T) *rig {
 	rg.searchStore = &search.DynamoStore{DB: db, SearchTable: searchTbl, StateTable: rg.stateTbl}
 	rg.proj = &search.Projector{Store: rg.searchStore, Logger: logger, Metrics: metrics}
 	reg, err := catalog.NewRegistry(cat,
-		notifications.Module.Bind(&notifications.Notifier{Mailer: rg.mail, Sent: &notifications.DynamoSentLog{DB: db, Table: rg.stateTbl}, Logger: logger}),
+		notifications.Module.Bind(&notifications.Notifier{Mailer: rg.mail}),
 		search.Module.Bind(rg.proj))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rg.claims = &faultyClaims{Client: db, failFor: map[string]bool{}}
 	rg.claimStore = delivery.NewDynamoStore(rg.claims, rg.stateTbl)
-	d, err := delivery.New(reg, delivery.Config{Store: rg.claimStore, Logger: logger, Metrics: metrics, Backoff: time.Millisecond})
+	rg.effects, err = effect.New(effect.Config{Store: effect.NewDynamoStore(db, rg.stateTbl), Logger: logger, Metrics: metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := delivery.New(reg, delivery.Config{Store: rg.claimStore, Effects: rg.effects, Logger: logger, Metrics: metrics, Backoff: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -536,7 +542,7 @@ func TestDeadLetterReplayed(t *testing.T) {
 	rg := newRig(t)
 	rg.place(t, "tenant-1", "ana@example.com")
 	rg.place(t, "tenant-1", "cy@example.com")
-	d, err := delivery.New(mustRegistry(t, rg), delivery.Config{Store: rg.claimStore, Logger: obs.NewLogger(rg.logs, "debug"), Metrics: obs.NewMetrics(rg.metrics), Attempts: 1})
+	d, err := delivery.New(mustRegistry(t, rg), delivery.Config{Store: rg.claimStore, Effects: rg.effects, Logger: obs.NewLogger(rg.logs, "debug"), Metrics: obs.NewMetrics(rg.metrics), Attempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -582,8 +588,7 @@ func mustRegistry(t *testing.T, rg *rig) *catalog.Registry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := catalog.NewRegistry(cat, notifications.Module.Bind(&notifications.Notifier{Mailer: rg.mail,
-		Sent: &notifications.DynamoSentLog{DB: rg.db, Table: rg.stateTbl}, Logger: obs.NewLogger(rg.logs, "debug")}))
+	reg, err := catalog.NewRegistry(cat, notifications.Module.Bind(&notifications.Notifier{Mailer: rg.mail}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,109 +1,71 @@
 // Package reminders is the library's DURABLE subscriber: for every loan event
 // it sends the member one reminder (a due date on loan.opened, a thank-you on
-// loan.returned), recorded in the backbone's state table so that a
-// redelivery never sends twice. "Sending" is a log line: the example has no
-// mail service.
+// loan.returned), through the framework's effect helper (pkg/effect).
+// "Sending" is a log line: the example has no mail service.
+//
+// The library chose at most once (effect.AtMostOnce): a member who gets the
+// same reminder twice calls the desk about a second loan, so a reminder whose
+// outcome is unknown (its process died between recording and sending it) is
+// not sent again. It is never silently skipped: the subscription is
+// dead-lettered naming the reminder, reconcile counts it (effects_unknown),
+// an alarm fires, and an operator decides with `fourlanes effects`.
 package reminders
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fourlanes/fourlanes/examples/library/loans"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
+	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
-	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
 // Subscription is the name of reminders' one subscription.
 const Subscription = "reminders.member"
 
+// EffectReminder names the reminder effect of each loan event; its key is
+// "<event id>:reminders.member:reminder".
+const EffectReminder = "reminder"
+
 // Module declares reminders' one subscription. DURABLE, because a reminder
-// must not be lost; idempotent per event, because the lane delivers at least
-// once.
+// must not be lost; its send is an effect, at most once.
 var Module = catalog.Module[*Reminder]{
 	Name: "reminders",
 	Doc:  "Member reminders.",
 	Subscribes: []catalog.Subscription[*Reminder]{
 		{Name: Subscription, Types: "loan.*", Lane: catalog.Durable, Reads: []int{1},
-			Doc: "One reminder per loan event, never sent twice.", Handler: (*Reminder).OnLoanEvent},
+			Doc: "One reminder per loan event, at most once; one of unknown outcome is dead-lettered for a decision.", Handler: (*Reminder).OnLoanEvent},
 	},
 }
 
 // Sent is the line logged once per reminder sent.
 const Sent = "reminder sent"
 
-// StatePrefix starts the state-table key of each reminder sent:
-// <StatePrefix><event id>, sort key StateSK.
-const (
-	StatePrefix = "reminders#"
-	StateSK     = "sent"
-)
-
-// DB is the part of the DynamoDB client reminders uses.
-type DB interface {
-	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-}
-
-var _ DB = (*dynamodb.Client)(nil)
-
 // Reminder is reminders' handler receiver.
 type Reminder struct {
-	DB         DB
-	StateTable string
-	Logger     *slog.Logger
-	// Retention is how long a sent record is kept (default 30 days, as long
-	// as a completed claim: longer than any redelivery).
-	Retention time.Duration
+	Logger *slog.Logger
 }
 
-// OnLoanEvent sends one reminder for the loan event e: it records the
-// reminder under the event's id first (a conditional put), and logs Sent
-// only when that record is new, so a redelivered event sends nothing.
+// OnLoanEvent sends one reminder for the loan event e, at most once
+// (effect.Do with effect.AtMostOnce): a redelivered event whose reminder
+// went out sends nothing.
 func (r *Reminder) OnLoanEvent(ctx context.Context, e envelope.Envelope) error {
 	subject, p, err := compose(e)
 	if err != nil {
 		return delivery.Permanent(err) // retrying cannot fix a payload
 	}
-	ret := r.Retention
-	if ret <= 0 {
-		ret = 30 * 24 * time.Hour
-	}
-	_, err = r.DB.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(r.StateTable),
-		Item: map[string]types.AttributeValue{
-			keys.AttrPK:        &types.AttributeValueMemberS{Value: StatePrefix + e.ID},
-			keys.AttrSK:        &types.AttributeValueMemberS{Value: StateSK},
-			"member":           &types.AttributeValueMemberS{Value: p.Member},
-			"subject":          &types.AttributeValueMemberS{Value: subject},
-			keys.AttrExpiresAt: &types.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().Add(ret).Unix(), 10)},
-		},
-		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
-		ExpressionAttributeNames: map[string]string{"#pk": keys.AttrPK},
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return nil // sent by an earlier delivery
-	}
-	if err != nil {
-		return fmt.Errorf("record reminder for %s: %w", e.ID, err)
-	}
 	log := r.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	log.InfoContext(ctx, Sent, slog.String("event_id", e.ID), slog.String("tenant", e.TenantID),
-		slog.String("loan_id", p.LoanID), slog.String("member", p.Member), slog.String("subject", subject))
-	return nil
+	return effect.Do(ctx, EffectReminder, func(ctx context.Context, key string) error {
+		log.InfoContext(ctx, Sent, slog.String("event_id", e.ID), slog.String("tenant", e.TenantID), slog.String("key", key),
+			slog.String("loan_id", p.LoanID), slog.String("member", p.Member), slog.String("subject", subject))
+		return nil
+	}, effect.WithMode(effect.AtMostOnce))
 }
 
 // compose decodes e into the reminder's subject and the loan it is about.

@@ -4,12 +4,13 @@ import "github.com/fourlanes/fourlanes/pkg/catalog"
 
 // Module declares notifications' one subscription: an email to the customer
 // for every order event. DURABLE, because an email must not be lost when the
-// mailer is down; idempotent per event, because the lane delivers at least once.
+// mailer is down; its send is an effect (effect.Do), because the lane
+// delivers at least once.
 var Module = catalog.Module[*Notifier]{
 	Name: "notifications",
 	Doc:  "Customer emails.",
 	Subscribes: []catalog.Subscription[*Notifier]{
 		{Name: "notifications.order-email", Types: "order.*", Lane: catalog.Durable, Reads: []int{1, 2},
-			Doc: "One email per order event, never sent twice.", Handler: (*Notifier).OnOrderEvent},
+			Doc: "One email per order event, at least once (twice only after a crash between send and record).", Handler: (*Notifier).OnOrderEvent},
 	},
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
+	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
@@ -302,8 +303,7 @@ func newRig(t *testing.T, tune ...func(*delivery.Config)) *rig {
 		t.Fatal(err)
 	}
 	logger := obs.NewLogger(rg.logs, "debug")
-	reg, err := catalog.NewRegistry(cat, notifications.Module.Bind(&notifications.Notifier{
-		Mailer: rg.mail, Sent: &notifications.DynamoSentLog{DB: raw, Table: rg.table}, Logger: logger}))
+	reg, err := catalog.NewRegistry(cat, notifications.Module.Bind(&notifications.Notifier{Mailer: rg.mail}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,11 @@ func newRig(t *testing.T, tune ...func(*delivery.Config)) *rig {
 		t.Fatal(err)
 	}
 	rg.store = bs
-	dcfg := delivery.Config{Store: bs, Logger: logger, Metrics: obs.NewMetrics(rg.metrics), Backoff: time.Millisecond}
+	effects, err := effect.New(effect.Config{Store: effect.NewDynamoStore(raw, rg.table), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dcfg := delivery.Config{Store: bs, Effects: effects, Logger: logger, Metrics: obs.NewMetrics(rg.metrics), Backoff: time.Millisecond}
 	for _, f := range tune {
 		f(&dcfg)
 	}
