@@ -17,6 +17,7 @@
 //	fourlanes gate ./...             check module declarations against the code (pkg/catalog/gate)
 //	fourlanes emit -tenant T -type TYPE -payload JSON|@FILE   append one event
 //	fourlanes watermarks [-set-to-head -tenant T|-all -yes]  delivery watermarks against the heads
+//	fourlanes effects [-tenant T] [-redo KEY | -done KEY]    effects of unknown outcome, and the decision on one
 //
 // -stack NAME reads the resources (ReconcileUrl, RepairFunctionName,
 // EventsTableName, …) from the stack's outputs through CloudFormation
@@ -70,13 +71,15 @@ const usageBody = `  fourlanes reconcile  [-url URL | -stack NAME | -local] [-te
                                             append one event to the log
   fourlanes watermarks [-table NAME -state-table NAME | -stack NAME | -local] [-tenant T] [-set-to-head (-tenant T | -all) -yes]
                                             list DURABLE subscriptions' delivery watermarks against each head, or set them to it
+  fourlanes effects    [-table NAME -state-table NAME | -stack NAME | -local] [-tenant T] [-json] [-redo KEY | -done KEY]
+                                            list the handlers' at-most-once effects of unknown outcome, or decide one
 `
 
 const usageTail = `
 -stack NAME reads a command's resources from the stack's outputs (CloudFormation DescribeStacks);
 a flag given explicitly wins. -local: the twin 'fourlanes dev' is running.
 Run 'fourlanes <command> -h' for a command's flags.
-Exit status: 0 ok, 1 error, 2 usage, 3 the command found a problem (broken chain, repairs left open).
+Exit status: 0 ok, 1 error, 2 usage, 3 the command found a problem (broken chain, repairs left open, effects of unknown outcome).
 `
 
 // ErrUsage marks an error the user fixes by changing the command line;
@@ -130,6 +133,7 @@ func Run(ctx context.Context, a *app.Application, args []string, stdout, stderr 
 		"verify":    runVerify,
 		"export":    runExport,
 		"gate":      runGate,
+		"effects":   runEffects,
 		"emit": func(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 			return runEmit(ctx, a, args, stdout, stderr)
 		},
