@@ -25,6 +25,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/fourlanes/fourlanes/examples/orders"
+	"github.com/fourlanes/fourlanes/examples/orders/notifications"
 	"github.com/fourlanes/fourlanes/examples/orders/orders"
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/internal/twin"
@@ -32,6 +33,7 @@ import (
 	"github.com/fourlanes/fourlanes/internal/twin/lambdart"
 	"github.com/fourlanes/fourlanes/internal/twin/twintest"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
+	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -347,9 +349,10 @@ func (s *stack) checkSettled(t *testing.T, tenant string) {
 		var r struct {
 			LastSeq       int64 `json:"last_seq"`
 			Subscriptions []struct {
-				Subscription string `json:"subscription"`
-				Watermark    int64  `json:"watermark"`
-				Unsettled    int64  `json:"unsettled"`
+				Subscription   string `json:"subscription"`
+				Watermark      int64  `json:"watermark"`
+				Unsettled      int64  `json:"unsettled"`
+				EffectsUnknown int    `json:"effects_unknown"`
 			} `json:"subscriptions"`
 		}
 		out := s.run(false, "reconcile", "-url", s.url, "-tenant", tenant)
@@ -360,7 +363,7 @@ func (s *stack) checkSettled(t *testing.T, tenant string) {
 			return false, "no subscriptions in the report: " + out
 		}
 		for _, sd := range r.Subscriptions {
-			if sd.Unsettled != 0 || sd.Watermark != r.LastSeq {
+			if sd.Unsettled != 0 || sd.Watermark != r.LastSeq || sd.EffectsUnknown != 0 {
 				return false, out
 			}
 		}
@@ -559,6 +562,47 @@ func TestKillConsumer(t *testing.T) {
 		s.checkLog(t, tenant, e)
 		s.checkSettled(t, tenant)
 	})
+
+	// The email's effect (pkg/effect): killed after its start was recorded
+	// and before the send (the record's write committed, its answer held),
+	// the redelivery sends it: once. Killed after the send and before its
+	// done was recorded (that write held before it ran), the redelivery sends
+	// it again, at least once, and says so by key.
+	for _, c := range []struct {
+		name, tenant string
+		hold         fault
+		emails       int // sent in all
+	}{
+		{"between the email's record and its send", "kill-effect-start",
+			fault{Action: "UpdateItem", Table: state, Match: `"` + keys.StateEffectPrefix, Kind: "delay", DelayMs: 60_000}, 1},
+		{"between the email's send and its record", "kill-effect-done",
+			fault{Action: "UpdateItem", Table: state, Match: `":done"`, Kind: "stall", DelayMs: 60_000}, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// The rule matches only the effect's record (its key) or its
+			// done (its value's name), never the claim's UpdateItem.
+			fs.arm(c.hold)
+			e, err := s.app.Events.Emit(tenancy.MustWithTenant(ctx, c.tenant), orders.TypePlaced, placed(c.tenant, uuid.NewString()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.killConsumerWhenHeld(t, fs, "UpdateItem", state)
+			k := effect.Key{EventID: e.ID, Subscription: emailSub, Name: notifications.EffectEmail}
+			if r, ok, err := effect.NewDynamoStore(s.ddb, state).Get(ctx, k); err != nil || !ok || r.Status != effect.StatusStarted {
+				t.Fatalf("effect %s after the kill: %+v (found %v, %v), want started: the kill was not inside the effect", k, r, ok, err)
+			}
+			if n, want := s.emailsSent(t)[emailKey(e)], c.emails-1; n != want {
+				t.Fatalf("%d emails sent before the kill, want %d", n, want)
+			}
+			s.waitDelivered(t, []envelope.Envelope{e})
+			s.checkEmailsAtLeastOnce(t, []envelope.Envelope{e}, c.emails-1)
+			if n := s.emailsSent(t)[emailKey(e)]; n != c.emails {
+				t.Errorf("%d emails sent in all, want %d", n, c.emails)
+			}
+			s.checkLog(t, c.tenant, e)
+			s.checkSettled(t, c.tenant)
+		})
+	}
 
 	t.Run("during the dead-letter write", func(t *testing.T) {
 		const tenant = "kill-deadletter"

@@ -13,9 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fourlanes/fourlanes/examples/library"
 	"github.com/fourlanes/fourlanes/examples/library/loans"
@@ -25,6 +22,7 @@ import (
 	"github.com/fourlanes/fourlanes/internal/twin"
 	"github.com/fourlanes/fourlanes/internal/twin/cfn"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
+	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -83,12 +81,17 @@ func assembleLibrary(t *testing.T) (*cfn.Template, twin.CodeResolver, string) {
 	return libraryAssembled.template, libraryAssembled.code, libraryAssembled.cli
 }
 
-// startLibrary brings up a twin of the library's stack; the stack's app is
-// nil (the test drives the library's own service).
-func startLibrary(t *testing.T) *stack {
+// startLibrary brings up a twin of the library's stack, mutated by mutate if
+// given (on a copy); the stack's app is nil (the test drives the library's
+// own service).
+func startLibrary(t *testing.T, mutate ...func(*cfn.Template)) *stack {
 	t.Helper()
 	tmpl, code, cli := assembleLibrary(t)
-	s := upStack(t, "lib", tmpl.Clone(), code, cli)
+	tmpl = tmpl.Clone()
+	for _, m := range mutate {
+		m(tmpl)
+	}
+	s := upStack(t, "lib", tmpl, code, cli)
 	tw := s.tw
 	var err error
 	for _, name := range keys.Functions {
@@ -229,20 +232,12 @@ func TestLibraryEndToEnd(t *testing.T) {
 	if len(sent) != total || lines != total {
 		t.Errorf("%d %q lines for %d events, want one per event (%d events in the log)", lines, reminders.Sent, len(sent), total)
 	}
+	effects := effect.NewDynamoStore(s.ddb, s.env[keys.EnvStateTable])
 	for _, evs := range all {
 		for _, e := range evs {
-			out, err := s.ddb.GetItem(ctx, &dynamodb.GetItemInput{
-				TableName: aws.String(s.env[keys.EnvStateTable]), ConsistentRead: aws.Bool(true),
-				Key: map[string]types.AttributeValue{
-					keys.AttrPK: &types.AttributeValueMemberS{Value: reminders.StatePrefix + e.ID},
-					keys.AttrSK: &types.AttributeValueMemberS{Value: reminders.StateSK},
-				},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if out.Item == nil {
-				t.Errorf("event %s (%s): no reminder recorded in the state table", e.ID, e.Type)
+			k := effect.Key{EventID: e.ID, Subscription: reminders.Subscription, Name: reminders.EffectReminder}
+			if r, ok, err := effects.Get(ctx, k); err != nil || !ok || r.Status != effect.StatusDone {
+				t.Errorf("event %s (%s): reminder effect %+v (found %v, %v), want recorded done in the state table", e.ID, e.Type, r, ok, err)
 			}
 		}
 	}
@@ -320,4 +315,101 @@ func (s *stack) remindersSent() map[string]int {
 		}
 	}
 	return out
+}
+
+// TestLibraryReminderOfUnknownOutcome: the library's reminder is at most
+// once (examples/library/reminders). durable-consumer is killed after the
+// reminder's record committed and before it was sent. The redelivery does
+// not send it: it dead-letters the subscription naming the effect, and that
+// is loud everywhere an operator looks: the consumer's EffectUnknown,
+// reconcile's effects_unknown and UnknownEffectsOpen (so the delivery audit
+// is not settled), `fourlanes effects` (exit 3), dlq-repair leaving it open.
+// The operator decides (redo); dlq-repair's next run sends it, once, and
+// everything is settled.
+func TestLibraryReminderOfUnknownOutcome(t *testing.T) {
+	s := startLibrary(t, shortConsumer)
+	fs := newFaults(t)
+	ctx := context.Background()
+	state, eventsTable := s.env[keys.EnvStateTable], s.env[keys.EnvEventsTable]
+	cat, err := library.App.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := eventstore.New(s.ddb, eventstore.Config{Table: eventsTable, Catalog: cat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	desk := &loans.Service{Events: events, Table: s.env[loans.EnvTable]}
+	const tenant = "east-branch"
+
+	fs.arm(fault{Action: "UpdateItem", Table: state, Match: `"` + keys.StateEffectPrefix, Kind: "delay", DelayMs: 60_000})
+	if _, err := desk.Open(tenancy.MustWithTenant(ctx, tenant), "isbn-777", "member-9"); err != nil {
+		t.Fatal(err)
+	}
+	s.killConsumerWhenHeld(t, fs, "UpdateItem", state)
+	evs, err := events.AllEvents(ctx, tenant)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("log of %s: %d events, %v; want 1", tenant, len(evs), err)
+	}
+	e := evs[0]
+	k := effect.Key{EventID: e.ID, Subscription: reminders.Subscription, Name: reminders.EffectReminder}
+
+	eventually(t, 90*time.Second, "the redelivery dead-letters the reminder of unknown outcome", func() (bool, string) {
+		c, ok := s.claim(e.ID, reminders.Subscription)
+		return ok && c.Status == delivery.StatusDead, fmt.Sprintf("claim %+v (found %v)", c, ok)
+	})
+	if n := s.remindersSent()[e.ID]; n != 0 {
+		t.Fatalf("%d reminders sent, want 0 (at most once, outcome unknown)", n)
+	}
+	s.waitMetric(t, keys.FnDurableConsumer, keys.MetricEffectUnknown, reminders.Subscription, "1", func(v float64) bool { return v >= 1 })
+	audit := func() (dead, unknown int) {
+		var r struct {
+			DeadLetterCount int `json:"dead_letter_count"`
+			Subscriptions   []struct {
+				EffectsUnknown int `json:"effects_unknown"`
+			} `json:"subscriptions"`
+		}
+		out := s.run(false, "reconcile", "-url", s.url, "-tenant", tenant)
+		if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Subscriptions) != 1 {
+			t.Fatalf("reconcile output %q: %v", out, err)
+		}
+		return r.DeadLetterCount, r.Subscriptions[0].EffectsUnknown
+	}
+	if dead, unknown := audit(); dead != 1 || unknown != 1 {
+		t.Errorf("reconcile %s: %d dead letters, %d effects unknown; want 1, 1", tenant, dead, unknown)
+	}
+	s.waitMetric(t, keys.FnReconcile, keys.MetricUnknownEffectsOpen, reminders.Subscription, "1", func(v float64) bool { return v == 1 })
+
+	tables := []string{"-table", eventsTable, "-state-table", state}
+	code, out, stderr := s.cli2(append([]string{"effects", "-json"}, tables...)...)
+	if code != 3 || !strings.Contains(out, `"key":"`+k.String()+`"`) || !strings.Contains(out, `"status":"unknown"`) {
+		t.Fatalf("fourlanes effects: exit %d, %q %q; want 3 and the reminder's effect unknown", code, out, stderr)
+	}
+	// Repair before a decision replays it and it stays parked, open.
+	rep, out := s.repairAllowOpen()
+	if src := rep.Sources["dead_letters"]; src.Open != 1 || src.Fixed != 0 {
+		t.Fatalf("dead letters before a decision: %+v, want 1 open\n%s", src, out)
+	}
+	if n := s.remindersSent()[e.ID]; n != 0 {
+		t.Fatalf("%d reminders sent by a repair before the decision, want 0", n)
+	}
+
+	// The operator finds it was never sent and decides redo.
+	if code, out, stderr := s.cli2(append([]string{"effects", "-redo", k.String()}, tables...)...); code != 0 || !strings.Contains(out, "redo") {
+		t.Fatalf("fourlanes effects -redo: exit %d, %q %q", code, out, stderr)
+	}
+	if rep, out := s.repair(); rep.Sources["dead_letters"].Fixed != 1 {
+		t.Fatalf("dead letters after the decision: %+v, want 1 fixed\n%s", rep.Sources["dead_letters"], out)
+	}
+	eventually(t, 10*time.Second, "one reminder", func() (bool, string) {
+		n := s.remindersSent()[e.ID]
+		return n == 1, fmt.Sprintf("%d reminders", n)
+	})
+	if dead, unknown := audit(); dead != 0 || unknown != 0 {
+		t.Errorf("reconcile %s after the decision: %d dead letters, %d effects unknown; want 0, 0", tenant, dead, unknown)
+	}
+	s.checkSettled(t, tenant)
+	if code, out, _ := s.cli2(append([]string{"effects"}, tables...)...); code != 0 || strings.Contains(out, k.String()) {
+		t.Errorf("fourlanes effects after the replay: exit %d, %q; want 0 and nothing listed", code, out)
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fourlanes/fourlanes/examples/orders/notifications"
+	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
@@ -29,8 +31,11 @@ func (s *stack) waitLines(t *testing.T, fn, sub string) []string {
 	return lines
 }
 
-// emailKey is the key notifications gives the email of event e.
-func emailKey(e envelope.Envelope) string { return e.ID + ":order-email" }
+// emailKey is the key of the email effect of event e (notifications'
+// effect.Do; the key its "email sent" line names).
+func emailKey(e envelope.Envelope) string {
+	return effect.Key{EventID: e.ID, Subscription: emailSub, Name: notifications.EffectEmail}.String()
+}
 
 // emailsSent counts the "email sent" lines of durable-consumer and
 // dlq-repair (which redelivers) per email key.
@@ -71,6 +76,51 @@ func (s *stack) checkEmailsOnce(t *testing.T, events []envelope.Envelope) {
 			t.Errorf("%s seq %d of %s: %d emails sent, want exactly 1", e.Type, e.Seq, e.TenantID, n)
 		}
 	}
+}
+
+// checkEmailsAtLeastOnce waits until every event of events has had its
+// email, then checks the at-least-once bound: no email sent more than
+// twice, each one sent twice named by a redelivery's WARN (the effect done
+// again after an earlier delivery started it and never recorded it done),
+// and at least wantTwice of them.
+func (s *stack) checkEmailsAtLeastOnce(t *testing.T, events []envelope.Envelope, wantTwice int) {
+	t.Helper()
+	var per map[string]int
+	eventually(t, 10*time.Second, "an email line for every event", func() (bool, string) {
+		per = s.emailsSent(t)
+		for _, e := range events {
+			if per[emailKey(e)] == 0 {
+				return false, fmt.Sprintf("%s seq %d of %s: no email line", e.Type, e.Seq, e.TenantID)
+			}
+		}
+		return true, ""
+	})
+	redone := map[string]bool{}
+	for _, fn := range []string{keys.FnDurableConsumer, keys.FnDLQRepair} {
+		for _, l := range s.grep(s.fn[fn], "it may happen twice") {
+			var rec struct {
+				Key string `json:"effect_key"`
+			}
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(l, s.fn[fn]+": ")), &rec); err == nil {
+				redone[rec.Key] = true
+			}
+		}
+	}
+	twice := 0
+	for _, e := range events {
+		switch n := per[emailKey(e)]; {
+		case n > 2:
+			t.Errorf("%s seq %d of %s: %d emails, want at most 2", e.Type, e.Seq, e.TenantID, n)
+		case n == 2 && !redone[emailKey(e)]:
+			t.Errorf("%s seq %d of %s: sent twice with no redelivery saying it may be", e.Type, e.Seq, e.TenantID)
+		case n == 2:
+			twice++
+		}
+	}
+	if twice < wantTwice {
+		t.Errorf("emails sent twice: %d, want at least %d (the one the kill caught between send and record)", twice, wantTwice)
+	}
+	t.Logf("%d events: every email sent, %d twice (each named by a redelivery), redone effects logged: %d", len(events), twice, len(redone))
 }
 
 // waitMetric waits until function fn (keys.Fn*) has emitted an EMF value of

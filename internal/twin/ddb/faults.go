@@ -55,6 +55,8 @@ type Fault struct {
 	// matching request; Seed seeds its random source (0: seeded from the clock).
 	Rate float64 `json:"rate,omitempty"`
 	Seed uint64  `json:"seed,omitempty"`
+	// Hits is how many requests the rule has hit so far (listing only).
+	Hits int `json:"hits,omitempty"`
 	// Delay is FaultDelay's hold; in JSON "delayMs".
 	Delay time.Duration `json:"-"`
 }
@@ -149,6 +151,7 @@ func (db *DB) injectedFault(ctx context.Context, tables ...string) error {
 			continue // not this time; a later rule may still match
 		}
 		hit = r
+		r.Hits++
 		if r.left > 0 {
 			r.left--
 			if r.left == 0 {

@@ -240,8 +240,8 @@ func TestFaultRate(t *testing.T) {
 	if hits < 74 || hits > 166 {
 		t.Errorf("rate 0.3 hit %d of 400 requests, want about 120", hits)
 	}
-	if fs := e.db.Faults(); len(fs) != 1 || fs[0].Count != -1 {
-		t.Errorf("a rate without a count: armed %+v, want one rule left with no limit (-1)", fs)
+	if fs := e.db.Faults(); len(fs) != 1 || fs[0].Count != -1 || fs[0].Hits != hits {
+		t.Errorf("a rate without a count: armed %+v, want one rule left with no limit (-1) that says it hit %d", fs, hits)
 	}
 	e.db.ClearFaults()
 
