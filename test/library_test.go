@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/fourlanes/fourlanes/examples/library"
 	"github.com/fourlanes/fourlanes/examples/library/loans"
 	"github.com/fourlanes/fourlanes/examples/library/reminders"

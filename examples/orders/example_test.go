@@ -268,7 +268,9 @@ func TestNotificationOnceAcrossDeliveries(t *testing.T) {
 
 const emailSub = "notifications.order-email"
 
-func emailKey(e envelope.Envelope) string { return e.ID + ":" + emailSub + ":" + notifications.EffectEmail }
+func emailKey(e envelope.Envelope) string {
+	return e.ID + ":" + emailSub + ":" + notifications.EffectEmail
+}
 
 // TestAppIsValid: the application value the functions and the construct
 // take is valid, and binds exactly the modules with DURABLE or BEST_EFFORT

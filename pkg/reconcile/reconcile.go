@@ -168,8 +168,8 @@ type Report struct {
 	// effectsUnknown counts, per subscription, the dead letters listed
 	// whose effect is of unknown outcome (DeadLetter.Effect).
 	effectsUnknown map[string]int
-	Reads         int                    `json:"reads"`
-	StateReads    int                    `json:"state_reads"`
+	Reads          int `json:"reads"`
+	StateReads     int `json:"state_reads"`
 }
 
 // TenantRequest asks for one tenant's walk.
