@@ -74,8 +74,8 @@ test: lint build
 	bash scripts/with-servers.sh $(GO) test $(TEST_PKGS) -count=1 -timeout 40m $(TESTFLAGS)
 
 bench:
-	@bash scripts/deps.sh elasticmq
-	@echo 'bench: benchmarks with one DynamoDB (fourlanes dynamodb) and one ElasticMQ for the run'
+	@bash scripts/deps.sh elasticmq cdk
+	@echo 'bench: benchmarks with one DynamoDB (fourlanes dynamodb) and one ElasticMQ for the run (the chaos soak synthesizes the stack: CDK)'
 	bash scripts/with-servers.sh $(BENCH_CMD)
 
 synth diff deploy: build

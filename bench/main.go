@@ -12,7 +12,9 @@
 //   - reconcile after a checkpoint: the reads it costs;
 //   - durable delivery: DynamoDB writes per (event, subscription);
 //   - cold start of every function under a local Lambda Runtime API, beside
-//     a hello-world aws-lambda-go binary built the same way.
+//     a hello-world aws-lambda-go binary built the same way;
+//   - the chaos soak's long run (test/soak_test.go): faults and kills on the
+//     whole stack, and what was lost or doubled.
 //
 // `make bench` runs it under scripts/with-servers.sh, which exports
 // FOURLANES_DYNAMODB_ENDPOINT and FOURLANES_SQS_ENDPOINT (a `fourlanes
@@ -22,7 +24,7 @@
 // The machine is shared and noisy, so compared things run interleaved in the
 // same run and the tables give ratios beside absolute numbers.
 //
-//	go run ./bench                  # everything, about five minutes
+//	go run ./bench                  # everything, about fifteen minutes
 //	go run ./bench -only emit -emit-shapes independent   # some emit shapes, log only
 //	go run ./bench -quick -out /tmp/r.md -only verify,coldstart
 package main
@@ -81,7 +83,7 @@ func (o *options) quick() {
 	o.reconcileN = 30
 }
 
-var sections = []string{"emit", "verify", "reconcile", "delivery", "coldstart", "eventpath"}
+var sections = []string{"emit", "verify", "reconcile", "delivery", "coldstart", "eventpath", "soak"}
 
 func main() {
 	exit := 0
@@ -138,7 +140,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	// The whole run is bounded too.
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 45*time.Minute)
 	defer cancel()
 
 	if err := run(ctx, o, *quick); err != nil {
@@ -196,6 +198,8 @@ func run(ctx context.Context, o options, quick bool) error {
 			sec, err = benchColdStart(ctx, env, o)
 		case "eventpath":
 			sec, err = benchEventPath(ctx, env, o)
+		case "soak":
+			sec, err = benchSoak(ctx, env, quick)
 		}
 		if err != nil {
 			// A section that fails says so in the results; it never

@@ -57,12 +57,15 @@ import (
 
 // fault is one rule of the admin API, POST /_fourlanes/faults.
 type fault struct {
-	Action  string `json:"action"`
-	Table   string `json:"table,omitempty"`
-	Match   string `json:"match,omitempty"`
-	Kind    string `json:"kind"`
-	Count   int    `json:"count,omitempty"`
-	DelayMs int64  `json:"delayMs,omitempty"`
+	Action  string  `json:"action"`
+	Table   string  `json:"table,omitempty"`
+	Match   string  `json:"match,omitempty"`
+	Kind    string  `json:"kind"`
+	Count   int     `json:"count,omitempty"`
+	Rate    float64 `json:"rate,omitempty"`
+	Seed    uint64  `json:"seed,omitempty"`
+	DelayMs int64   `json:"delayMs,omitempty"`
+	Hits    int     `json:"hits,omitempty"` // listing only
 }
 
 // faults talks to the admin API of the DynamoDB the stack runs on, which
@@ -112,15 +115,22 @@ func (f faults) arm(r fault) {
 	f.do(http.MethodPost, r)
 }
 
-// left returns how many requests the rules on (action, table) still hit.
-func (f faults) left(action, table string) int {
+// list returns the rules still armed, with what is left of each and what
+// each has hit.
+func (f faults) list() []fault {
 	f.t.Helper()
 	var rules []fault
 	if err := json.Unmarshal(f.do(http.MethodGet, nil), &rules); err != nil {
 		f.t.Fatal(err)
 	}
+	return rules
+}
+
+// left returns how many requests the rules on (action, table) still hit.
+func (f faults) left(action, table string) int {
+	f.t.Helper()
 	n := 0
-	for _, r := range rules {
+	for _, r := range f.list() {
 		if r.Action == action && r.Table == table {
 			n += r.Count
 		}
