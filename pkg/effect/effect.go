@@ -100,10 +100,15 @@ func (e *UnknownError) Is(target error) bool { return target == ErrUnknown }
 // Permanent tells the lanes that retrying cannot fix it (lanes.IsPermanent).
 func (e *UnknownError) Permanent() bool { return true }
 
-// usageError is a mistake in the handler's call: retrying cannot fix it.
-type usageError struct{ msg string }
+// usageError is a mistake in the handler's call or its wiring: retrying
+// cannot fix it.
+type usageError struct {
+	msg string
+	err error // a sentinel it is, if any
+}
 
 func (e *usageError) Error() string   { return e.msg }
+func (e *usageError) Unwrap() error   { return e.err }
 func (e *usageError) Permanent() bool { return true }
 
 // Lanes an effect may run on (Scope.Lane), as pkg/catalog names them.
@@ -211,17 +216,18 @@ var nameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 func Do(ctx context.Context, name string, fn func(ctx context.Context, key string) error, opts ...Option) error {
 	b, _ := ctx.Value(bindingKey{}).(*binding)
 	if b == nil {
-		return fmt.Errorf("effect %s: %w", name, ErrNotBound)
+		// A wiring mistake: retrying cannot fix it, so it dead-letters at once.
+		return &usageError{msg: fmt.Sprintf("effect %s: %v", name, ErrNotBound), err: ErrNotBound}
 	}
 	if !nameRe.MatchString(name) {
-		return &usageError{fmt.Sprintf("effect name %q: want 1 to 64 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit", name)}
+		return &usageError{msg: fmt.Sprintf("effect name %q: want 1 to 64 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit", name)}
 	}
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if o.mode == AtMostOnce && b.scope.Lane != LaneDurable {
-		return &usageError{fmt.Sprintf("effect %s: AtMostOnce needs the DURABLE lane, where an effect of unknown outcome is parked as a dead letter; on %s use AtLeastOnce with an idempotent provider", name, b.scope.Lane)}
+		return &usageError{msg: fmt.Sprintf("effect %s: AtMostOnce needs the DURABLE lane, where an effect of unknown outcome is parked as a dead letter; on %s use AtLeastOnce with an idempotent provider", name, b.scope.Lane)}
 	}
 	return b.rec.do(ctx, b, Key{EventID: b.scope.EventID, Subscription: b.scope.Subscription, Name: name}, fn, o)
 }

@@ -242,8 +242,8 @@ func TestDoDoneFailsThenRetried(t *testing.T) {
 
 func TestDoRefusesMisuse(t *testing.T) {
 	c := &counter{t: t}
-	if err := effect.Do(context.Background(), "email", c.fn); !errors.Is(err, effect.ErrNotBound) {
-		t.Errorf("unbound: %v, want ErrNotBound", err)
+	if err := effect.Do(context.Background(), "email", c.fn); !errors.Is(err, effect.ErrNotBound) || !lanes.IsPermanent(err) {
+		t.Errorf("unbound: %v, want a permanent ErrNotBound", err)
 	}
 	r := newRig(t, effect.NewMemoryStore())
 	for _, name := range []string{"", "Email", "e mail", strings.Repeat("x", 65)} {

@@ -37,6 +37,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
+	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
@@ -94,7 +95,11 @@ func TestOneEventFromEmitToDurableHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := delivery.New(reg, delivery.Config{Store: bs, Log: claims, Logger: log, Metrics: metrics})
+	effects, err := effect.New(effect.Config{Store: effect.NewDynamoStore(db, stateTable), Logger: log, Metrics: metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := delivery.New(reg, delivery.Config{Store: bs, Log: claims, Effects: effects, Logger: log, Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
