@@ -153,7 +153,7 @@ func (w *watermarkTool) each(ctx context.Context, tenant string, f func(chain st
 // the head, and how many events lie between.
 func (w *watermarkTool) list(ctx context.Context, tenant string, stdout io.Writer) (int, error) {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tSUBSCRIPTION\tWATERMARK\tHEAD\tBEHIND\tUPDATED")
+	fmt.Fprintln(tw, "TENANT\tSUBSCRIPTION\tWATERMARK\tHEAD\tBEHIND\tEFFECTS UNKNOWN\tUPDATED")
 	err := w.each(ctx, tenant, func(t string) error {
 		head, err := w.log.Head(ctx, t)
 		if err != nil {
@@ -167,13 +167,17 @@ func (w *watermarkTool) list(ctx context.Context, tenant string, stdout io.Write
 		if err != nil {
 			return err
 		}
+		unknown, err := w.unknownEffects(ctx, t)
+		if err != nil {
+			return err
+		}
 		for _, sub := range w.subs {
 			m, ok := marks[sub]
 			updated := "(none)"
 			if ok {
 				updated = m.UpdatedAt.UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", t, sub, m.Seq, last, max(0, last-m.Seq), updated)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", t, sub, m.Seq, last, max(0, last-m.Seq), unknown[sub], updated)
 		}
 		return nil
 	})
@@ -184,6 +188,29 @@ func (w *watermarkTool) list(ctx context.Context, tenant string, stdout io.Write
 		return 0, err
 	}
 	return ExitOK, nil
+}
+
+// unknownEffects counts, per subscription, the chain's dead letters whose
+// effect awaits a decision (pkg/effect): below the watermark, yet not
+// settled until `fourlanes effects` decides them.
+func (w *watermarkTool) unknownEffects(ctx context.Context, chain string) (map[string]int, error) {
+	out := map[string]int{}
+	cursor := ""
+	for {
+		dls, next, err := w.marks.DeadLetters(ctx, chain, cursor, 100)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range dls {
+			if d.Effect != "" {
+				out[d.Subscription]++
+			}
+		}
+		if next == "" {
+			return out, nil
+		}
+		cursor = next
+	}
 }
 
 // setToHead moves each watermark below the head up to it, with the same

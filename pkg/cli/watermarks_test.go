@@ -13,6 +13,7 @@ import (
 
 	example "github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
@@ -79,7 +80,7 @@ func TestWatermarksAgainstDynamoDB(t *testing.T) {
 		rows := map[string][]string{}
 		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n")[1:] {
 			f := strings.Fields(line)
-			rows[f[0]+" "+f[1]] = f[2:5] // watermark, head, behind
+			rows[f[0]+" "+f[1]] = f[2:6] // watermark, head, behind, effects unknown
 		}
 		return rows
 	}
@@ -90,11 +91,11 @@ func TestWatermarksAgainstDynamoDB(t *testing.T) {
 	if len(rows) != 2*len(w.subs) {
 		t.Errorf("listed %d rows, want %d (2 tenants x %d DURABLE subscriptions): %v", len(rows), 2*len(w.subs), len(w.subs), rows)
 	}
-	if got := row(rows, "t1", sub); got != "1 3 2" {
+	if got := row(rows, "t1", sub); got != "1 3 2 0" {
 		t.Errorf("t1 %s: got %q, want watermark 1, head 3, behind 2", sub, got)
 	}
 	for _, s := range w.subs[1:] {
-		if got := row(rows, "t1", s); got != "0 3 3" {
+		if got := row(rows, "t1", s); got != "0 3 3 0" {
 			t.Errorf("t1 %s: got %q, want 0 3 3 (no watermark row)", s, got)
 		}
 	}
@@ -109,10 +110,10 @@ func TestWatermarksAgainstDynamoDB(t *testing.T) {
 	}
 	rows = listed()
 	for _, s := range w.subs {
-		if got := row(rows, "t1", s); got != "3 3 0" {
+		if got := row(rows, "t1", s); got != "3 3 0 0" {
 			t.Errorf("t1 %s after -set-to-head: got %q, want 3 3 0", s, got)
 		}
-		if got := row(rows, "t2", s); got != "0 2 2" {
+		if got := row(rows, "t2", s); got != "0 2 2 0" {
 			t.Errorf("t2 %s after -set-to-head -tenant t1: got %q, want 0 2 2 (untouched)", s, got)
 		}
 	}
@@ -127,9 +128,29 @@ func TestWatermarksAgainstDynamoDB(t *testing.T) {
 	}
 	rows = listed()
 	for _, s := range w.subs {
-		if got := row(rows, "t2", s); got != "2 2 0" {
+		if got := row(rows, "t2", s); got != "2 2 0 0" {
 			t.Errorf("t2 %s after -set-to-head -all: got %q, want 2 2 0", s, got)
 		}
+	}
+
+	// A dead letter of t2 whose effect's outcome is unknown: below the
+	// watermark, yet counted, so the listing does not look settled.
+	evs, err := w.log.AllEvents(ctx, "t2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := delivery.Key{EventID: evs[0].ID, Subscription: sub}
+	now := time.Now()
+	if c, err := w.marks.Claim(ctx, delivery.ClaimRequest{Key: k, Tenant: "t2", Type: evs[0].Type, Seq: 1, SchemaVersion: 1, Token: "d",
+		Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}); err != nil || !c.Acquired {
+		t.Fatal(c, err)
+	}
+	if err := w.marks.Kill(ctx, k, "d", delivery.DeadLetter{Tenant: "t2", EventID: k.EventID, Subscription: sub, Type: evs[0].Type, Seq: 1,
+		SchemaVersion: 1, Error: "effect outcome unknown", DeadAt: now, Effect: k.EventID + ":" + sub + ":email"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := row(listed(), "t2", sub); got != "2 2 0 1" {
+		t.Errorf("t2 %s with an effect of unknown outcome: got %q, want 2 2 0 1", sub, got)
 	}
 }
 
