@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/fourlanes/fourlanes/functions/stream-filter/enrich"
 	"github.com/fourlanes/fourlanes/internal/twin/eventpattern"
+	"github.com/fourlanes/fourlanes/pkg/enrich"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )

@@ -1,8 +1,8 @@
 // Package eventpath follows one event from Emit to a DURABLE handler, in
 // one process, through the code that handles it in the stack: the event
 // store appends it, the stream's INSERT record goes through the Pipe's
-// enrichment (functions/stream-filter/enrich), its envelope arrives as a
-// FIFO message at the durable consumer (functions/durable-consumer/consumer),
+// enrichment (pkg/enrich), its envelope arrives as a
+// FIFO message at the durable consumer (pkg/consumer),
 // which claims it (pkg/delivery) and runs the orders example's
 // notifications handler. Our DynamoDB runs in its own process (make test's
 // with-servers), so it is not part of the path.
@@ -31,13 +31,13 @@ import (
 
 	"github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/examples/orders/orders"
-	"github.com/fourlanes/fourlanes/functions/durable-consumer/consumer"
-	"github.com/fourlanes/fourlanes/functions/stream-filter/enrich"
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
+	"github.com/fourlanes/fourlanes/pkg/consumer"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/effect"
+	"github.com/fourlanes/fourlanes/pkg/enrich"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"

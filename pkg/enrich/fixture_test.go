@@ -216,7 +216,7 @@ func TestFixtures(t *testing.T) {
 		g, _ := json.Marshal(got)
 		w, _ := json.Marshal(want)
 		if string(g) != string(w) {
-			t.Errorf("%s is stale: run go test ./functions/stream-filter/enrich -run TestFixtures -update", name)
+			t.Errorf("%s is stale: run go test ./pkg/enrich -run TestFixtures -update", name)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-// Package enrich is the events Pipe's enrichment step (functions/stream-filter):
+// Package enrich is the events Pipe's enrichment step (the stream-filter function):
 // it turns a batch of DynamoDB stream records of the events table into the
 // envelopes the FIFO target receives, one per new event row, in order.
 //
