@@ -10,7 +10,10 @@ CDK := $(CURDIR)/.cache/npm/node_modules/.bin/cdk
 CDK_FLAGS ?=
 # The end-to-end suite (./test/, the longest package) first, so it starts at once and the rest
 # share the other slot beside it, instead of starting last after every other package.
-TEST_PKGS ?= ./test/ ./...
+# Every module of the workspace (go.work): the runtime, infra, twin, cmd/fourlanes, the examples,
+# test and bench.
+ALL_PKGS := github.com/fourlanes/fourlanes/...
+TEST_PKGS ?= ./test/ $(ALL_PKGS)
 TESTFLAGS ?=
 # Benchmarks: the runner in bench/ measures everything side by side in one run and writes
 # bench/RESULTS.md (scratch builds in bench/out/, which git ignores). Runs under with-servers.sh.
@@ -43,7 +46,7 @@ help:
 	@echo 'make lint     gofmt check and go vet'
 	@echo 'make synth | diff | deploy   build, then the CDK CLI (CDK_FLAGS=... passes flags)'
 	@echo 'make dev      build, then run the local twin with the orders example (go run ./examples/orders/cmd/orders dev)'
-	@echo 'make catalog  regenerate CATALOG.md from the module declarations (the gate checks it is fresh)'
+	@echo 'make catalog  regenerate examples/orders/CATALOG.md from the module declarations (the gate checks it is fresh)'
 	@echo 'make clean    remove build/, cdk.out/, bench/out/ (make distclean: .cache/ too)'
 
 deps:
@@ -65,8 +68,8 @@ lint:
 	@echo 'lint: gofmt -l'
 	@bad=$$(gofmt -l $(GO_FILES)); if [[ -n $$bad ]]; then \
 		echo "lint: these files need gofmt -w:"; echo "$$bad" | sed 's/^/  /'; exit 1; fi
-	@echo 'lint: go vet ./...'
-	@$(GO) vet ./...
+	@echo 'lint: go vet (every module of the workspace)'
+	@$(GO) vet $(ALL_PKGS)
 
 test: lint build
 	@bash scripts/deps.sh elasticmq cfn-lint boto3 cdk
@@ -89,7 +92,7 @@ dev: build
 	$(GO) run ./examples/orders/cmd/orders dev
 
 catalog:
-	$(GO) test ./pkg/catalog/gate -run '^TestCatalogUpToDate$$' -update -count=1
+	$(GO) test ./examples/orders -run '^TestCatalogUpToDate$$' -update -count=1
 
 clean:
 	rm -rf build cdk.out bench/out

@@ -15,13 +15,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/shardtest"
-	"github.com/fourlanes/fourlanes/internal/twin/ddb"
 	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
+	"github.com/fourlanes/fourlanes/pkg/tenancy/tenancytest"
+	"github.com/fourlanes/fourlanes/twin/ddb"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 // AWS's per-partition write limit, and the per-tenant ceiling the issue
@@ -180,7 +180,7 @@ func emitTrial(ctx context.Context, bs *budgetServer, sh shape, d design, warm, 
 		for k := range max(1, d.shards) {
 			key := "" // one chain: no shard key
 			if d.shards > 0 {
-				key = shardtest.KeyFor(k, d.shards)
+				key = tenancytest.KeyFor(k, d.shards)
 			}
 			tctx := tenancy.MustWithTenant(ctx, tenantName(i))
 			if _, err := stores[0].EmitWith(tctx, eventstore.EmitInput{Type: "order.placed", Payload: payload, ShardKey: key}); err != nil {
@@ -401,7 +401,7 @@ func benchEmit(ctx context.Context, env *benchEnv, o options) (section, error) {
 		return sec, fmt.Errorf("server throughput: %w", err)
 	}
 
-	sec.para("**The server.** Our own DynamoDB (`internal/twin/ddb`), served in the bench's process for this section with "+
+	sec.para("**The server.** Our own DynamoDB (`twin/ddb`), served in the bench's process for this section with "+
 		"`Conflicts` on (a transaction racing another on an item fails with `TransactionConflict`, as on AWS; 2 ms window) and "+
 		"`PartitionWCU` %.0f (each partition key's writes are refused with `ProvisionedThroughputExceeded` above %.0f WCU/s, "+
 		"one second's burst: AWS's per-partition limit). A tenant's head row and its events share one partition key (the tenant), "+

@@ -19,7 +19,7 @@ import (
 // test runs twice with coverage over every non-standard package it links,
 // once stopping before the event, and the blocks whose count grew are the
 // event's path. Start-up (catalog, wiring) and the test's own stand-ins for
-// AWS (internal/localaws, internal/twin) are not counted.
+// AWS (internal/localaws, twin) are not counted.
 
 const modulePath = "github.com/fourlanes/fourlanes/"
 

@@ -44,7 +44,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 // options are the knobs of one run; quick() shrinks them for a smoke run.
@@ -150,7 +150,7 @@ func main() {
 }
 
 func run(ctx context.Context, o options, quick bool) error {
-	root, err := localaws.RepoRoot()
+	root, err := localaws.ModuleRoot()
 	if err != nil {
 		return err
 	}

@@ -133,15 +133,15 @@ func loadAverage() string {
 }
 
 // dynamoDBRevision names the DynamoDB the run measured: the project's own server
-// (internal/twin/ddb) at the repository's git revision, marked when its files have
+// (twin/ddb) at the repository's git revision, marked when its files have
 // uncommitted changes. `make bench` builds that server from this same tree.
 func dynamoDBRevision(root string) string {
 	rev, err := exec.Command("git", "-C", root, "rev-parse", "--short=12", "HEAD").Output()
 	if err != nil {
-		return "internal/twin/ddb (git revision unknown)"
+		return "twin/ddb (git revision unknown)"
 	}
-	out := "internal/twin/ddb at git " + strings.TrimSpace(string(rev))
-	if st, err := exec.Command("git", "-C", root, "status", "--porcelain", "--", "internal/twin/ddb").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+	out := "twin/ddb at git " + strings.TrimSpace(string(rev))
+	if st, err := exec.Command("git", "-C", root, "status", "--porcelain", "--", "twin/ddb").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
 		out += " (with uncommitted changes)"
 	}
 	return out

@@ -5,7 +5,7 @@
 #   scripts/deps.sh              # everything
 #   scripts/deps.sh elasticmq    # only what integration tests need
 #
-# Components (DynamoDB needs none: it is this repository's own, internal/twin/ddb):
+# Components (DynamoDB needs none: it is this repository's own, twin/ddb):
 #   elasticmq  ElasticMQ server + dependencies, Maven     -> .cache/elasticmq/lib/*.jar
 #   cfn-lint   the CloudFormation linter, PyPI            -> .cache/venv/bin/cfn-lint
 #   boto3      the AWS SDK for Python, PyPI               -> .cache/venv (for the boto3 conformance check)

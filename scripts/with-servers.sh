@@ -5,8 +5,10 @@
 #   scripts/with-servers.sh go test ./...
 #
 # The command sees FOURLANES_DYNAMODB_ENDPOINT and FOURLANES_SQS_ENDPOINT (the DynamoDB
-# endpoint serves DynamoDB Streams too); internal/localaws's test helpers use them instead
-# of starting servers of their own. Server output goes to a temporary folder, shown on failure.
+# endpoint serves DynamoDB Streams too), which the tests' localaws helpers use instead of
+# starting servers of their own, FOURLANES_DYNAMODB_BIN (the fourlanes binary, for a test that
+# needs a DynamoDB of its own) and FOURLANES_ELASTICMQ (ElasticMQ's jars). Server output goes
+# to a temporary folder, shown on failure.
 set -euo pipefail
 
 # Concurrent transactions on one item fail with TransactionConflict, as on AWS, instead of
@@ -117,6 +119,10 @@ launch elasticmq
 await dynamodb DynamoDB_20120810.ListTables
 await elasticmq AmazonSQS.ListQueues
 export FOURLANES_DYNAMODB_ENDPOINT=${endpoint_of[dynamodb]} FOURLANES_SQS_ENDPOINT=${endpoint_of[elasticmq]}
+# Tests that need a DynamoDB of their own (its options, its clock) start this binary's.
+export FOURLANES_DYNAMODB_BIN=$fourlanes
+# The twin's ElasticMQ, for tests and commands that start one of their own.
+export FOURLANES_ELASTICMQ=$root/.cache/elasticmq/lib
 echo "with-servers: DynamoDB (fourlanes dynamodb ${ddb_flags[*]}) on $FOURLANES_DYNAMODB_ENDPOINT and ElasticMQ on $FOURLANES_SQS_ENDPOINT, up in $(($(date +%s%3N) - began)) ms" >&2
 
 set +e

@@ -16,13 +16,13 @@ import (
 	"github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/examples/orders/orders"
 	"github.com/fourlanes/fourlanes/infra/backbone"
-	"github.com/fourlanes/fourlanes/internal/twin/cfn"
 	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
+	"github.com/fourlanes/fourlanes/twin/cfn"
 )
 
 // auditReport is the delivery audit part of reconcile's answer.

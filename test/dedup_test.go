@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/fourlanes/fourlanes/examples/orders/orders"
-	"github.com/fourlanes/fourlanes/internal/twin"
-	"github.com/fourlanes/fourlanes/internal/twin/cfn"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
+	"github.com/fourlanes/fourlanes/twin"
+	"github.com/fourlanes/fourlanes/twin/cfn"
 )
 
 // Two messages that share one deduplication id: SQS accepts both sends and

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/twin/twintest"
+	"github.com/fourlanes/fourlanes/twin/localaws"
+	"github.com/fourlanes/fourlanes/twin/twintest"
 )
 
 // devProc is a running `fourlanes dev`: its output lines as they come.
@@ -36,7 +36,7 @@ type devProc struct {
 // folder of the test's own.
 func startDev(t *testing.T, ctx context.Context, cli string, args ...string) *devProc {
 	t.Helper()
-	root, err := localaws.RepoRoot()
+	root, err := localaws.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestDevCommandOtherApplication(t *testing.T) {
 	t.Parallel()          // see parallel in harness_test.go
 	twintest.Endpoints(t) // skip (or fail in CI) as the other tests do without servers
 	_, _, libCLI := assembleLibrary(t)
-	root, err := localaws.RepoRoot()
+	root, err := localaws.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fourlanes/fourlanes/internal/twin"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/twin"
 )
 
 const emailSub = "notifications.order-email"

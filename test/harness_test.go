@@ -1,5 +1,5 @@
 // Package e2e runs the whole stack end to end on the local twin: the
-// synthesized CloudFormation template brought up by internal/twin on the
+// synthesized CloudFormation template brought up by twin on the
 // project's own DynamoDB and ElasticMQ, the real function binaries, the example
 // application as the producer, and the operator CLI. Each test brings up
 // its own stack (own tables, queues, processes) from the one template,
@@ -37,13 +37,13 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/fourlanes/fourlanes/examples/orders/demo"
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/twin"
-	"github.com/fourlanes/fourlanes/internal/twin/cfn"
-	"github.com/fourlanes/fourlanes/internal/twin/lambdart"
-	"github.com/fourlanes/fourlanes/internal/twin/twintest"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/twin"
+	"github.com/fourlanes/fourlanes/twin/cfn"
+	"github.com/fourlanes/fourlanes/twin/lambdart"
+	"github.com/fourlanes/fourlanes/twin/localaws"
+	"github.com/fourlanes/fourlanes/twin/twintest"
 )
 
 func TestMain(m *testing.M) {
@@ -78,7 +78,7 @@ func assemble(t *testing.T) (*cfn.Template, twin.CodeResolver, string) {
 	t.Helper()
 	assembleOnce.Do(func() {
 		start := time.Now()
-		root, err := localaws.RepoRoot()
+		root, err := localaws.ModuleRoot()
 		if err != nil {
 			assembled.err = err
 			return

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fourlanes/fourlanes/internal/twin"
-	"github.com/fourlanes/fourlanes/internal/twin/cfn"
-	"github.com/fourlanes/fourlanes/internal/twin/lambdart"
-	"github.com/fourlanes/fourlanes/internal/twin/twintest"
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/twin"
+	"github.com/fourlanes/fourlanes/twin/cfn"
+	"github.com/fourlanes/fourlanes/twin/lambdart"
+	"github.com/fourlanes/fourlanes/twin/twintest"
 )
 
 // Killing a function process mid-batch loses nothing, and doubles an effect

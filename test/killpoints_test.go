@@ -27,17 +27,17 @@ import (
 	"github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/examples/orders/notifications"
 	"github.com/fourlanes/fourlanes/examples/orders/orders"
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/twin"
-	"github.com/fourlanes/fourlanes/internal/twin/cfn"
-	"github.com/fourlanes/fourlanes/internal/twin/lambdart"
-	"github.com/fourlanes/fourlanes/internal/twin/twintest"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
+	"github.com/fourlanes/fourlanes/twin"
+	"github.com/fourlanes/fourlanes/twin/cfn"
+	"github.com/fourlanes/fourlanes/twin/lambdart"
+	"github.com/fourlanes/fourlanes/twin/localaws"
+	"github.com/fourlanes/fourlanes/twin/twintest"
 )
 
 // The kill points of issue 12: a process killed (SIGKILL) at the worst
@@ -47,7 +47,7 @@ import (
 //
 // No kill needs a hook in the code under test. Where a point has no output
 // line to kill at, the test holds the process there: our own DynamoDB's
-// fault injection (internal/twin/ddb faults.go, armed over its admin API)
+// fault injection (twin/ddb faults.go, armed over its admin API)
 // lets a write commit and then holds its answer ("delay") or drops it
 // ("drop"), so the process is killed after the write and before it learnt of
 // it; for dlq-repair an SQS endpoint in front of the twin's holds its

@@ -17,15 +17,15 @@ import (
 	"github.com/fourlanes/fourlanes/examples/library/loans"
 	"github.com/fourlanes/fourlanes/examples/library/reminders"
 	"github.com/fourlanes/fourlanes/examples/library/shelf"
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/twin"
-	"github.com/fourlanes/fourlanes/internal/twin/cfn"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
+	"github.com/fourlanes/fourlanes/twin"
+	"github.com/fourlanes/fourlanes/twin/cfn"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 // The library's build and synthesis (examples/library), once per test
@@ -49,7 +49,7 @@ func assembleLibrary(t *testing.T) (*cfn.Template, twin.CodeResolver, string) {
 	libraryOnce.Do(func() {
 		a := &libraryAssembled
 		start := time.Now()
-		root, err := localaws.RepoRoot()
+		root, err := localaws.ModuleRoot()
 		if err != nil {
 			a.err = err
 			return

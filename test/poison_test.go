@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/fourlanes/fourlanes/examples/orders/orders"
-	"github.com/fourlanes/fourlanes/internal/twin"
-	"github.com/fourlanes/fourlanes/internal/twin/cfn"
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/twin"
+	"github.com/fourlanes/fourlanes/twin/cfn"
 )
 
 // A poison record on the orders stream: the change feed fails on one

@@ -14,7 +14,7 @@ import (
 	"sync"
 
 	"github.com/fourlanes/fourlanes/internal/cdkjson"
-	"github.com/fourlanes/fourlanes/internal/twin/cfn"
+	"github.com/fourlanes/fourlanes/twin/cfn"
 )
 
 // FunctionNames lists the functions whose mains are in mains (a folder

@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/smithy-go"
 
-	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 // TestDescribeStacks: the SDK's CloudFormation client, pointed at the twin,

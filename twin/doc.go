@@ -47,7 +47,7 @@
 //	    DynamoDBStreamParameters (StartingPosition, BatchSize,
 //	    MaximumBatchingWindowInSeconds, MaximumRetryAttempts,
 //	    MaximumRecordAgeInSeconds, OnPartialBatchItemFailure, DeadLetterConfig),
-//	    SourceParameters.FilterCriteria (compiled by internal/twin/eventpattern with
+//	    SourceParameters.FilterCriteria (compiled by twin/eventpattern with
 //	    Pipes' restrictions), Enrichment (a function of the stack), Target (a
 //	    queue of the stack), TargetParameters.SqsQueueParameters
 //	    (MessageGroupId, MessageDeduplicationId: static or JSON paths),

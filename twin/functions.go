@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/twin/cfn"
-	"github.com/fourlanes/fourlanes/internal/twin/lambdart"
+	"github.com/fourlanes/fourlanes/twin/cfn"
+	"github.com/fourlanes/fourlanes/twin/lambdart"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 // function is a local Lambda function.

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fourlanes/fourlanes/internal/twin/lambdart"
+	"github.com/fourlanes/fourlanes/twin/lambdart"
 )
 
 // startInvokeAPI serves the part of the Lambda API that invokes functions

@@ -18,8 +18,8 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/twin"
+	"github.com/fourlanes/fourlanes/twin"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 func kmsClient(t *testing.T) *kms.Client {

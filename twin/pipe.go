@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/fourlanes/fourlanes/internal/twin/cfn"
-	"github.com/fourlanes/fourlanes/internal/twin/eventpattern"
+	"github.com/fourlanes/fourlanes/twin/cfn"
+	"github.com/fourlanes/fourlanes/twin/eventpattern"
 )
 
 // sqsTargetMaxBatch is the most events an SQS target takes per batch.

@@ -21,13 +21,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/logtest"
-	"github.com/fourlanes/fourlanes/internal/twin"
-	"github.com/fourlanes/fourlanes/internal/twin/cfn"
-	"github.com/fourlanes/fourlanes/internal/twin/lambdart"
-	"github.com/fourlanes/fourlanes/internal/twin/twintest"
+	"github.com/fourlanes/fourlanes/pkg/obs/obstest"
 	"github.com/fourlanes/fourlanes/pkg/repair"
+	"github.com/fourlanes/fourlanes/twin"
+	"github.com/fourlanes/fourlanes/twin/cfn"
+	"github.com/fourlanes/fourlanes/twin/lambdart"
+	"github.com/fourlanes/fourlanes/twin/localaws"
+	"github.com/fourlanes/fourlanes/twin/twintest"
 )
 
 var (
@@ -64,7 +64,7 @@ const fifoStack = `{"Resources": {
 
 type stack struct {
 	tw    *twin.Twin
-	log   *logtest.Buffer
+	log   *obstest.Buffer
 	mu    sync.Mutex
 	lines []string // what the functions printed
 }
@@ -87,7 +87,7 @@ func upStack(t *testing.T, template string, code string, mutate func(*cfn.Templa
 		mutate(tmpl)
 	}
 	ddbEP, sqsEP := twintest.Endpoints(t)
-	s := &stack{log: &logtest.Buffer{}}
+	s := &stack{log: &obstest.Buffer{}}
 	tw, err := twin.Up(t.Context(), twin.Config{
 		Template: tmpl, StackName: fmt.Sprintf("sem%08x", rand.Uint32()),
 		DynamoDBEndpoint: ddbEP, SQSEndpoint: sqsEP,

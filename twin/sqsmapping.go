@@ -16,9 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/twin/cfn"
-	"github.com/fourlanes/fourlanes/internal/twin/eventpattern"
+	"github.com/fourlanes/fourlanes/twin/cfn"
+	"github.com/fourlanes/fourlanes/twin/eventpattern"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 // queueMapping is a Lambda event source mapping on an SQS queue. SQS

@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
-	"github.com/fourlanes/fourlanes/internal/twin/eventpattern"
+	"github.com/fourlanes/fourlanes/twin/eventpattern"
 )
 
 // Stream failure conditions, as Lambda names them in an on-failure record.

@@ -18,9 +18,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/twin/cfn"
-	"github.com/fourlanes/fourlanes/internal/twin/lambdart"
+	"github.com/fourlanes/fourlanes/twin/cfn"
+	"github.com/fourlanes/fourlanes/twin/lambdart"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 // CodeResolver returns the host-architecture bootstrap to run for a
@@ -36,7 +36,7 @@ type Config struct {
 	StackName string
 	// DynamoDBEndpoint and SQSEndpoint are the local servers
 	// (internal/localaws); the DynamoDB endpoint serves the Streams API
-	// too, as internal/twin/ddb does.
+	// too, as twin/ddb does.
 	DynamoDBEndpoint, SQSEndpoint string
 	// Code finds each function's host bootstrap.
 	Code CodeResolver

@@ -18,8 +18,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
 
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/twin/cfn"
+	"github.com/fourlanes/fourlanes/twin/cfn"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 // functionURL is a Function URL served on localhost.

@@ -7,8 +7,8 @@ package main
 import (
 	"os"
 
-	"github.com/fourlanes/fourlanes/internal/devcli"
 	"github.com/fourlanes/fourlanes/pkg/cli"
+	"github.com/fourlanes/fourlanes/twin/devcli"
 )
 
 func main() { os.Exit(cli.Main(nil, devcli.Commands(nil)...)) }

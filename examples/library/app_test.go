@@ -66,24 +66,3 @@ func TestImportsOnlyTheFramework(t *testing.T) {
 		}
 	}
 }
-
-// TestFrameworkImportsNoLibrary: nothing of the framework, the orders
-// example's mains or the tools (nor their tests) depends on the library;
-// only the end-to-end tests that run it (test/) do.
-func TestFrameworkImportsNoLibrary(t *testing.T) {
-	cmd := exec.Command("go", "list", "-deps", "-test", "./pkg/...", "./infra/...", "./internal/...", "./functions/...", "./cmd/...")
-	cmd.Dir = "../.."
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	deps := strings.Fields(string(out))
-	if len(deps) < 100 {
-		t.Fatalf("go list -deps: %d packages, want the whole tree's", len(deps))
-	}
-	for _, p := range deps {
-		if strings.HasPrefix(p, "github.com/fourlanes/fourlanes/examples/library") {
-			t.Errorf("%s is a dependency outside examples/", p)
-		}
-	}
-}

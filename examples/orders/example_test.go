@@ -19,7 +19,6 @@ import (
 	"github.com/fourlanes/fourlanes/examples/orders/notifications"
 	"github.com/fourlanes/fourlanes/examples/orders/orders"
 	"github.com/fourlanes/fourlanes/examples/orders/search"
-	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/effect"
@@ -29,6 +28,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/lanes"
 	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 func TestMain(m *testing.M) { localaws.Main(m) }

@@ -13,10 +13,10 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/fourlanes/fourlanes/internal/twin/eventpattern"
 	"github.com/fourlanes/fourlanes/pkg/enrich"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/twin/eventpattern"
 )
 
 // pipe returns the events Pipe's properties from the template.

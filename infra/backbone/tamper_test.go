@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/fourlanes/fourlanes/internal/twin/eventpattern"
+	"github.com/fourlanes/fourlanes/twin/eventpattern"
 )
 
 // mappingPasses evaluates a mapping's FilterCriteria, as read from the

@@ -43,7 +43,7 @@ func Config() aws.Config {
 // (aws/aws-sdk-go-v2#2737). The SDK's default retryer hides it, but a client with retries
 // off fails, and a retried non-idempotent call can apply twice. A server cannot prevent
 // it: the race is between two of the client's goroutines after the server has the whole
-// body. Measured against internal/twin/ddb (its TestLargeResponsesNoRetries): 7 in
+// body. Measured against twin/ddb (its TestLargeResponsesNoRetries): 7 in
 // 8,000 Queries of a 20 KB page failed without this, none in 6,000 with it.
 func HTTPClient() aws.HTTPClient {
 	return ownBodyClient{awshttp.NewBuildableClient()}
@@ -75,7 +75,7 @@ func NewDynamoDB(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.C
 }
 
 // NewDynamoDBStreams returns a DynamoDB Streams client for the local DynamoDB at endpoint
-// (it serves both APIs on one port, as internal/twin/ddb does).
+// (it serves both APIs on one port, as twin/ddb does).
 func NewDynamoDBStreams(endpoint string, optFns ...func(*dynamodbstreams.Options)) *dynamodbstreams.Client {
 	return dynamodbstreams.NewFromConfig(Config(), append([]func(*dynamodbstreams.Options){func(o *dynamodbstreams.Options) {
 		o.BaseEndpoint = aws.String(endpoint)

@@ -1,21 +1,17 @@
-// Package localaws runs the two local AWS stand-ins this project tests against,
-// the project's own DynamoDB (internal/twin/ddb, with its Streams API) and
-// ElasticMQ (SQS, FIFO included), and hands out SDK clients configured for them.
+// Package localaws is what the runtime's own tests need of the local AWS
+// stand-ins the project tests against (its own DynamoDB, with its Streams API,
+// and ElasticMQ for SQS): SDK clients configured for them, fresh tables and
+// queues per test, and fault rules on the DynamoDB's admin API.
 //
-// DynamoDB runs in the calling process and needs nothing installed. ElasticMQ
-// comes from the repository's .cache folder, which scripts/deps.sh fills
-// (`make deps`). Each server is a fresh in-memory instance on a free 127.0.0.1
-// port; Stop stops it, and it dies with the process that started it.
-//
-// Tests use the helpers DynamoDB, DynamoDBStreams and SQS. They resolve an
-// endpoint in this order:
+// The servers themselves live in the twin module
+// (github.com/fourlanes/fourlanes/twin/localaws), which this module must not
+// depend on. Tests resolve an endpoint in this order:
 //
 //  1. FOURLANES_DYNAMODB_ENDPOINT / FOURLANES_SQS_ENDPOINT, which `make test`
-//     sets so one pair of servers serves the whole run;
-//  2. one server per test binary, started on first use (ElasticMQ only when the
-//     .cache holds it), and stopped by Main when the binary's tests are done
-//     (without Main it still dies with the test binary, as every server started
-//     here does);
+//     sets (scripts/with-servers.sh) so one pair of servers serves the whole run;
+//  2. in a test binary that imports the twin's localaws (which calls
+//     UseServers), one server per test binary, started on first use and stopped
+//     by Main when the binary's tests are done;
 //  3. otherwise the test is skipped, or fails when CI=true.
 //
 // A package with integration tests writes:

@@ -27,21 +27,40 @@ const (
 	EnvSQSEndpoint      = "FOURLANES_SQS_ENDPOINT"
 )
 
+// ErrNotInstalled reports that a server (or what it needs, Java) is missing.
+var ErrNotInstalled = errors.New("not installed")
+
+// Starter starts a local server for the tests of one binary and returns its
+// endpoint and how to stop it. A starter that cannot run here (nothing
+// installed) returns an error wrapping ErrNotInstalled: the test is then
+// skipped, or fails when CI=true.
+type Starter func(ctx context.Context) (endpoint string, stop func(), err error)
+
 // lazyServer is one server shared by the tests of one test binary, started on first use.
 type lazyServer struct {
 	env   string
-	start func(context.Context) (*Server, error)
+	what  string
+	start Starter // nil: only the environment variable names one
 
 	once     sync.Once
-	server   *Server
+	stopFn   func()
 	endpoint string
 	err      error
 }
 
 var (
-	sharedDynamoDB = &lazyServer{env: EnvDynamoDBEndpoint, start: StartDynamoDB}
-	sharedSQS      = &lazyServer{env: EnvSQSEndpoint, start: StartElasticMQ}
+	sharedDynamoDB = &lazyServer{env: EnvDynamoDBEndpoint, what: "DynamoDB"}
+	sharedSQS      = &lazyServer{env: EnvSQSEndpoint, what: "SQS (ElasticMQ)"}
 )
+
+// UseServers makes the tests of this binary start their own servers when the
+// environment names none: the twin module's localaws package registers its
+// in-process DynamoDB and its ElasticMQ so. Without it (the runtime module's
+// own tests, which must not depend on the twin) the servers come only from
+// the environment, as `make test` sets it.
+func UseServers(dynamoDB, sqs Starter) {
+	sharedDynamoDB.start, sharedSQS.start = dynamoDB, sqs
+}
 
 func (l *lazyServer) resolve(t testing.TB) string {
 	t.Helper()
@@ -49,10 +68,11 @@ func (l *lazyServer) resolve(t testing.TB) string {
 		return e
 	}
 	l.once.Do(func() {
-		l.server, l.err = l.start(context.Background())
-		if l.err == nil {
-			l.endpoint = l.server.Endpoint
+		if l.start == nil {
+			l.err = fmt.Errorf("no %s: set %s (scripts/with-servers.sh does, as `make test` runs it): %w", l.what, l.env, ErrNotInstalled)
+			return
 		}
+		l.endpoint, l.stopFn, l.err = l.start(context.Background())
 	})
 	switch {
 	case l.err == nil:
@@ -62,14 +82,14 @@ func (l *lazyServer) resolve(t testing.TB) string {
 	case InCI():
 		t.Fatalf("integration test cannot run and CI=true forbids skipping it: %v", l.err)
 	default:
-		t.Skipf("skipping integration test: %v (run `make deps`, or set %s)", l.err, l.env)
+		t.Skipf("skipping integration test: %v", l.err)
 	}
 	return ""
 }
 
 func (l *lazyServer) stop() {
-	if l.server != nil {
-		l.server.Stop()
+	if l.stopFn != nil {
+		l.stopFn()
 	}
 }
 
@@ -96,15 +116,15 @@ func Run(m *testing.M) int {
 }
 
 // DynamoDBEndpoint returns the endpoint of this test run's DynamoDB: the one `make test`
-// exports, else one this test binary starts once, in its own process.
+// exports, else one this test binary starts once (see UseServers).
 func DynamoDBEndpoint(t testing.TB) string {
 	t.Helper()
 	return sharedDynamoDB.resolve(t)
 }
 
 // SQSEndpoint returns the endpoint of this test run's ElasticMQ: the one `make test`
-// exports, else one this test binary starts once from .cache (skipped without it, failed
-// when CI=true).
+// exports, else one this test binary starts once (see UseServers; skipped without one,
+// failed when CI=true).
 func SQSEndpoint(t testing.TB) string {
 	t.Helper()
 	return sharedSQS.resolve(t)

@@ -17,16 +17,14 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
-	example "github.com/fourlanes/fourlanes/examples/orders"
-
 	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 )
 
-// run runs the CLI with the orders example's application, whose event
+// run runs the CLI with the tests' application (testapp_test.go), whose event
 // types the tests emit.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return Run(ctx, &example.App, args, stdout, stderr)
+	return Run(ctx, &testApp, args, stdout, stderr)
 }
 
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {

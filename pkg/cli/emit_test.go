@@ -11,7 +11,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	example "github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
@@ -115,7 +114,7 @@ func TestEmitShardKey(t *testing.T) {
 	db := localaws.DynamoDB(t)
 	table := aws.ToString(localaws.CreateTable(t, db, eventstore.TableSchema(localaws.UniqueName(t, "events"))).TableName)
 	localAWSEnv(t, aws.ToString(db.Options().BaseEndpoint))
-	a := example.App
+	a := testApp
 	a.ChainShards = map[string]int{"hot": 4}
 	emit := func(args ...string) (int, string, string) {
 		var out, errb bytes.Buffer

@@ -13,12 +13,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	example "github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/shardtest"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
+	"github.com/fourlanes/fourlanes/pkg/tenancy/tenancytest"
 )
 
 // shardedLog writes 3 events on chain hot, 2 on hot~5 and 1 on hot~17
@@ -36,7 +35,7 @@ func shardedLog(t *testing.T) (db *dynamodb.Client, eventsTable, stateTable stri
 	hot := tenancy.MustWithTenant(context.Background(), "hot")
 	for shard, n := range map[int]int{0: 3, 5: 2, 17: 1} {
 		for i := range n {
-			e, err := store.EmitWith(hot, eventstore.EmitInput{Type: "order.placed", Payload: map[string]any{"n": i}, ShardKey: shardtest.KeyFor(shard, tenancy.MaxShards)})
+			e, err := store.EmitWith(hot, eventstore.EmitInput{Type: "order.placed", Payload: map[string]any{"n": i}, ShardKey: tenancytest.KeyFor(shard, tenancy.MaxShards)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,7 +88,7 @@ func TestExportShardedTenant(t *testing.T) {
 // are per chain); -tenant T~k that chain alone.
 func TestWatermarksShardedTenant(t *testing.T) {
 	db, eventsTable, stateTable := shardedLog(t)
-	cat, err := example.App.Catalog()
+	cat, err := testApp.Catalog()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	example "github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -57,7 +56,7 @@ func TestWatermarksAgainstDynamoDB(t *testing.T) {
 			}
 		}
 	}
-	cat, err := example.App.Catalog()
+	cat, err := testApp.Catalog()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/logtest"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
@@ -20,6 +19,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
+	"github.com/fourlanes/fourlanes/pkg/obs/obstest"
 )
 
 // TestWatermarkAdvance is the watermark's contract, on the project's own
@@ -157,13 +157,13 @@ func TestWatermarkCost(t *testing.T) {
 type logRig struct {
 	*batchRig
 	events  string
-	metrics *logtest.Buffer
+	metrics *obstest.Buffer
 	logged  []envelope.Envelope
 }
 
 func newLogRig(t *testing.T, check bool) *logRig {
 	t.Helper()
-	rg := &logRig{batchRig: newBatchRig(t), metrics: &logtest.Buffer{}}
+	rg := &logRig{batchRig: newBatchRig(t), metrics: &obstest.Buffer{}}
 	raw := localaws.DynamoDB(t)
 	desc := localaws.CreateTable(t, raw, eventstore.TableSchema(localaws.UniqueName(t, "events")))
 	rg.events = aws.ToString(desc.TableName)

@@ -235,7 +235,7 @@ func deliverAll(t *testing.T, ctx context.Context, d *delivery.Deliverer, p *del
 }
 
 // TestDeliveryWritesPerSubscription counts DynamoDB writes against our local
-// DynamoDB (internal/twin/ddb): 1 + N per event with N subscriptions on first
+// DynamoDB (twin/ddb): 1 + N per event with N subscriptions on first
 // delivery (one claim of all, one completion each); a redelivery costs none,
 // with a prefetch (one BatchGetItem for the batch) or without (the claim
 // reads the event's claim item and legacy claims first).
@@ -405,7 +405,7 @@ type strategyResult struct {
 // TestClaimStrategyCost measures three ways to claim the 30 (event,
 // subscription) pairs of a 10-message batch, on first delivery (all absent)
 // and on a redelivery where all of them are completed, against our local
-// DynamoDB (internal/twin/ddb). Capacity is modelled on DynamoDB's billing
+// DynamoDB (twin/ddb). Capacity is modelled on DynamoDB's billing
 // (AWS-FACTS §5), two units per transactional item. The result is the
 // reason for batch.go's choice: per-item claims plus a BatchGetItem prefetch.
 func TestClaimStrategyCost(t *testing.T) {

@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/twin/ddb"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
@@ -283,18 +282,13 @@ func TestStaleSeenCostsARetryNotADuplicate(t *testing.T) {
 	}
 }
 
-// conflictingTable serves a DynamoDB in this process whose transactions
+// conflictingTable starts a DynamoDB of the test's own whose transactions
 // hold their items for window before they commit, and fail other writes on
 // those items meanwhile, as AWS's do (TransactionConflictException for a
 // single-item write, TransactionConflict for another transaction).
 func conflictingTable(t *testing.T, window time.Duration) (*dynamodb.Client, string) {
 	t.Helper()
-	srv, err := localaws.ServeDynamoDB(context.Background(), "127.0.0.1:0", ddb.Options{Conflicts: true, ConflictWindow: window})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	db := localaws.NewDynamoDB(srv.Endpoint)
+	db := localaws.DynamoDBProcess(t, "-conflicts", "-conflict-window", window.String())
 	desc := localaws.CreateTable(t, db, delivery.StateTableSchema(localaws.UniqueName(t, "state")))
 	return db, aws.ToString(desc.TableName)
 }

@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fourlanes/fourlanes/internal/logtest"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
+	"github.com/fourlanes/fourlanes/pkg/obs/obstest"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
@@ -98,8 +98,8 @@ type rig struct {
 	d       *delivery.Deliverer
 	store   delivery.Store
 	r       *recv
-	logs    *logtest.Buffer
-	metrics *logtest.Buffer
+	logs    *obstest.Buffer
+	metrics *obstest.Buffer
 	now     *clock
 }
 
@@ -135,7 +135,7 @@ func newRig(t *testing.T, st delivery.Store, bind bool) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rg := &rig{store: st, r: r, logs: &logtest.Buffer{}, metrics: &logtest.Buffer{}, now: &clock{t: time.Now()}}
+	rg := &rig{store: st, r: r, logs: &obstest.Buffer{}, metrics: &obstest.Buffer{}, now: &clock{t: time.Now()}}
 	rg.d, err = delivery.New(reg, delivery.Config{
 		Store: st, Logger: obs.NewLogger(rg.logs, "debug"), Metrics: obs.NewMetrics(rg.metrics),
 		Backoff: time.Millisecond, Now: rg.now.Now,

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http/httptest"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,35 +16,25 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/twin/ddb"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
-// twinDB is our own DynamoDB (internal/twin/ddb) in this test, so the test
-// can inject its faults and move its clock.
+// twinDB is our own DynamoDB (`fourlanes dynamodb`) in a process of this
+// test's own, so the test can inject its faults and move its clock without
+// touching any other test's server.
 type twinDB struct {
-	db     *ddb.DB
 	client *dynamodb.Client // the SDK's default retryer (4 attempts, same token)
 	bare   *dynamodb.Client // no SDK retries: every ambiguity reaches the store
 	table  string
-	skew   atomic.Int64 // added to the server's clock
+	skew   time.Duration // the server's clock runs this far ahead
 }
 
 func newTwinDB(t *testing.T) *twinDB {
 	t.Helper()
-	td := &twinDB{}
-	td.db = ddb.New(ddb.Options{Now: func() time.Time { return time.Now().Add(time.Duration(td.skew.Load())) }})
-	srv := httptest.NewServer(td.db.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		if err := td.db.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	td.client = localaws.NewDynamoDB(srv.URL)
-	td.bare = localaws.NewDynamoDB(srv.URL, func(o *dynamodb.Options) { o.Retryer = aws.NopRetryer{} })
+	td := &twinDB{client: localaws.DynamoDBProcess(t)}
+	td.bare = localaws.NewDynamoDB(aws.ToString(td.client.Options().BaseEndpoint), func(o *dynamodb.Options) { o.Retryer = aws.NopRetryer{} })
 	td.table = localaws.UniqueName(t, "events")
 	localaws.CreateTable(t, td.client, eventstore.TableSchema(td.table))
 	return td
@@ -62,11 +50,23 @@ func (td *twinDB) store(t *testing.T, db eventstore.DynamoDB, mut func(*eventsto
 	return mustStore(t, db, cfg)
 }
 
-func (td *twinDB) inject(t *testing.T, kind ddb.FaultKind, count int) {
+// The fault kinds of our DynamoDB's admin API the tests inject.
+const (
+	faultDrop  = "drop"  // committed, its answer never sent
+	faultError = "error" // InternalServerError, nothing written
+	faultDelay = "delay" // committed, its answer held
+)
+
+func (td *twinDB) inject(t *testing.T, kind string, count int) {
 	t.Helper()
-	if err := td.db.InjectFault(ddb.Fault{Action: "TransactWriteItems", Table: td.table, Kind: kind, Count: count}); err != nil {
-		t.Fatal(err)
-	}
+	localaws.InjectFault(t, td.client, localaws.Fault{Action: "TransactWriteItems", Table: td.table, Kind: kind, Count: count})
+}
+
+// advance moves the server's clock d further ahead.
+func (td *twinDB) advance(t *testing.T, d time.Duration) {
+	t.Helper()
+	td.skew += d
+	localaws.SetClock(t, td.client, td.skew)
 }
 
 // checkLog verifies tenant's log holds exactly want events, at seqs 1..want,
@@ -147,7 +147,7 @@ func batchings() map[string]eventstore.Batching {
 }
 
 // TestAmbiguousCommitDropped: the server commits, then drops the connection
-// (ddb.FaultDropResponse). With the SDK's own retries (same token: the
+// (faultDrop). With the SDK's own retries (same token: the
 // resend is answered from the token) and without them (the store resends the
 // identical request): one event, at seq 1, and the caller gets success.
 func TestAmbiguousCommitDropped(t *testing.T) {
@@ -161,7 +161,7 @@ func TestAmbiguousCommitDropped(t *testing.T) {
 				}
 				w := &wire{DynamoDB: client}
 				s := td.store(t, w, func(c *eventstore.Config) { c.Batching = batching })
-				td.inject(t, ddb.FaultDropResponse, 1)
+				td.inject(t, faultDrop, 1)
 				e, err := s.Emit(ctxFor("t1"), "order.placed", map[string]any{"n": 1})
 				if err != nil {
 					t.Fatalf("got %v, want success", err)
@@ -186,7 +186,7 @@ func TestAmbiguousCommitDropped(t *testing.T) {
 						t.Errorf("resend %d differs from the first request (token %s vs %s)", i+1, c.token, calls[0].token)
 					}
 				}
-				if len(td.db.Faults()) != 0 {
+				if len(localaws.ArmedFaults(t, td.client)) != 0 {
 					t.Error("the drop fault was never hit")
 				}
 				// The store knows nothing stale: the next emit is seq 2.
@@ -244,7 +244,7 @@ func TestAmbiguousUndecidedThenSettle(t *testing.T) {
 	})
 	t.Run("not committed", func(t *testing.T) {
 		td := newTwinDB(t)
-		td.inject(t, ddb.FaultInternalError, 1000)
+		td.inject(t, faultError, 1000)
 		s := td.store(t, td.client, nil)
 		_, err := s.Emit(ctxFor("t1"), "order.placed", map[string]any{})
 		var ou *eventstore.OutcomeUnknownError
@@ -255,7 +255,7 @@ func TestAmbiguousUndecidedThenSettle(t *testing.T) {
 		if err != nil || st.Outcome != eventstore.OutcomeUnknown {
 			t.Fatalf("settle while nothing took seq 1: got %v, %v; want unknown", st.Outcome, err)
 		}
-		td.db.ClearFaults()
+		localaws.ClearFaults(t, td.client)
 		e, err := s.Emit(ctxFor("t1"), "order.paid", map[string]any{})
 		if err != nil || e.Seq != 1 {
 			t.Fatalf("next emit: seq %d, err %v; want seq 1 (nothing was written)", e.Seq, err)
@@ -276,13 +276,13 @@ func TestAmbiguousGroupCommit(t *testing.T) {
 	const callers = 8
 	for _, tc := range []struct {
 		name      string
-		fault     ddb.FaultKind
+		fault     string
 		partition bool // after the faulted call, nothing reaches the server
 		committed bool
 	}{
-		{"dropped answer, resent", ddb.FaultDropResponse, false, true},
-		{"dropped answer, network down", ddb.FaultDropResponse, true, true},
-		{"5xx throughout", ddb.FaultInternalError, false, false},
+		{"dropped answer, resent", faultDrop, false, true},
+		{"dropped answer, network down", faultDrop, true, true},
+		{"5xx throughout", faultError, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			td := newTwinDB(t)
@@ -317,7 +317,7 @@ func TestAmbiguousGroupCommit(t *testing.T) {
 			}
 			waitFor(t, func() bool { return eventstore.PendingForTest(s, "t1") == callers-1 })
 			count := 1
-			if tc.fault == ddb.FaultInternalError {
+			if tc.fault == faultError {
 				count = 1000
 			}
 			td.inject(t, tc.fault, count)
@@ -500,15 +500,13 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 // TestAmbiguousCommitDelayed: the server commits, then holds the answer past
-// the store's CallTimeout (ddb.FaultDelay): the call ends in a deadline, the
+// the store's CallTimeout (faultDelay): the call ends in a deadline, the
 // store resends the identical request and hears success from the token.
 func TestAmbiguousCommitDelayed(t *testing.T) {
 	td := newTwinDB(t)
 	w := &wire{DynamoDB: td.client}
 	s := td.store(t, w, func(c *eventstore.Config) { c.CallTimeout = 200 * time.Millisecond; c.OutcomeWithin = 5 * time.Second })
-	if err := td.db.InjectFault(ddb.Fault{Action: "TransactWriteItems", Table: td.table, Kind: ddb.FaultDelay, Delay: 2 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
+	localaws.InjectFault(t, td.client, localaws.Fault{Action: "TransactWriteItems", Table: td.table, Kind: faultDelay, DelayMs: 2000})
 	e, err := s.Emit(ctxFor("t1"), "order.placed", map[string]any{})
 	if err != nil || e.Seq != 1 {
 		t.Fatalf("got seq %d, %v; want success at seq 1", e.Seq, err)

@@ -10,9 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/fourlanes/fourlanes/internal/shardtest"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
+	"github.com/fourlanes/fourlanes/pkg/tenancy/tenancytest"
 )
 
 // emitOn writes one event on each of shards' chains of a tenant split into
@@ -20,7 +20,7 @@ import (
 func emitOn(t *testing.T, s *eventstore.Store, tenant string, shards ...int) {
 	t.Helper()
 	for _, k := range shards {
-		e, err := s.EmitWith(ctxFor(tenant), eventstore.EmitInput{Type: "order.placed", Payload: map[string]any{}, ShardKey: shardtest.KeyFor(k, tenancy.MaxShards)})
+		e, err := s.EmitWith(ctxFor(tenant), eventstore.EmitInput{Type: "order.placed", Payload: map[string]any{}, ShardKey: tenancytest.KeyFor(k, tenancy.MaxShards)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -367,10 +367,10 @@ func avSize(v types.AttributeValue) int {
 	return 0
 }
 
-// numberSize: one byte per two significant digits, plus one. internal/twin/ddb/attr's
+// numberSize: one byte per two significant digits, plus one. twin/ddb/attr's
 // numberSize (the twin server's consumed capacity, reported beside this model by `make
 // bench`) must stay in step with this one; the framework must not import the twin, so
-// TestItemSizeMatchesEventstoreModel in internal/twin/ddb holds them to the same sizes.
+// TestItemSizeMatchesEventstoreModel in twin/ddb holds them to the same sizes.
 func numberSize(s string) int {
 	mant, _, _ := strings.Cut(strings.ToLower(s), "e")
 	digits := 0

@@ -3,7 +3,6 @@ package eventstore_test
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/twin/ddb"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 )
 
@@ -45,15 +43,7 @@ func (c *conflictCounter) TransactWriteItems(ctx context.Context, in *dynamodb.T
 // race on the head — still give seq 1..1600 with no gap and a chain that verifies, and
 // the stores met TransactionConflict on the way: the real code path handled it, not a fake.
 func TestConcurrentEmitsWithTransactionConflicts(t *testing.T) {
-	db := ddb.New(ddb.Options{Conflicts: true, ConflictWindow: time.Millisecond})
-	srv := httptest.NewServer(db.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		if err := db.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	admin := localaws.NewDynamoDB(srv.URL)
+	admin := localaws.DynamoDBProcess(t, "-conflicts", "-conflict-window", "1ms")
 	table := localaws.UniqueName(t, "events")
 	localaws.CreateTable(t, admin, eventstore.TableSchema(table))
 
@@ -62,7 +52,7 @@ func TestConcurrentEmitsWithTransactionConflicts(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, stores*writers)
 	for range stores {
-		c := &conflictCounter{DynamoDB: localaws.NewDynamoDB(srv.URL)}
+		c := &conflictCounter{DynamoDB: localaws.NewDynamoDB(aws.ToString(admin.Options().BaseEndpoint))}
 		counters = append(counters, c)
 		s := mustStore(t, c, eventstore.Config{Table: table, Catalog: catalog, MaxAttempts: 100000, MaxElapsed: 5 * time.Minute})
 		for range writers {

@@ -372,7 +372,7 @@ func mustStore(t *testing.T, db eventstore.DynamoDB, cfg eventstore.Config) *eve
 }
 
 // TestStreamImageHashMatchesWrittenEnvelope reads the real stream of our local
-// DynamoDB (internal/twin/ddb) and recomputes each event's hash from the stream image.
+// DynamoDB (twin/ddb) and recomputes each event's hash from the stream image.
 func TestStreamImageHashMatchesWrittenEnvelope(t *testing.T) {
 	f := newFixture(t, nil)
 	ctx := tenancy.WithActor(tenancy.WithCorrelation(ctxFor("t1"), "req-1"), "user-9")

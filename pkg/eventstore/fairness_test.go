@@ -3,16 +3,16 @@ package eventstore_test
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/twin/ddb"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 )
 
@@ -186,22 +186,15 @@ func TestPerCallerAttemptBudget(t *testing.T) {
 	}
 }
 
-// newBudgetServer serves our own DynamoDB with AWS's write conflicts and a
-// per-partition write budget of wcu per second, and creates an events table.
+// newBudgetServer starts our own DynamoDB, in a process of the test's own,
+// with AWS's write conflicts and a per-partition write budget of wcu per
+// second, and creates an events table.
 func newBudgetServer(t *testing.T, wcu float64) (*dynamodb.Client, string, string) {
 	t.Helper()
-	db := ddb.New(ddb.Options{Conflicts: true, PartitionWCU: wcu})
-	srv := httptest.NewServer(db.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		if err := db.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	admin := localaws.NewDynamoDB(srv.URL)
+	admin := localaws.DynamoDBProcess(t, "-conflicts", "-partition-wcu", strconv.FormatFloat(wcu, 'f', -1, 64))
 	table := localaws.UniqueName(t, "events")
 	localaws.CreateTable(t, admin, eventstore.TableSchema(table))
-	return admin, table, srv.URL
+	return admin, table, aws.ToString(admin.Options().BaseEndpoint)
 }
 
 // TestIndependentStoresOneTenant is the Lambda shape on a server that

@@ -23,7 +23,7 @@ import (
 // log (seq > after, seq = 0, kind = event) passes it by. Like every row of the
 // log it is insert-only and never expires: a key holds for as long as the log.
 //
-// Cost, measured by TestIdempotencyKeyCost against internal/twin/ddb with
+// Cost, measured by TestIdempotencyKeyCost against twin/ddb with
 // ReturnConsumedCapacity (transactional writes: 2 WCU per KB per item; a
 // small order payload): a lone emit consumes 4.0 WCU (head + event) and 6.0
 // WCU with a key (one more item under 1 KB): +50 %. Under group commit (16

@@ -31,7 +31,7 @@ func TestIdempotencyKey(t *testing.T) {
 		t.Fatalf("first: seq %d, %v", first.Seq, err)
 	}
 	// Another process retries, with other content, after the token window.
-	td.skew.Add(int64(11 * time.Minute))
+	td.advance(t, 11*time.Minute)
 	b := td.store(t, td.client, nil)
 	again, err := b.EmitWith(ctx, eventstore.EmitInput{Type: "order.paid", Payload: map[string]any{"n": 2}, IdempotencyKey: "order-1/placed"})
 	if err != nil {

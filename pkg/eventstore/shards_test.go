@@ -11,11 +11,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/fourlanes/fourlanes/internal/shardtest"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
+	"github.com/fourlanes/fourlanes/pkg/tenancy/tenancytest"
 )
 
 // A tenant with chain shards: every event lands on the chain its shard key
@@ -165,7 +165,7 @@ func TestShardCountDisagreementRefused(t *testing.T) {
 	}
 	emit := func(s *eventstore.Store, shards int) error {
 		_, err := s.EmitWith(ctxFor("hot"), eventstore.EmitInput{Type: "order.placed", Payload: map[string]any{},
-			ShardKey: shardtest.KeyFor(0, max(shards, 1))}) // the tenant's own chain, "hot"
+			ShardKey: tenancytest.KeyFor(0, max(shards, 1))}) // the tenant's own chain, "hot"
 		return err
 	}
 	refused := func(err error, configured, recorded int) {
@@ -218,7 +218,7 @@ func TestShardCountCaughtOnTheHeadThatWon(t *testing.T) {
 	racing := &racingDB{DynamoDB: f.db, before: func() {
 		once.Do(func() {
 			if _, err := f.store.EmitWith(ctxFor("hot"), eventstore.EmitInput{Type: "order.placed", Payload: map[string]any{},
-				ShardKey: shardtest.KeyFor(0, 4)}); err != nil {
+				ShardKey: tenancytest.KeyFor(0, 4)}); err != nil {
 				t.Error(err)
 			}
 		})

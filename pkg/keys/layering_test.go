@@ -4,6 +4,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -54,7 +55,7 @@ func importers(t *testing.T, root, prefix string, skip ...string) (found map[str
 
 // TestPkgImportsNoInternal: the code under pkg/ is what a team imports when
 // it adopts fourlanes, so it must not depend on internal/ (which only this
-// module may import). Tests may (they use internal/localaws's servers).
+// module may import). Tests may (they use internal/localaws's clients).
 func TestPkgImportsNoInternal(t *testing.T) {
 	found, files := importers(t, "..", "github.com/fourlanes/fourlanes/internal")
 	for f := range found {
@@ -77,5 +78,117 @@ func TestFrameworkImportsNoExample(t *testing.T) {
 	}
 	if files < 150 {
 		t.Fatalf("walked %d non-test Go files outside examples/: want the whole module", files)
+	}
+}
+
+// The other modules of this repository (go.work): what a team links (the
+// runtime, this module) must need none of them.
+var otherModules = []string{"infra", "twin", "examples", "test", "bench", "cmd"}
+
+// TestRuntimeImportsNoOtherModule: no file of the runtime module, tests
+// included (a test's imports are requirements of the module too), imports
+// a package of another module of the repository: the construct library,
+// the twin, the examples, the suites. Folders with a go.mod of their own are
+// other modules and are not walked.
+func TestRuntimeImportsNoOtherModule(t *testing.T) {
+	root := filepath.Join("..", "..")
+	files := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" || d.Name() == "cdk.out") {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != root {
+				return filepath.SkipDir // another module
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		files++
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			for _, m := range otherModules {
+				if prefix := "github.com/fourlanes/fourlanes/" + m + "/"; strings.HasPrefix(p+"/", prefix) {
+					rel, _ := filepath.Rel(root, path)
+					t.Errorf("%s imports %s, of the %s module: the runtime module must not need it", filepath.ToSlash(rel), p, m)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 150 {
+		t.Fatalf("walked %d Go files of the runtime module: want the whole module", files)
+	}
+}
+
+// TestRuntimeModuleRequirements: the runtime module's go.mod, what a team's
+// Lambda inherits, stays small (at most 25 direct requirements) and names
+// none of the construct library's, the twin's or a test server's
+// dependencies.
+func TestRuntimeModuleRequirements(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forbidden := []string{"github.com/aws/aws-cdk-go", "github.com/aws/jsii-runtime-go", "github.com/aws/constructs-go", "github.com/cdklabs/",
+		"github.com/johannesboyne/gofakes3", "github.com/google/btree", "github.com/cockroachdb/apd", "github.com/ryszard/goskiplist",
+		"github.com/fourlanes/fourlanes/"}
+	direct, inBlock := 0, false
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "require (":
+			inBlock = true
+			continue
+		case inBlock && line == ")":
+			inBlock = false
+			continue
+		case strings.HasPrefix(line, "require "):
+			line = strings.TrimPrefix(line, "require ")
+		case !inBlock:
+			continue
+		}
+		if line == "" {
+			continue
+		}
+		mod := strings.Fields(line)[0]
+		for _, f := range forbidden {
+			if strings.HasPrefix(mod, f) {
+				t.Errorf("go.mod requires %s: the runtime module must not (it belongs to infra, twin or a test module)", mod)
+			}
+		}
+		if !strings.Contains(line, "// indirect") {
+			direct++
+		}
+	}
+	if direct > 25 || direct == 0 {
+		t.Errorf("go.mod has %d direct requirements, want 1 to 25", direct)
+	}
+}
+
+// TestFrameworkModulesRequireNoExample: the construct library, the twin and
+// the CLI's module require no example application: an example is one
+// application of the framework, never a part of it.
+func TestFrameworkModulesRequireNoExample(t *testing.T) {
+	for _, m := range []string{"infra", "twin", filepath.Join("cmd", "fourlanes")} {
+		b, err := os.ReadFile(filepath.Join("..", "..", m, "go.mod"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "github.com/fourlanes/fourlanes/examples") {
+			t.Errorf("%s/go.mod requires an example application", m)
+		}
 	}
 }

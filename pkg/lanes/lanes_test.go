@@ -13,13 +13,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/logtest"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/lanes"
 	"github.com/fourlanes/fourlanes/pkg/obs"
+	"github.com/fourlanes/fourlanes/pkg/obs/obstest"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
@@ -104,8 +104,8 @@ type rig struct {
 	s       *shop
 	reg     *catalog.Registry
 	d       *lanes.InProcess
-	logs    *logtest.Buffer
-	metrics *logtest.Buffer
+	logs    *obstest.Buffer
+	metrics *obstest.Buffer
 	cfg     lanes.Config
 }
 
@@ -120,7 +120,7 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{s: s, reg: reg, logs: &logtest.Buffer{}, metrics: &logtest.Buffer{}}
+	r := &rig{s: s, reg: reg, logs: &obstest.Buffer{}, metrics: &obstest.Buffer{}}
 	r.cfg = lanes.Config{Logger: obs.NewLogger(r.logs, "debug"), Metrics: obs.NewMetrics(r.metrics)}
 	r.d = lanes.NewInProcess(reg, r.cfg)
 	return r

@@ -19,9 +19,9 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/fourlanes/fourlanes/internal/logtest"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
+	"github.com/fourlanes/fourlanes/pkg/obs/obstest"
 )
 
 // datum is one metric value as CloudWatch extracts it from an EMF document:
@@ -421,7 +421,7 @@ func TestPerInvocationOutsideInvocation(t *testing.T) {
 // before its deadline, while it still runs (Lambda would stop it there);
 // what it counts later is written when it ends.
 func TestPerInvocationNearDeadline(t *testing.T) {
-	var buf logtest.Buffer // safe for concurrent use
+	var buf obstest.Buffer // safe for concurrent use
 	m := obs.NewMetrics(&buf)
 	written := buf.String
 	ctx, cancel := context.WithTimeout(invocation("req-slow"), 300*time.Millisecond)
@@ -454,7 +454,7 @@ func TestPerInvocationNearDeadline(t *testing.T) {
 // TestPerInvocationConcurrent: invocations that overlap (Lambda managed
 // instances run several in one process) lose and repeat no count.
 func TestPerInvocationConcurrent(t *testing.T) {
-	var buf logtest.Buffer // safe for concurrent use
+	var buf obstest.Buffer // safe for concurrent use
 	m := obs.NewMetrics(&buf)
 	h := obs.PerInvocationErr(m, func(ctx context.Context, n int) error {
 		for range n {

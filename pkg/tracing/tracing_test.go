@@ -19,8 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-xray-sdk-go/xray"
 
-	"github.com/fourlanes/fourlanes/internal/logtest"
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/obs/obstest"
 	"github.com/fourlanes/fourlanes/pkg/tracing"
 )
 
@@ -72,9 +72,9 @@ func getItem(ctx context.Context, c *dynamodb.Client) error {
 }
 
 // captureLogs routes slog's default logger to a buffer for the test.
-func captureLogs(t *testing.T) *logtest.Buffer {
+func captureLogs(t *testing.T) *obstest.Buffer {
 	t.Helper()
-	buf := &logtest.Buffer{}
+	buf := &obstest.Buffer{}
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	t.Cleanup(func() { slog.SetDefault(prev) })

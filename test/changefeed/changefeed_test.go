@@ -24,8 +24,6 @@ import (
 	"github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/examples/orders/orders"
 	"github.com/fourlanes/fourlanes/examples/orders/search"
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/logtest"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/changefeed"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
@@ -33,6 +31,8 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/lanes"
 	"github.com/fourlanes/fourlanes/pkg/obs"
+	"github.com/fourlanes/fourlanes/pkg/obs/obstest"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 func TestMain(m *testing.M) { localaws.Main(m) }
@@ -89,8 +89,8 @@ type rig struct {
 	search  *search.DynamoStore
 	h       *changefeed.Handler
 	feed    *changefeed.Feed
-	logs    *logtest.Buffer
-	metrics *logtest.Buffer
+	logs    *obstest.Buffer
+	metrics *obstest.Buffer
 }
 
 // newRig builds the change feed on the local DynamoDB: the change-feed table, the
@@ -102,7 +102,7 @@ func newRig(t *testing.T, ordersTable string) *rig {
 	feedTbl := aws.ToString(localaws.CreateTable(t, raw, changefeed.TableSchema(localaws.UniqueName(t, "feed"))).TableName)
 	searchTbl := aws.ToString(localaws.CreateTable(t, raw, search.TableSchema(localaws.UniqueName(t, "search"))).TableName)
 	stateTbl := aws.ToString(localaws.CreateTable(t, raw, delivery.StateTableSchema(localaws.UniqueName(t, "state"))).TableName)
-	rg := &rig{raw: raw, db: &failingPut{Client: raw}, feedTbl: feedTbl, logs: &logtest.Buffer{}, metrics: &logtest.Buffer{}}
+	rg := &rig{raw: raw, db: &failingPut{Client: raw}, feedTbl: feedTbl, logs: &obstest.Buffer{}, metrics: &obstest.Buffer{}}
 	logger := obs.NewLogger(rg.logs, "debug")
 	metrics := obs.NewMetrics(rg.metrics)
 	rg.search = &search.DynamoStore{DB: raw, SearchTable: searchTbl, StateTable: stateTbl}
@@ -493,14 +493,14 @@ func (s *stubDispatcher) DispatchBound(_ context.Context, e envelope.Envelope) e
 	return s.err
 }
 
-func stubFeed(t *testing.T, d changefeed.Dispatcher, logs *logtest.Buffer) *changefeed.Handler {
+func stubFeed(t *testing.T, d changefeed.Dispatcher, logs *obstest.Buffer) *changefeed.Handler {
 	t.Helper()
 	f, err := changefeed.New(changefeed.Config{DB: &memDB{}, Table: "feed", Tables: map[string]catalog.Entity{fixtureTable: orderEntity(t)},
-		Dispatcher: d, Logger: obs.NewLogger(logs, "debug"), Metrics: obs.NewMetrics(&logtest.Buffer{}), Backoff: time.Millisecond})
+		Dispatcher: d, Logger: obs.NewLogger(logs, "debug"), Metrics: obs.NewMetrics(&obstest.Buffer{}), Backoff: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := changefeed.NewHandler(context.Background(), changefeed.HandlerConfig{Feed: f, Logger: obs.NewLogger(logs, "debug"), Metrics: obs.NewMetrics(&logtest.Buffer{}), Concurrency: 1})
+	h, err := changefeed.NewHandler(context.Background(), changefeed.HandlerConfig{Feed: f, Logger: obs.NewLogger(logs, "debug"), Metrics: obs.NewMetrics(&obstest.Buffer{}), Concurrency: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -511,7 +511,7 @@ func stubFeed(t *testing.T, d changefeed.Dispatcher, logs *logtest.Buffer) *chan
 // failing is retried in-process, then the record is reported.
 func TestSubscriberFailureIsRetriedThenReported(t *testing.T) {
 	d := &stubDispatcher{err: errors.New("search table throttled")}
-	logs := &logtest.Buffer{}
+	logs := &obstest.Buffer{}
 	h := stubFeed(t, d, logs)
 	ev := loadEvent(t)
 	resp, err := h.Handle(context.Background(), ev)
@@ -529,7 +529,7 @@ func TestSubscriberFailureIsRetriedThenReported(t *testing.T) {
 // TestUntrackedTableFailsLoudly: a record from a table the feed does not
 // track is a wiring mistake: it is reported, not skipped.
 func TestUntrackedTableFailsLoudly(t *testing.T) {
-	logs := &logtest.Buffer{}
+	logs := &obstest.Buffer{}
 	h := stubFeed(t, &stubDispatcher{}, logs)
 	ev := loadEvent(t)
 	ev.Records[1].EventSourceArn = "arn:aws:dynamodb:us-east-1:000000000000:table/someone-else/stream/2026-11-29T00:00:00.000"
@@ -549,7 +549,7 @@ func TestUntrackedTableFailsLoudly(t *testing.T) {
 // document is applied by its images, and says so in a warning naming the
 // name and the cause it was given.
 func TestUnknownEventNameIsLoud(t *testing.T) {
-	logs := &logtest.Buffer{}
+	logs := &obstest.Buffer{}
 	d := &stubDispatcher{}
 	h := stubFeed(t, d, logs)
 	ev := loadEvent(t)
@@ -572,7 +572,7 @@ func TestUnknownEventNameIsLoud(t *testing.T) {
 // TestMissingSequenceNumberFailsTheBatch: a record that cannot be reported
 // fails the whole batch.
 func TestMissingSequenceNumberFailsTheBatch(t *testing.T) {
-	h := stubFeed(t, &stubDispatcher{}, &logtest.Buffer{})
+	h := stubFeed(t, &stubDispatcher{}, &obstest.Buffer{})
 	ev := loadEvent(t)
 	ev.Records[2].Change.SequenceNumber = ""
 	if _, err := h.Handle(context.Background(), ev); err == nil {

@@ -1,4 +1,4 @@
-package cli
+package cli_test
 
 import (
 	"bytes"
@@ -17,14 +17,16 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	example "github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/twin"
-	"github.com/fourlanes/fourlanes/internal/twin/cfn"
-	"github.com/fourlanes/fourlanes/internal/twin/twintest"
+	"github.com/fourlanes/fourlanes/pkg/cli"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/reconcile"
+	"github.com/fourlanes/fourlanes/twin"
+	"github.com/fourlanes/fourlanes/twin/cfn"
+	"github.com/fourlanes/fourlanes/twin/twintest"
 )
 
 // stackTemplate is a stack of the two tables the table commands need, with
@@ -77,13 +79,13 @@ func TestStackFlag(t *testing.T) {
 	t.Setenv(keys.EnvEventsTable, "")
 	t.Setenv(keys.EnvStateTable, "")
 	t.Setenv(keys.EnvCheckpointBucket, "")
-	t.Setenv(EnvRepairFunction, "")
+	t.Setenv(cli.EnvRepairFunction, "")
 
 	emit := func(args ...string) envelope.Envelope {
 		t.Helper()
 		args = append([]string{"emit", "-tenant", "acme", "-type", "order.placed", "-payload", strings.Replace(placedPayload, "%s", "o-1", 1)}, args...)
 		code, out, stderr := runCLI(t, args...)
-		if code != ExitOK {
+		if code != cli.ExitOK {
 			t.Fatalf("%v: exit %d: %s", args, code, stderr)
 		}
 		var e envelope.Envelope
@@ -113,17 +115,17 @@ func TestStackFlag(t *testing.T) {
 	}
 	file := filepath.Join(t.TempDir(), "acme.jsonl")
 	code, _, stderr := runCLI(t, "export", "-stack", name, "-tenant", "acme", "-o", file)
-	if code != ExitOK || !strings.Contains(stderr, "exported tenant acme: 2 events") || !strings.Contains(stderr, "signed checkpoint at seq 1 (s3://"+bucket+"/") {
+	if code != cli.ExitOK || !strings.Contains(stderr, "exported tenant acme: 2 events") || !strings.Contains(stderr, "signed checkpoint at seq 1 (s3://"+bucket+"/") {
 		t.Fatalf("export -stack: exit %d: %s", code, stderr)
 	}
 	if b, err := os.ReadFile(file + ".checkpoint"); err != nil || !bytes.Equal(b, note) {
 		t.Errorf("export -stack: %s.checkpoint: got %q (%v), want the bucket's note", file, b, err)
 	}
-	if code, out, _ := runCLI(t, "verify", file); code != ExitOK || !strings.Contains(out, "2 events verified") {
+	if code, out, _ := runCLI(t, "verify", file); code != cli.ExitOK || !strings.Contains(out, "2 events verified") {
 		t.Errorf("verify of export -stack: exit %d: %s", code, out)
 	}
 	code, out, stderr := runCLI(t, "watermarks", "-stack", name, "-tenant", "acme")
-	if code != ExitOK || !strings.Contains(out, "acme") {
+	if code != cli.ExitOK || !strings.Contains(out, "acme") {
 		t.Errorf("watermarks -stack: exit %d: %s %s", code, out, stderr)
 	}
 
@@ -147,10 +149,10 @@ func TestStackFlag(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"repair", "-stack", name}, ExitError, "stack " + name + " has no output " + keys.OutputRepairFunction},
-		{[]string{"reconcile", "-stack", name}, ExitError, "stack " + name + " has no output " + keys.OutputReconcileURL},
-		{[]string{"watermarks", "-stack", "NoSuchStack"}, ExitError, "Stack with id NoSuchStack does not exist"},
-		{[]string{"emit", "-stack", name, "-local", "-tenant", "acme", "-type", "order.placed", "-payload", "{}"}, ExitUsage, "-stack and -local"},
+		{[]string{"repair", "-stack", name}, cli.ExitError, "stack " + name + " has no output " + keys.OutputRepairFunction},
+		{[]string{"reconcile", "-stack", name}, cli.ExitError, "stack " + name + " has no output " + keys.OutputReconcileURL},
+		{[]string{"watermarks", "-stack", "NoSuchStack"}, cli.ExitError, "Stack with id NoSuchStack does not exist"},
+		{[]string{"emit", "-stack", name, "-local", "-tenant", "acme", "-type", "order.placed", "-payload", "{}"}, cli.ExitUsage, "-stack and -local"},
 	} {
 		code, _, stderr := runCLI(t, c.args...)
 		if code != c.code || !strings.Contains(stderr, c.want) {
@@ -165,4 +167,29 @@ func headKey(table, tenant string) *dynamodb.GetItemInput {
 		keys.AttrTenant: &ddbtypes.AttributeValueMemberS{Value: tenant},
 		keys.AttrSeq:    &ddbtypes.AttributeValueMemberN{Value: "0"},
 	}}
+}
+
+func TestMain(m *testing.M) { localaws.Main(m) }
+
+// placedPayload is an order.placed payload of the orders example (%s: the order id).
+const placedPayload = `{"order_id":"%s","customer_email":"zoë@example.com","items":[{"sku":"A-1","qty":2}],"total_cents":1999,"currency":"EUR"}`
+
+// runCLI runs the orders example's CLI (cli.Run with its application).
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = cli.Run(context.Background(), &example.App, args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// localAWSEnv points the default AWS configuration at a local DynamoDB with
+// dummy credentials and no shared files.
+func localAWSEnv(t *testing.T, dynamodbEndpoint string) {
+	t.Helper()
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamodbEndpoint)
+	t.Setenv("AWS_REGION", localaws.Region)
+	t.Setenv("AWS_ACCESS_KEY_ID", "fourlanes")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
+	t.Setenv("AWS_CONFIG_FILE", "/dev/null")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
 }

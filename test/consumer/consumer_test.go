@@ -24,8 +24,6 @@ import (
 	"github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/examples/orders/notifications"
 	"github.com/fourlanes/fourlanes/examples/orders/orders"
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/logtest"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/consumer"
@@ -34,6 +32,8 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
+	"github.com/fourlanes/fourlanes/pkg/obs/obstest"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 func TestMain(m *testing.M) { localaws.Main(m) }
@@ -288,8 +288,8 @@ type rig struct {
 	mail    *mailbox
 	h       *consumer.Handler
 	flush   *flushRecorder
-	logs    *logtest.Buffer
-	metrics *logtest.Buffer
+	logs    *obstest.Buffer
+	metrics *obstest.Buffer
 }
 
 func newRig(t *testing.T, tune ...func(*delivery.Config)) *rig {
@@ -297,7 +297,7 @@ func newRig(t *testing.T, tune ...func(*delivery.Config)) *rig {
 	raw := localaws.DynamoDB(t)
 	desc := localaws.CreateTable(t, raw, delivery.StateTableSchema(localaws.UniqueName(t, "state")))
 	rg := &rig{db: &faultyDB{Client: raw, failFor: map[string]bool{}}, table: aws.ToString(desc.TableName), mail: &mailbox{},
-		flush: &flushRecorder{}, logs: &logtest.Buffer{}, metrics: &logtest.Buffer{}}
+		flush: &flushRecorder{}, logs: &obstest.Buffer{}, metrics: &obstest.Buffer{}}
 	cat, err := example.Catalog()
 	if err != nil {
 		t.Fatal(err)
@@ -448,7 +448,7 @@ func TestUnboundDurableSubscriptionRefusesToStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs logtest.Buffer
+	var logs obstest.Buffer
 	_, err = consumer.New(context.Background(), consumer.Config{Deliverer: d, Registry: reg, Logger: obs.NewLogger(&logs, "info")})
 	if !errors.Is(err, catalog.ErrUnbound) {
 		t.Errorf("got %v, want ErrUnbound", err)

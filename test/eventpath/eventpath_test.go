@@ -31,7 +31,6 @@ import (
 
 	"github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/examples/orders/orders"
-	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/consumer"
@@ -42,6 +41,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 func TestMain(m *testing.M) { localaws.Main(m) }

@@ -17,11 +17,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/twin"
 	"github.com/fourlanes/fourlanes/pkg/checkpoint"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/reconcile"
+	"github.com/fourlanes/fourlanes/twin"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 const checkpointBucket = "checkpoints"

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fourlanes/fourlanes/internal/shardtest"
 	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
+	"github.com/fourlanes/fourlanes/pkg/tenancy/tenancytest"
 )
 
 // hotEvents is how many events emitSharded writes on each of hot's chains.
@@ -32,7 +32,7 @@ func (e *env) emitSharded(t *testing.T) {
 		_, k := tenancy.SplitChain(ch)
 		for i := range hotEvents[ch] {
 			ev, err := s.EmitWith(ctx, eventstore.EmitInput{Type: "order.placed",
-				Payload: map[string]any{"order_id": fmt.Sprintf("o-%d", i), "total_cents": 100 + i}, ShardKey: shardtest.KeyFor(k, tenancy.MaxShards)})
+				Payload: map[string]any{"order_id": fmt.Sprintf("o-%d", i), "total_cents": 100 + i}, ShardKey: tenancytest.KeyFor(k, tenancy.MaxShards)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,9 +7,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/reconcile"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 // TestStateConformance is the contract every State keeps, run against the

@@ -14,7 +14,7 @@ import (
 // a batch, not one record (DDBStreamBatchInfo with batchSize above 1;
 // https://docs.aws.amazon.com/lambda/latest/dg/services-dynamodb-errors.html).
 // The message here has the shape the local twin sends to a Pipe's DLQ when
-// a batch of several records exhausts its retries (internal/twin pipe.go:
+// a batch of several records exhausts its retries (twin pipe.go:
 // the Lambda on-failure wrapper naming the Pipe). It spans the records of
 // the second and third tenants only, in the middle of the stream:
 // dlq-repair reads exactly that range, delivers those two events once each,

@@ -24,8 +24,6 @@ import (
 	"github.com/fourlanes/fourlanes/examples/orders/notifications"
 	"github.com/fourlanes/fourlanes/examples/orders/orders"
 	"github.com/fourlanes/fourlanes/examples/orders/search"
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/logtest"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/changefeed"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
@@ -35,8 +33,10 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/lanes"
 	"github.com/fourlanes/fourlanes/pkg/obs"
+	"github.com/fourlanes/fourlanes/pkg/obs/obstest"
 	"github.com/fourlanes/fourlanes/pkg/repair"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 func TestMain(m *testing.M) { localaws.Main(m) }
@@ -129,14 +129,14 @@ type rig struct {
 	searchStore                  *search.DynamoStore
 	feed                         *changefeed.Feed
 	effects                      *effect.Recorder
-	logs, metrics                *logtest.Buffer
+	logs, metrics                *obstest.Buffer
 	cfg                          repair.Config
 }
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	db := localaws.DynamoDB(t)
-	rg := &rig{db: db, streams: localaws.DynamoDBStreams(t), q: localaws.SQS(t), mail: &mailbox{sent: map[string]int{}}, logs: &logtest.Buffer{}, metrics: &logtest.Buffer{}}
+	rg := &rig{db: db, streams: localaws.DynamoDBStreams(t), q: localaws.SQS(t), mail: &mailbox{sent: map[string]int{}}, logs: &obstest.Buffer{}, metrics: &obstest.Buffer{}}
 	ev := localaws.CreateTable(t, db, eventstore.TableSchema(localaws.UniqueName(t, "events")))
 	rg.eventsTbl, rg.eventsStream = aws.ToString(ev.TableName), aws.ToString(ev.LatestStreamArn)
 	rg.stateTbl = aws.ToString(localaws.CreateTable(t, db, delivery.StateTableSchema(localaws.UniqueName(t, "state"))).TableName)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fourlanes/fourlanes/internal/twin/cfn"
+	"github.com/fourlanes/fourlanes/twin/cfn"
 )
 
 // ids answers Ref and Fn::GetAtt from maps, like the twin does.

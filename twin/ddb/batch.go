@@ -4,7 +4,7 @@ import (
 	"context"
 	"sort"
 
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
+	"github.com/fourlanes/fourlanes/twin/ddb/attr"
 )
 
 // BatchGetItem and BatchWriteItem.

@@ -14,7 +14,7 @@ import (
 // (JSON in, JSON-encodable out: the server's own cost), "http" goes through the SDK
 // client and a local HTTP server (what a test or the twin pays).
 //
-//	go test ./internal/twin/ddb -run XXX -bench . -benchmem
+//	go test ./twin/ddb -run XXX -bench . -benchmem
 
 func benchEnv(b *testing.B) *dpEnv {
 	e := newDP(b, Options{})

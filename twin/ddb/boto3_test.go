@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/twin/ddb"
+	"github.com/fourlanes/fourlanes/twin/ddb"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 // TestParityBoto3 runs testdata/boto3_check.py (boto3, the Python SDK) against a server
@@ -19,7 +19,7 @@ import (
 // It needs .cache/venv/bin/python with boto3 (scripts/deps.sh boto3); without them it
 // skips, except under CI=true, where it fails.
 func TestParityBoto3(t *testing.T) {
-	root, err := localaws.RepoRoot()
+	root, err := localaws.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestParityBoto3(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, py, filepath.Join(root, "internal", "twin", "ddb", "testdata", "boto3_check.py"), srv.URL)
+	cmd := exec.CommandContext(ctx, py, filepath.Join("testdata", "boto3_check.py"), srv.URL)
 	// No profile, config file or proxy of the machine's may change what boto3 sends.
 	var env []string
 	for _, kv := range os.Environ() {

@@ -3,7 +3,7 @@ package ddb
 import (
 	"time"
 
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
+	"github.com/fourlanes/fourlanes/twin/ddb/attr"
 )
 
 // Consumed capacity by AWS's rules:

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -48,6 +49,7 @@ type Options struct {
 type DB struct {
 	opts Options
 	log  *slog.Logger
+	skew atomic.Int64 // nanoseconds added to Options.Now by the admin API's clock (clock.go)
 
 	mu     sync.RWMutex
 	tables map[string]*Table
@@ -87,6 +89,8 @@ func New(opts Options) *DB {
 		opts.ConflictWindow = 2 * time.Millisecond
 	}
 	db := &DB{opts: opts, log: opts.Logger, tables: map[string]*Table{}}
+	base := opts.Now
+	db.opts.Now = func() time.Time { return base().Add(time.Duration(db.skew.Load())) } // clock.go
 	db.ext.init(db)
 	db.streams.init(db)
 	db.ext.load() // persist.go: the DataDir's state, once the streams can take theirs

@@ -1,7 +1,7 @@
 package ddb
 
 import (
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
+	"github.com/fourlanes/fourlanes/twin/ddb/attr"
 
 	"fmt"
 	"net/http"

@@ -2,6 +2,7 @@ package ddb
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -261,5 +262,57 @@ func TestFaultRate(t *testing.T) {
 		if err := e.db.InjectFault(Fault{Action: "GetItem", Table: "frate", Kind: FaultInternalError, Rate: bad}); err == nil || !strings.Contains(err.Error(), "rate") {
 			t.Errorf("rate %v: got %v, want an error naming the rate", bad, err)
 		}
+	}
+}
+
+// TestAdminClock: the admin API's clock moves the server's clock for a test in
+// another process: an item whose TTL is an hour away is swept once the clock
+// runs two hours ahead, and GET reports the skew and the server's time.
+func TestAdminClock(t *testing.T) {
+	e := newDP(t, Options{TTLSweep: 10 * time.Millisecond})
+	e.create(t, "fclock", tableSpec{})
+	ctx := context.Background()
+	if _, err := e.c.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{TableName: aws.String("fclock"),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String("exp"), Enabled: aws.Bool(true)}}); err != nil {
+		t.Fatal(err)
+	}
+	e.put(t, "fclock", map[string]av{"pk": s("a"), "exp": &types.AttributeValueMemberN{Value: fmt.Sprint(time.Now().Add(time.Hour).Unix())}})
+	post := func(body string) int {
+		t.Helper()
+		resp, err := http.Post(e.url+"/_fourlanes/clock", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(`{"skewMs":"soon"}`); code != http.StatusBadRequest {
+		t.Errorf("a malformed clock: status %d, want 400", code)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if e.get(t, "fclock", map[string]av{"pk": s("a")}) == nil {
+		t.Fatal("swept before the clock moved")
+	}
+	if code := post(`{"skewMs":7200000}`); code != http.StatusNoContent {
+		t.Fatalf("POST: status %d", code)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for e.get(t, "fclock", map[string]av{"pk": s("a")}) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the item whose TTL passed on the moved clock was not swept")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	resp, err := http.Get(e.url + "/_fourlanes/clock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var c struct {
+		SkewMs int64     `json:"skewMs"`
+		Now    time.Time `json:"now"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || c.SkewMs != 7200000 || c.Now.Before(time.Now().Add(119*time.Minute)) {
+		t.Errorf("GET: %+v %v; want skew 7200000 ms and the server's time two hours ahead", c, err)
 	}
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/expr"
+	"github.com/fourlanes/fourlanes/twin/ddb/attr"
+	"github.com/fourlanes/fourlanes/twin/ddb/expr"
 )
 
 // The single-item operations: PutItem, GetItem, UpdateItem, DeleteItem.

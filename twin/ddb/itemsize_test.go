@@ -8,8 +8,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/twin/ddb/attr"
 )
 
 // The server's item size (attr.Item.Size, behind its consumed capacity) and the bench's

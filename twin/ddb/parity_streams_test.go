@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
-	"github.com/fourlanes/fourlanes/internal/twin/ddb"
+	"github.com/fourlanes/fourlanes/twin/ddb"
 )
 
 // sitem converts a Streams AttributeValue map to the DynamoDB one (the SDK has two

@@ -4,7 +4,7 @@ package ddb_test
 // dynamodbstreams clients, case by case against what AWS's documentation says. Every
 // case names the page it follows; a failure reads "got X, want Y" with that page.
 //
-// Run: go test ./internal/twin/ddb/ -run Parity -count=1 (add -race for the
+// Run: go test ./twin/ddb/ -run Parity -count=1 (add -race for the
 // concurrency cases). Files: parity_expr_test.go (condition, filter, key-condition,
 // projection and update expressions and their errors), parity_keys_test.go (key order,
 // number form, paging, 1 MB pages), parity_limits_test.go (item size, keys, nesting,
@@ -37,8 +37,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/smithy-go"
 
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/twin/ddb"
+	"github.com/fourlanes/fourlanes/twin/ddb"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 // AWS documentation pages the cases cite.

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/fourlanes/fourlanes/internal/twin/ddb"
+	"github.com/fourlanes/fourlanes/twin/ddb"
 )
 
 // TestParityConditionalCheckFailed: the error, its message, and the old item returned

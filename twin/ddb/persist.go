@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
+	"github.com/fourlanes/fourlanes/twin/ddb/attr"
 	"github.com/google/btree"
 )
 

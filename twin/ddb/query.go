@@ -4,8 +4,8 @@ import (
 	"context"
 	"hash/fnv"
 
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/expr"
+	"github.com/fourlanes/fourlanes/twin/ddb/attr"
+	"github.com/fourlanes/fourlanes/twin/ddb/expr"
 	"github.com/google/btree"
 )
 

@@ -59,6 +59,10 @@ func (db *DB) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if strings.HasPrefix(r.URL.Path, adminPrefix) {
+		if r.URL.Path == adminPrefix+"clock" {
+			db.serveClock(w, r)
+			return
+		}
 		db.serveAdmin(w, r)
 		return
 	}

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
+	"github.com/fourlanes/fourlanes/twin/ddb/attr"
 )
 
 // Streams: every change of an item becomes a record in its table's stream, in the

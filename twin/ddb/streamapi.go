@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
+	"github.com/fourlanes/fourlanes/twin/ddb/attr"
 )
 
 // The DynamoDB Streams API: ListStreams, DescribeStream, GetShardIterator, GetRecords.

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
+	"github.com/fourlanes/fourlanes/twin/ddb/attr"
 )
 
 // Time to live: a sweeper deletes the items whose TTL attribute is a Number of epoch

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/expr"
+	"github.com/fourlanes/fourlanes/twin/ddb/attr"
+	"github.com/fourlanes/fourlanes/twin/ddb/expr"
 )
 
 // TransactWriteItems and TransactGetItems.

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/expr"
+	"github.com/fourlanes/fourlanes/twin/ddb/attr"
+	"github.com/fourlanes/fourlanes/twin/ddb/expr"
 )
 
 // Limits of the data plane, as AWS documents them.

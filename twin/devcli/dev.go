@@ -17,12 +17,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fourlanes/fourlanes/internal/cdkjson"
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/twin"
-	"github.com/fourlanes/fourlanes/internal/twin/cfn"
-	"github.com/fourlanes/fourlanes/internal/twin/ddb"
 	"github.com/fourlanes/fourlanes/pkg/cli"
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/twin"
+	"github.com/fourlanes/fourlanes/twin/cfn"
+	"github.com/fourlanes/fourlanes/twin/ddb"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 // Commands are the CLI's commands that run the local twin: dev (with the
@@ -120,7 +120,7 @@ func runDev(ctx context.Context, d *Demo, args []string, stdout, stderr io.Write
 
 func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Writer) (int, error) {
 	say := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
-	root, err := localaws.RepoRoot()
+	root, err := localaws.ModuleRoot()
 	if err != nil {
 		return 0, err
 	}
@@ -226,7 +226,7 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 	say("  Lambda API      %s   (AWS_ENDPOINT_URL_LAMBDA)", st.LambdaEndpoint)
 	say("  CloudFormation  %s   (AWS_ENDPOINT_URL_CLOUDFORMATION: DescribeStacks of %s, for -stack %s)", st.CloudFormationEndpoint, st.StackName, st.StackName)
 	// The twin's SQS endpoint, not ElasticMQ's own: it applies per-group deduplication for every
-	// sender and gives receivers the deduplication ids as sent (internal/twin/sqsfront.go).
+	// sender and gives receivers the deduplication ids as sent (twin/sqsfront.go).
 	say("  DynamoDB        %s   (%s)   SQS %s", st.DynamoDBEndpoint, where, st.SQSEndpoint)
 	say("  logs            %s (the twin: invocations, deliveries, retries), %s (the functions)", rel(root, twinLog.Name()), rel(root, fnLog.Name()))
 	say("  try             fourlanes reconcile -local")

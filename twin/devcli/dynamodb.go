@@ -10,12 +10,12 @@ import (
 	"os"
 	"time"
 
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/twin/ddb"
 	"github.com/fourlanes/fourlanes/pkg/cli"
+	"github.com/fourlanes/fourlanes/twin/ddb"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
-// runDynamoDB serves the project's own DynamoDB (internal/twin/ddb): the DynamoDB and
+// runDynamoDB serves the project's own DynamoDB (twin/ddb): the DynamoDB and
 // DynamoDB Streams JSON 1.0 APIs on one port, until SIGINT or SIGTERM.
 func runDynamoDB(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := cli.Flags("dynamodb -listen ADDR [flags]", "dynamodb", stderr)
@@ -23,6 +23,7 @@ func runDynamoDB(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	data := fs.String("data", "", "keep tables, items and streams in this folder, so they survive a restart (default: in memory)")
 	conflicts := fs.Bool("conflicts", false, "fail concurrent transactions on one item with TransactionConflict, as AWS does, instead of queueing them")
 	wcu := fs.Float64("partition-wcu", 0, "per-partition-key write budget in WCU per second, over which writes are throttled (AWS: 1000; 0: no limit)")
+	window := fs.Duration("conflict-window", 0, "with -conflicts: how long a transaction holds its items before it commits (0: 2ms)")
 	retention := fs.Duration("stream-retention", 24*time.Hour, "how long stream records stay readable")
 	shardRecords := fs.Int("shard-records", 0, "roll a stream's open shard over after this many records (0: 10000)")
 	if err := cli.Parse(fs, args); err != nil {
@@ -31,6 +32,8 @@ func runDynamoDB(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	switch {
 	case fs.NArg() > 0:
 		return 0, fmt.Errorf("%w: unexpected argument %q", cli.ErrUsage, fs.Arg(0))
+	case *window < 0:
+		return 0, fmt.Errorf("%w: -conflict-window %v: want 0 or more", cli.ErrUsage, *window)
 	case *wcu < 0:
 		return 0, fmt.Errorf("%w: -partition-wcu %v: want 0 or more", cli.ErrUsage, *wcu)
 	case *retention <= 0:
@@ -49,6 +52,7 @@ func runDynamoDB(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		Logger:          slog.New(slog.NewJSONHandler(stderr, nil)),
 		DataDir:         *data,
 		Conflicts:       *conflicts,
+		ConflictWindow:  *window,
 		PartitionWCU:    *wcu,
 		StreamRetention: *retention,
 		ShardRecords:    *shardRecords,

@@ -18,8 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/pkg/cli"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 // serveDynamoDB runs `fourlanes dynamodb args...` until stop is called, and returns the

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fourlanes/fourlanes/internal/twin/lambdart"
+	"github.com/fourlanes/fourlanes/twin/lambdart"
 )
 
 // binDir holds the test functions, built for this host by TestMain.

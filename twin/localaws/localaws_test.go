@@ -24,7 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 func TestMain(m *testing.M) { localaws.Main(m) }
@@ -335,5 +335,31 @@ func TestSQSRedriveToDeadLetterQueue(t *testing.T) {
 	dead := receiveAll(t, q, dlqURL)
 	if len(dead) != 1 || aws.ToString(dead[0].Body) != "poison" {
 		t.Fatalf("dead-letter queue: got %d messages, want the one poison message", len(dead))
+	}
+}
+
+// TestElasticMQLibDir: $FOURLANES_ELASTICMQ wins when it holds the server's
+// jar, and is refused, naming it, when it does not; with neither it nor the
+// per-user cache, and no Maven to install with, the error says what to do.
+func TestElasticMQLibDir(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	t.Setenv(localaws.EnvElasticMQ, dir)
+	if _, err := localaws.ElasticMQLibDir(ctx, io.Discard); !errors.Is(err, localaws.ErrNotInstalled) || !strings.Contains(err.Error(), localaws.EnvElasticMQ) {
+		t.Errorf("an empty $%s: %v, want ErrNotInstalled naming it", localaws.EnvElasticMQ, err)
+	}
+	if err := os.WriteFile(dir+"/elasticmq-server_2.13-"+localaws.ElasticMQVersion+".jar", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := localaws.ElasticMQLibDir(ctx, io.Discard); err != nil || got != dir {
+		t.Errorf("$%s with the jar: %q, %v; want %q", localaws.EnvElasticMQ, got, err, dir)
+	}
+
+	t.Setenv(localaws.EnvElasticMQ, "")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // an empty per-user cache
+	t.Setenv("PATH", t.TempDir())           // no mvn
+	_, err := localaws.ElasticMQLibDir(ctx, io.Discard)
+	if !errors.Is(err, localaws.ErrNotInstalled) || !strings.Contains(err.Error(), "Maven") || !strings.Contains(err.Error(), localaws.EnvElasticMQ) {
+		t.Errorf("no cache and no Maven: %v, want ErrNotInstalled saying to install Maven or set $%s", err, localaws.EnvElasticMQ)
 	}
 }

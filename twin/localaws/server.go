@@ -19,11 +19,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/fourlanes/fourlanes/internal/twin/ddb"
+	ilocal "github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/twin/ddb"
 )
 
-// ErrNotInstalled reports that a server (or Java) is missing; `make deps` installs ElasticMQ.
-var ErrNotInstalled = errors.New("not installed")
+// ErrNotInstalled reports that a server (or Java) is missing.
+var ErrNotInstalled = ilocal.ErrNotInstalled
 
 // errExited reports a server that died during start-up, typically a port taken in the meantime.
 var errExited = errors.New("exited during start-up")
@@ -51,7 +52,7 @@ func (s *Server) Stop() {
 	s.stopOnce.Do(s.stop)
 }
 
-// StartDynamoDB starts a fresh in-memory DynamoDB (internal/twin/ddb, which also serves the
+// StartDynamoDB starts a fresh in-memory DynamoDB (twin/ddb, which also serves the
 // Streams API) in this process, on a free loopback port, and returns once it answers
 // ListTables. It needs nothing installed.
 func StartDynamoDB(ctx context.Context) (*Server, error) {
@@ -101,13 +102,10 @@ func ServeDynamoDB(ctx context.Context, addr string, opts ddb.Options) (*Server,
 }
 
 // StartElasticMQ starts a fresh in-memory ElasticMQ (SQS, JSON protocol, FIFO queues,
-// redrive policies) on a free loopback port and returns once it answers ListQueues.
+// redrive policies) on a free loopback port and returns once it answers ListQueues. Its
+// jars come from ElasticMQLibDir (installed on first use).
 func StartElasticMQ(ctx context.Context) (*Server, error) {
-	root, err := RepoRoot()
-	if err != nil {
-		return nil, err
-	}
-	lib, err := ElasticMQLibDir(root)
+	lib, err := ElasticMQLibDir(ctx, os.Stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -145,32 +143,31 @@ aws { region = %[2]q, accountId = %[3]q }
 `, port, Region, AccountID)
 }
 
-// RepoRoot returns the nearest folder at or above the working directory that holds go.mod.
-func RepoRoot() (string, error) {
+// ModuleRoot returns the folder whose module the working directory is in: the
+// nearest folder at or above it holding go.work (a workspace of several modules,
+// as this repository is), else go.mod.
+func ModuleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
-		return "", fmt.Errorf("repo root: %w", err)
+		return "", fmt.Errorf("module root: %w", err)
 	}
+	nearestMod := ""
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if isFile(filepath.Join(dir, "go.work")) {
 			return dir, nil
+		}
+		if nearestMod == "" && isFile(filepath.Join(dir, "go.mod")) {
+			nearestMod = dir
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("repo root: no go.mod at or above the working directory")
+			if nearestMod == "" {
+				return "", errors.New("module root: no go.mod at or above the working directory")
+			}
+			return nearestMod, nil
 		}
 		dir = parent
 	}
-}
-
-// ElasticMQLibDir returns root/.cache/elasticmq/lib, the ElasticMQ server jar and its dependencies.
-func ElasticMQLibDir(root string) (string, error) {
-	lib := filepath.Join(root, ".cache", "elasticmq", "lib")
-	jars, _ := filepath.Glob(filepath.Join(lib, "elasticmq-server_*.jar"))
-	if len(jars) == 0 {
-		return "", fmt.Errorf("ElasticMQ: no server jar in %s (run `make deps`): %w", lib, ErrNotInstalled)
-	}
-	return lib, nil
 }
 
 type serverSpec struct {

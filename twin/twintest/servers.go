@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 // Endpoints returns the DynamoDB and ElasticMQ endpoints for the test: those
 // `make test` exports, else servers this test binary starts once (DynamoDB
-// in this process, internal/twin/ddb; ElasticMQ from .cache).
+// in this process, twin/ddb; ElasticMQ from .cache).
 // Without them the test is skipped, or fails when CI=true.
 func Endpoints(t testing.TB) (dynamoDB, sqsEndpoint string) {
 	t.Helper()

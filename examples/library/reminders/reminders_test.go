@@ -14,14 +14,14 @@ import (
 	"github.com/fourlanes/fourlanes/examples/library"
 	"github.com/fourlanes/fourlanes/examples/library/loans"
 	"github.com/fourlanes/fourlanes/examples/library/reminders"
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/logtest"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
+	"github.com/fourlanes/fourlanes/pkg/obs/obstest"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 func TestMain(m *testing.M) { localaws.Main(m) }
@@ -37,8 +37,8 @@ type lane struct {
 	d       *delivery.Deliverer
 	claims  *delivery.DynamoStore
 	effects *effect.DynamoStore
-	logs    *logtest.Buffer
-	metrics *logtest.Buffer
+	logs    *obstest.Buffer
+	metrics *obstest.Buffer
 }
 
 func newLane(t *testing.T) *lane {
@@ -46,7 +46,7 @@ func newLane(t *testing.T) *lane {
 	db := localaws.DynamoDB(t)
 	table := aws.ToString(localaws.CreateTable(t, db, keys.PKSKTable(localaws.UniqueName(t, "state"))).TableName)
 	l := &lane{db: db, table: table, claims: delivery.NewDynamoStore(db, table), effects: effect.NewDynamoStore(db, table),
-		logs: &logtest.Buffer{}, metrics: &logtest.Buffer{}}
+		logs: &obstest.Buffer{}, metrics: &obstest.Buffer{}}
 	cat, err := library.App.Catalog()
 	if err != nil {
 		t.Fatal(err)

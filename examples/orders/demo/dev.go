@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fourlanes/fourlanes/internal/devcli"
+	"github.com/fourlanes/fourlanes/twin/devcli"
 )
 
 // Dev is the orders example's demo workload for `fourlanes dev`: tenants of

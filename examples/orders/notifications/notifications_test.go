@@ -13,14 +13,14 @@ import (
 	"github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/examples/orders/notifications"
 	"github.com/fourlanes/fourlanes/examples/orders/orders"
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/logtest"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
+	"github.com/fourlanes/fourlanes/pkg/obs/obstest"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 func TestMain(m *testing.M) { localaws.Main(m) }
@@ -65,8 +65,8 @@ type lane struct {
 	mail    *mailer
 	d       *delivery.Deliverer
 	claims  *delivery.DynamoStore
-	logs    *logtest.Buffer
-	metrics *logtest.Buffer
+	logs    *obstest.Buffer
+	metrics *obstest.Buffer
 }
 
 func newLane(t *testing.T) *lane {
@@ -74,7 +74,7 @@ func newLane(t *testing.T) *lane {
 	db := localaws.DynamoDB(t)
 	table := aws.ToString(localaws.CreateTable(t, db, keys.PKSKTable(localaws.UniqueName(t, "state"))).TableName)
 	l := &lane{db: db, table: table, mail: &mailer{sent: map[string]int{}}, claims: delivery.NewDynamoStore(db, table),
-		logs: &logtest.Buffer{}, metrics: &logtest.Buffer{}}
+		logs: &obstest.Buffer{}, metrics: &obstest.Buffer{}}
 	cat, err := example.Catalog()
 	if err != nil {
 		t.Fatal(err)

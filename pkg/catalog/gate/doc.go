@@ -23,8 +23,7 @@
 // may emit what they like through fakes.
 //
 // Every violation names file:line:column and what to do. Report.Markdown
-// renders the generated catalog (CATALOG.md at the repository root); the
-// drift test in this package regenerates it with
-//
-//	go test ./pkg/catalog/gate -run '^TestCatalogUpToDate$' -update
+// renders an application's generated catalog (its CATALOG.md), which
+// `fourlanes gate -catalog CATALOG.md` writes and `-check-catalog` checks;
+// the orders example's drift test is examples/orders/gate_test.go.
 package gate

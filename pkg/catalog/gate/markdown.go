@@ -8,9 +8,6 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 )
 
-// UpdateCommand regenerates CATALOG.md.
-const UpdateCommand = "go test ./pkg/catalog/gate -run '^TestCatalogUpToDate$' -update"
-
 // Markdown renders the catalog: every module, every event type with its
 // schema versions, producers and subscribers by lane, the change feed of
 // each tracked entity, and every subscription by lane. The output depends on
@@ -21,7 +18,7 @@ func (r *Report) Markdown() []byte {
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("# Event catalog\n\n")
 	w("Generated from the module declarations (`catalog.Module` values) and the `Emit` calls in the source; do not edit.\n")
-	w("Regenerate with `%s` (`make catalog`). The catalog gate (`pkg/catalog/gate`) fails `make test` when this file is stale.\n\n", UpdateCommand)
+	w("Regenerate it with `fourlanes gate -catalog CATALOG.md` in the application's module; `fourlanes gate -check-catalog CATALOG.md` fails while it is stale.\n\n")
 
 	mods := append([]Module(nil), r.Modules...)
 	sort.Slice(mods, func(i, j int) bool { return mods[i].Spec.Name < mods[j].Spec.Name })

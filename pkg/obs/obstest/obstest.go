@@ -1,6 +1,6 @@
-// Package logtest holds what tests need to read the logs and EMF lines that
+// Package obstest holds what tests need to read the logs and EMF lines that
 // code under test writes from several goroutines.
-package logtest
+package obstest
 
 import (
 	"bytes"

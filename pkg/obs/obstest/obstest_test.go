@@ -1,4 +1,4 @@
-package logtest_test
+package obstest_test
 
 import (
 	"fmt"
@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fourlanes/fourlanes/internal/logtest"
+	"github.com/fourlanes/fourlanes/pkg/obs/obstest"
 )
 
 func TestBufferConcurrentWrites(t *testing.T) {
-	var b logtest.Buffer
+	var b obstest.Buffer
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
@@ -31,7 +31,7 @@ func TestBufferConcurrentWrites(t *testing.T) {
 // WaitFor sees a line written after it started waiting, and gives up on
 // one never written.
 func TestWaitFor(t *testing.T) {
-	var b logtest.Buffer
+	var b obstest.Buffer
 	go func() {
 		time.Sleep(50 * time.Millisecond)
 		fmt.Fprintln(&b, `{"msg":"late"}`)

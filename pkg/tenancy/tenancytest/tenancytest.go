@@ -1,7 +1,7 @@
-// Package shardtest helps tests and benchmarks write to a chosen chain
+// Package tenancytest helps tests and benchmarks write to a chosen chain
 // shard: a shard key is hashed (tenancy.ShardOf), so the key for a given
 // shard has to be searched for.
-package shardtest
+package tenancytest
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 // 0 to shards−1, which no key reaches.
 func KeyFor(shard, shards int) string {
 	if shard < 0 || shard >= max(shards, 1) {
-		panic(fmt.Sprintf("shardtest.KeyFor: shard %d of %d", shard, shards))
+		panic(fmt.Sprintf("tenancytest.KeyFor: shard %d of %d", shard, shards))
 	}
 	for i := 0; ; i++ {
 		if k := "key-" + strconv.Itoa(i); tenancy.ShardOf(k, shards) == shard {

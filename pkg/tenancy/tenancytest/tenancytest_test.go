@@ -1,16 +1,16 @@
-package shardtest_test
+package tenancytest_test
 
 import (
 	"testing"
 
-	"github.com/fourlanes/fourlanes/internal/shardtest"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
+	"github.com/fourlanes/fourlanes/pkg/tenancy/tenancytest"
 )
 
 func TestKeyFor(t *testing.T) {
 	for _, shards := range []int{1, 2, 7, tenancy.MaxShards} {
 		for shard := range shards {
-			if k := shardtest.KeyFor(shard, shards); tenancy.ShardOf(k, shards) != shard {
+			if k := tenancytest.KeyFor(shard, shards); tenancy.ShardOf(k, shards) != shard {
 				t.Errorf("KeyFor(%d, %d) = %q, which goes to shard %d", shard, shards, k, tenancy.ShardOf(k, shards))
 			}
 		}
@@ -20,5 +20,5 @@ func TestKeyFor(t *testing.T) {
 			t.Error("KeyFor(4, 4) did not panic")
 		}
 	}()
-	shardtest.KeyFor(4, 4)
+	tenancytest.KeyFor(4, 4)
 }

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
+	"github.com/fourlanes/fourlanes/twin/ddb/attr"
 )
 
 // Error is an expression the caller got wrong; Msg is AWS's ValidationException wording,

@@ -3,7 +3,7 @@ package expr
 import (
 	"testing"
 
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
+	"github.com/fourlanes/fourlanes/twin/ddb/attr"
 )
 
 // A conditional write's usual condition and a counter-and-list update, parsed and

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
+	"github.com/fourlanes/fourlanes/twin/ddb/attr"
 )
 
 // item decodes an item written in DynamoDB JSON; "" is no item.

@@ -1,7 +1,7 @@
 package expr
 
 import (
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
+	"github.com/fourlanes/fourlanes/twin/ddb/attr"
 )
 
 // Key condition expressions: the partition key with =, and optionally the sort key with

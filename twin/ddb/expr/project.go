@@ -3,7 +3,7 @@ package expr
 import (
 	"slices"
 
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
+	"github.com/fourlanes/fourlanes/twin/ddb/attr"
 )
 
 // Projection expressions: attributes, nested map members and list elements.

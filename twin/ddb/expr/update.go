@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"slices"
 
-	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
+	"github.com/fourlanes/fourlanes/twin/ddb/attr"
 )
 
 // Update expressions: SET (with + and -, if_not_exists, list_append), REMOVE, ADD, DELETE.

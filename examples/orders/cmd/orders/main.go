@@ -8,8 +8,8 @@ import (
 
 	"github.com/fourlanes/fourlanes/examples/orders"
 	"github.com/fourlanes/fourlanes/examples/orders/demo"
-	"github.com/fourlanes/fourlanes/internal/devcli"
 	"github.com/fourlanes/fourlanes/pkg/cli"
+	"github.com/fourlanes/fourlanes/twin/devcli"
 )
 
 func main() { os.Exit(cli.Main(&example.App, devcli.Commands(demo.Dev())...)) }

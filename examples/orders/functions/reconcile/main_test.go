@@ -14,14 +14,14 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/fourlanes/fourlanes/internal/localaws"
-	"github.com/fourlanes/fourlanes/internal/logtest"
-	"github.com/fourlanes/fourlanes/internal/twin/lambdart"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/obs/obstest"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
+	"github.com/fourlanes/fourlanes/twin/lambdart"
+	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
 func TestMain(m *testing.M) { localaws.Main(m) }
@@ -61,7 +61,7 @@ func (testCatalog) Prepare(_ string, payload any) (int, map[string]any, error) {
 }
 
 // TestBootstrap runs the shipped binary (X-Ray on, as in AWS) against our
-// DynamoDB (internal/twin/ddb) through the local Lambda Runtime API (internal/twin/lambdart), with a Function URL request.
+// DynamoDB (twin/ddb) through the local Lambda Runtime API (twin/lambdart), with a Function URL request.
 func TestBootstrap(t *testing.T) {
 	bin := buildBootstrap(t)
 	db := localaws.DynamoDB(t)
@@ -84,11 +84,11 @@ func TestBootstrap(t *testing.T) {
 	}
 	defer daemon.Close()
 
-	req, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "pkg", "reconcile", "testdata", "function-url-request.json"))
+	req, err := os.ReadFile(filepath.Join("testdata", "function-url-request.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stdout logtest.Buffer
+	var stdout obstest.Buffer
 	fn := lambdart.New(lambdart.Spec{
 		Name: "reconcile", ARN: "arn:aws:lambda:eu-west-1:123456789012:function:reconcile", Binary: bin,
 		Env: map[string]string{

@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fourlanes/fourlanes/internal/logtest"
-	"github.com/fourlanes/fourlanes/internal/twin/lambdart"
+	"github.com/fourlanes/fourlanes/pkg/obs/obstest"
+	"github.com/fourlanes/fourlanes/twin/lambdart"
 )
 
 // TestBootstrap builds the function as it ships (lambda.norpc) and runs it
-// against the local Lambda Runtime API (internal/twin/lambdart): one invocation with the mixed Pipe
+// against the local Lambda Runtime API (twin/lambdart): one invocation with the mixed Pipe
 // batch fixture, answered with the envelopes.
 func TestBootstrap(t *testing.T) {
 	if testing.Short() {
@@ -25,11 +25,11 @@ func TestBootstrap(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	payload, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "functions", "stream-filter", "enrich", "testdata", "pipe-batch.json"))
+	payload, err := os.ReadFile(filepath.Join("testdata", "pipe-batch.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stdout logtest.Buffer
+	var stdout obstest.Buffer
 	fn := lambdart.New(lambdart.Spec{
 		Name: "stream-filter", ARN: "arn:aws:lambda:eu-west-1:123456789012:function:stream-filter",
 		Binary: bin, Env: map[string]string{"LOG_LEVEL": "info"},
