@@ -117,5 +117,4 @@ func TestOrdersFlowEndToEnd(t *testing.T) {
 			t.Errorf("%s: %d batches given up on, want 0", src, n)
 		}
 	}
-	t.Logf("assembled (build + synth) in %v", assembled.took.Round(time.Millisecond))
 }

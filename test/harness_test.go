@@ -22,7 +22,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,6 +42,7 @@ import (
 	"github.com/fourlanes/fourlanes/twin/cfn"
 	"github.com/fourlanes/fourlanes/twin/lambdart"
 	"github.com/fourlanes/fourlanes/twin/localaws"
+	"github.com/fourlanes/fourlanes/twin/testkit"
 	"github.com/fourlanes/fourlanes/twin/twintest"
 )
 
@@ -52,18 +52,26 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// The one build and synthesis every test shares.
+// The e2e suites bring their stacks up with the public test kit
+// (twin/testkit), as a team's own tests would: it builds an application's
+// functions for this machine and synthesizes its CDK app once per test
+// binary. Beside that, each application's build of the CLI (pkg/cli with the
+// application's catalog: emit needs it), once.
+
+// ordersApp is where the orders example lives in the workspace.
+var ordersApp = testkit.Options{App: "./examples/orders/infra", Functions: "examples/orders/functions", StackPrefix: "e2e"}
+
 var (
-	assembleOnce sync.Once
-	assembled    struct {
-		template *cfn.Template
-		code     twin.CodeResolver
-		cli      string // the fourlanes binary
-		took     time.Duration
-		err      error
-	}
-	tmpDir string
+	cliMu    sync.Mutex
+	cliBuilt = map[string]*cliBuild{} // by the CLI's package
+	tmpDir   string
 )
+
+type cliBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
 
 func cleanup() {
 	if tmpDir != "" {
@@ -71,44 +79,48 @@ func cleanup() {
 	}
 }
 
-// assemble builds the functions and the CLI for this machine and
-// synthesizes the CDK app (go run ./examples/orders/infra) with the host binaries as code
-// assets, once per test binary.
-func assemble(t *testing.T) (*cfn.Template, twin.CodeResolver, string) {
+// buildCLI builds the application's CLI (pkg, e.g. ./examples/orders/cmd/orders) once.
+func buildCLI(t *testing.T, pkg string) string {
 	t.Helper()
-	assembleOnce.Do(func() {
-		start := time.Now()
+	cliMu.Lock()
+	b := cliBuilt[pkg]
+	if b == nil {
+		b = &cliBuild{}
+		cliBuilt[pkg] = b
+		if tmpDir == "" {
+			var err error
+			if tmpDir, err = os.MkdirTemp("", "fourlanes-e2e-"); err != nil {
+				cliMu.Unlock()
+				t.Fatal(err)
+			}
+		}
+	}
+	cliMu.Unlock()
+	b.once.Do(func() {
 		root, err := localaws.ModuleRoot()
 		if err != nil {
-			assembled.err = err
+			b.err = err
 			return
 		}
-		if tmpDir, err = os.MkdirTemp("", "fourlanes-e2e-"); err != nil {
-			assembled.err = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		host := filepath.Join(tmpDir, "bin")
-		tmpl, code, err := twin.Assemble(ctx, root, "examples/orders/functions", "./examples/orders/infra", host, filepath.Join(tmpDir, "cdk.out"), "")
-		if err != nil {
-			assembled.err = err
-			return
-		}
-		cli := filepath.Join(tmpDir, "fourlanes")
-		build := exec.CommandContext(ctx, "go", "build", "-o", cli, "./examples/orders/cmd/orders") // the example's build of the CLI (pkg/cli): emit needs its catalog
+		b.path = filepath.Join(tmpDir, strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "-"))
+		build := exec.Command("go", "build", "-o", b.path, pkg)
 		build.Dir = root
 		if out, err := build.CombinedOutput(); err != nil {
-			assembled.err = fmt.Errorf("build the CLI: %w\n%s", err, out)
-			return
+			b.err = fmt.Errorf("build the CLI %s: %w\n%s", pkg, err, out)
 		}
-		assembled.template, assembled.code, assembled.cli = tmpl, code, cli
-		assembled.took = time.Since(start)
 	})
-	if assembled.err != nil {
-		t.Fatalf("assemble the stack: %v", assembled.err)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return assembled.template, assembled.code, assembled.cli
+	return b.path
+}
+
+// assemble returns the orders example's synthesized template (unmutated),
+// what runs its functions, and its CLI.
+func assemble(t *testing.T) (*cfn.Template, twin.CodeResolver, string) {
+	t.Helper()
+	tmpl, code := testkit.Assemble(t, ordersApp)
+	return tmpl, code, buildCLI(t, "./examples/orders/cmd/orders")
 }
 
 // stack is one running twin of the synthesized stack, and the example
@@ -135,39 +147,14 @@ type stack struct {
 	lines  []string // every line the functions printed, "<fn>: text"
 }
 
-// upStack brings tmpl up on a fresh twin named prefix+random, on this run's
-// DynamoDB and ElasticMQ, with the functions' lines collected in the stack
-// (and the last 300 logged when the test fails); the twin stops at the end
-// of the test.
-func upStack(t *testing.T, prefix string, tmpl *cfn.Template, code twin.CodeResolver, cli string) *stack {
+// upStack brings the application o names up with the test kit, mutated by
+// mutate (on a copy), its functions' lines collected in the stack.
+func upStack(t *testing.T, o testkit.Options, mutate func(*cfn.Template), cli string) *stack {
 	t.Helper()
-	ddbEP, sqsEP := twintest.Endpoints(t)
-	s := &stack{t: t, ddb: localaws.NewDynamoDB(ddbEP), sqs: localaws.NewSQS(sqsEP), cli: cli, fn: map[string]string{}}
-	tw, err := twin.Up(t.Context(), twin.Config{
-		Template:         tmpl,
-		StackName:        fmt.Sprintf("%s%06x", prefix, rand.Uint32()>>8),
-		DynamoDBEndpoint: ddbEP, SQSEndpoint: sqsEP,
-		Code:           code,
-		Logger:         twintest.Logger(t),
-		PollInterval:   25 * time.Millisecond,
-		RetryDelay:     func(int) time.Duration { return 20 * time.Millisecond },
-		OnFunctionLine: s.line,
-	})
-	if err != nil {
-		t.Fatalf("twin up: %v", err)
-	}
-	t.Cleanup(func() {
-		start := time.Now()
-		tw.Close()
-		t.Logf("twin stopped in %v", time.Since(start).Round(time.Millisecond))
-		if t.Failed() {
-			s.mu.Lock()
-			lines := s.lines[max(0, len(s.lines)-300):]
-			s.mu.Unlock()
-			t.Logf("the functions' last %d lines:\n%s", len(lines), strings.Join(lines, "\n"))
-		}
-	})
-	s.tw = tw
+	o.Mutate = mutate
+	ks := testkit.Up(t, o)
+	s := &stack{t: t, tw: ks.Twin, ddb: ks.DynamoDB, sqs: ks.SQS, cli: cli, fn: ks.Functions, url: ks.ReconcileURL}
+	ks.OnLine(s.line)
 	return s
 }
 
@@ -176,20 +163,14 @@ func upStack(t *testing.T, prefix string, tmpl *cfn.Template, code twin.CodeReso
 func startStack(t *testing.T, mutate func(*cfn.Template)) *stack {
 	t.Helper()
 	twintest.Endpoints(t) // skip before building when there are no servers
-	tmpl, code, cli := assemble(t)
-	tmpl = tmpl.Clone()
-	if mutate != nil {
-		mutate(tmpl)
-	}
-	s := upStack(t, "e2e", tmpl, code, cli)
-	tw := s.tw
+	_, _, cli := assemble(t)
+	s := upStack(t, ordersApp, mutate, cli)
+	tw, tmpl := s.tw, s.tw.Template()
 	var err error
 	for _, name := range []string{keys.FnStreamFilter, keys.FnDurableConsumer, keys.FnChangefeed, keys.FnReconcile, keys.FnDLQRepair, keys.FnTamperWatch} {
-		id, err := tw.FunctionByCode(name)
-		if err != nil {
-			t.Fatal(err)
+		if s.fn[name] == "" {
+			t.Fatalf("the template has no function %s", name)
 		}
-		s.fn[name] = id
 	}
 	for _, r := range tmpl.OfType(cfn.TypePipe) {
 		s.pipe = r.LogicalID
@@ -210,7 +191,7 @@ func startStack(t *testing.T, mutate func(*cfn.Template)) *stack {
 		t.Fatalf("template: pipe %q, change feed mapping %q, durable mapping %q, tamper-watch mapping %q: want all four",
 			s.pipe, s.feedMap, s.durableMap, s.tamperMap)
 	}
-	if s.url = tw.URLs()[s.fn[keys.FnReconcile]]; s.url == "" {
+	if s.url == "" {
 		t.Fatal("no Function URL for reconcile")
 	}
 	if s.env, err = tw.FunctionEnv(s.fn[keys.FnDLQRepair]); err != nil {

@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,64 +17,22 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
-	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 	"github.com/fourlanes/fourlanes/twin"
 	"github.com/fourlanes/fourlanes/twin/cfn"
-	"github.com/fourlanes/fourlanes/twin/localaws"
+	"github.com/fourlanes/fourlanes/twin/testkit"
 )
 
-// The library's build and synthesis (examples/library), once per test
-// binary, apart from the example's (assemble).
-var (
-	libraryOnce      sync.Once
-	libraryAssembled struct {
-		template *cfn.Template
-		code     twin.CodeResolver
-		cli      string
-		took     time.Duration
-		err      error
-	}
-)
+// libraryApp is where the library example lives in the workspace.
+var libraryApp = testkit.Options{App: "./examples/library/infra", Functions: "examples/library/functions", StackPrefix: "lib"}
 
-// assembleLibrary builds the library's functions (examples/library/functions)
-// and the CLI for this machine and synthesizes the library's CDK app
-// (go run ./examples/library/infra) with the host binaries as code assets.
+// assembleLibrary returns the library's synthesized template, what runs its
+// functions, and its own build of the CLI (cli.Main(&library.App)).
 func assembleLibrary(t *testing.T) (*cfn.Template, twin.CodeResolver, string) {
 	t.Helper()
-	libraryOnce.Do(func() {
-		a := &libraryAssembled
-		start := time.Now()
-		root, err := localaws.ModuleRoot()
-		if err != nil {
-			a.err = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "fourlanes-library-")
-		if err != nil {
-			a.err = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		a.template, a.code, a.err = twin.Assemble(ctx, root, "examples/library/functions", "./examples/library/infra",
-			filepath.Join(dir, "bin"), filepath.Join(dir, "cdk.out"), "")
-		if a.err != nil {
-			return
-		}
-		a.cli = filepath.Join(dir, "fourlanes")
-		build := exec.CommandContext(ctx, "go", "build", "-o", a.cli, "./examples/library/cmd/library") // the library's own build of the CLI (cli.Main(&library.App))
-		build.Dir = root
-		if out, err := build.CombinedOutput(); err != nil {
-			a.err = fmt.Errorf("build the CLI: %w\n%s", err, out)
-		}
-		a.took = time.Since(start)
-	})
-	if libraryAssembled.err != nil {
-		t.Fatalf("assemble the library's stack: %v", libraryAssembled.err)
-	}
-	return libraryAssembled.template, libraryAssembled.code, libraryAssembled.cli
+	tmpl, code := testkit.Assemble(t, libraryApp)
+	return tmpl, code, buildCLI(t, "./examples/library/cmd/library")
 }
 
 // startLibrary brings up a twin of the library's stack, mutated by mutate if
@@ -85,20 +40,20 @@ func assembleLibrary(t *testing.T) (*cfn.Template, twin.CodeResolver, string) {
 // own service).
 func startLibrary(t *testing.T, mutate ...func(*cfn.Template)) *stack {
 	t.Helper()
-	tmpl, code, cli := assembleLibrary(t)
-	tmpl = tmpl.Clone()
-	for _, m := range mutate {
-		m(tmpl)
-	}
-	s := upStack(t, "lib", tmpl, code, cli)
+	_, _, cli := assembleLibrary(t)
+	s := upStack(t, libraryApp, func(tm *cfn.Template) {
+		for _, m := range mutate {
+			m(tm)
+		}
+	}, cli)
 	tw := s.tw
 	var err error
 	for _, name := range keys.Functions {
-		if s.fn[name], err = tw.FunctionByCode(name); err != nil {
-			t.Fatal(err)
+		if s.fn[name] == "" {
+			t.Fatalf("the library's template has no function %s", name)
 		}
 	}
-	if s.url = tw.URLs()[s.fn[keys.FnReconcile]]; s.url == "" {
+	if s.url == "" {
 		t.Fatal("no Function URL for reconcile")
 	}
 	if s.env, err = tw.FunctionEnv(s.fn[keys.FnDLQRepair]); err != nil {
@@ -134,11 +89,7 @@ func TestLibraryEndToEnd(t *testing.T) {
 	s := startLibrary(t)
 	ctx := context.Background()
 
-	cat, err := library.App.Catalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	events, err := eventstore.New(s.ddb, eventstore.Config{Table: s.env[keys.EnvEventsTable], Catalog: cat})
+	events, err := library.App.EventStore(s.ddb, s.env[keys.EnvEventsTable])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,8 +244,7 @@ func TestLibraryEndToEnd(t *testing.T) {
 		}
 		return true, ""
 	})
-	t.Logf("library: %d events of %d tenants delivered once and projected; assembled (build + synth) in %v",
-		total, len(tenants), libraryAssembled.took.Round(time.Millisecond))
+	t.Logf("library: %d events of %d tenants delivered once and projected", total, len(tenants))
 }
 
 // remindersSent counts the "reminder sent" lines the functions printed, by
@@ -330,11 +280,7 @@ func TestLibraryReminderOfUnknownOutcome(t *testing.T) {
 	fs := newFaults(t)
 	ctx := context.Background()
 	state, eventsTable := s.env[keys.EnvStateTable], s.env[keys.EnvEventsTable]
-	cat, err := library.App.Catalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	events, err := eventstore.New(s.ddb, eventstore.Config{Table: eventsTable, Catalog: cat})
+	events, err := library.App.EventStore(s.ddb, eventsTable)
 	if err != nil {
 		t.Fatal(err)
 	}

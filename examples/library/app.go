@@ -16,17 +16,12 @@ import (
 var App = app.Application{
 	Name: "library",
 	Modules: []app.Module{
-		{Spec: loans.Module.Spec()},
-		{Spec: reminders.Module.Spec(), Bind: bindReminders},
-		{Spec: shelf.Module.Spec(), Bind: bindShelf, Env: []string{shelf.EnvTable}},
+		app.Declare(loans.Module),
+		app.Bind(reminders.Module, func(rt app.Runtime) (*reminders.Reminder, error) {
+			return &reminders.Reminder{Logger: rt.Logger}, nil
+		}),
+		app.Bind(shelf.Module, func(rt app.Runtime) (*shelf.Projector, error) {
+			return &shelf.Projector{DB: rt.DynamoDB, Table: rt.Env[shelf.EnvTable], Logger: rt.Logger}, nil
+		}, shelf.EnvTable),
 	},
-}
-
-func bindReminders(rt app.Runtime) (app.Bound, error) {
-	return app.Bound{Binding: reminders.Module.Bind(&reminders.Reminder{Logger: rt.Logger})}, nil
-}
-
-func bindShelf(rt app.Runtime) (app.Bound, error) {
-	p := &shelf.Projector{DB: rt.DynamoDB, Table: rt.Env[shelf.EnvTable], Logger: rt.Logger}
-	return app.Bound{Binding: shelf.Module.Bind(p), Reapplier: p}, nil
 }

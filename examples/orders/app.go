@@ -17,29 +17,22 @@ import (
 var App = app.Application{
 	Name: "orders",
 	Modules: []app.Module{
-		{Spec: orders.Module.Spec()},
-		{Spec: inventory.Module.Spec()},
-		{Spec: audit.Module.Spec()},
-		{Spec: notifications.Module.Spec(), Bind: bindNotifications},
-		{Spec: search.Module.Spec(), Bind: bindSearch, Env: []string{search.EnvTable}},
+		app.Declare(orders.Module),
+		app.Declare(inventory.Module),
+		app.Declare(audit.Module),
+		// Emails go out through the log (a stand-in for a mail provider); the
+		// lane records each send as an effect.
+		app.Bind(notifications.Module, func(rt app.Runtime) (*notifications.Notifier, error) {
+			return &notifications.Notifier{Mailer: notifications.LogMailer{Logger: rt.Logger}}, nil
+		}),
+		// The search projection; dlq-repair re-applies an order to it when its
+		// change events were lost (the Projector is a Reapplier).
+		app.Bind(search.Module, func(rt app.Runtime) (*search.Projector, error) {
+			return &search.Projector{
+				Store:   &search.DynamoStore{DB: rt.DynamoDB, SearchTable: rt.Env[search.EnvTable], StateTable: rt.StateTable},
+				Logger:  rt.Logger,
+				Metrics: rt.Metrics,
+			}, nil
+		}, search.EnvTable),
 	},
-}
-
-// bindNotifications sends emails through the log (a stand-in for a mail
-// provider); the lane records each send as an effect.
-func bindNotifications(rt app.Runtime) (app.Bound, error) {
-	return app.Bound{Binding: notifications.Module.Bind(&notifications.Notifier{
-		Mailer: notifications.LogMailer{Logger: rt.Logger},
-	})}, nil
-}
-
-// bindSearch projects orders into the search table; dlq-repair re-applies
-// an order to it when its change events were lost.
-func bindSearch(rt app.Runtime) (app.Bound, error) {
-	p := &search.Projector{
-		Store:   &search.DynamoStore{DB: rt.DynamoDB, SearchTable: rt.Env[search.EnvTable], StateTable: rt.StateTable},
-		Logger:  rt.Logger,
-		Metrics: rt.Metrics,
-	}
-	return app.Bound{Binding: search.Module.Bind(p), Reapplier: p}, nil
 }

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,8 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
 type recv struct{}
@@ -74,4 +77,77 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%s: Check gave catalog %v, %v; want none and the error", tc.name, cat, err)
 		}
 	}
+}
+
+// projection is a receiver that is also a Reapplier.
+type projection struct{ recv }
+
+func (projection) Repair(context.Context, string, string, string, int64, map[string]any) error {
+	return nil
+}
+
+var projected = catalog.Module[projection]{Name: "view", Subscribes: []catalog.Subscription[projection]{
+	{Name: "view.all", Types: "shop.*", Lane: catalog.Durable, Reads: []int{1}, Handler: projection.On},
+}}
+
+// TestBindAndDeclare: one call per module. Bind builds the receiver in the
+// function (given the runtime, its env names set on the functions that run
+// it), offers a receiver that is a Reapplier to dlq-repair, and names the
+// module when the build fails; Declare is a module that binds nothing.
+func TestBindAndDeclare(t *testing.T) {
+	var got app.Runtime
+	a := app.Application{Name: "shop", Modules: []app.Module{
+		app.Declare(shop),
+		app.Bind(durable, func(rt app.Runtime) (recv, error) { got = rt; return recv{}, nil }, "MAIL_TABLE"),
+		app.Bind(projected, func(app.Runtime) (projection, error) { return projection{}, nil }),
+	}}
+	if err := a.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if env := a.Env(catalog.Durable); !slices.Equal(env, []string{"MAIL_TABLE"}) {
+		t.Errorf("Env: %v, want MAIL_TABLE", env)
+	}
+	if a.Modules[0].Bind != nil {
+		t.Error("Declare gave a module a Bind")
+	}
+	b, err := a.Modules[1].Bind(app.Runtime{Function: "durable-consumer", Env: map[string]string{"MAIL_TABLE": "t"}})
+	if err != nil || b.Reapplier != nil || got.Env["MAIL_TABLE"] != "t" || got.Function != "durable-consumer" {
+		t.Errorf("mail bound: %+v, %v (runtime %+v); want no Reapplier and the runtime given", b, err, got)
+	}
+	if b, err := a.Modules[2].Bind(app.Runtime{}); err != nil || b.Reapplier == nil {
+		t.Errorf("a projection bound: %+v, %v; want its Reapplier", b, err)
+	}
+	bad := app.Bind(durable, func(app.Runtime) (recv, error) { return recv{}, errors.New("no mail relay configured") })
+	if _, err := bad.Bind(app.Runtime{}); err == nil || !strings.Contains(err.Error(), "module mail: no mail relay configured") {
+		t.Errorf("a failed build: %v, want it named by module", err)
+	}
+}
+
+// TestEventStore: the store takes the application's catalog and chain
+// shards, so an emitter cannot disagree with another; an invalid
+// application opens none.
+func TestEventStore(t *testing.T) {
+	a := app.Application{Name: "shop", Modules: []app.Module{app.Declare(shop)}, ChainShards: map[string]int{"hot": 4}}
+	s, err := a.EventStore(nil, "events")
+	if err != nil || s == nil {
+		t.Fatalf("EventStore: %v", err)
+	}
+	if _, err := s.Emit(tenancyCtx(t, "hot"), "shop.sold", map[string]any{"N": 1}); !errors.Is(err, eventstore.ErrNoShardKey) {
+		t.Errorf("an emit for the sharded tenant without a shard key: %v, want ErrNoShardKey (the shards came from the application)", err)
+	}
+	if _, err := s.Emit(tenancyCtx(t, "cold"), "shop.unknown", map[string]any{}); err == nil || !strings.Contains(err.Error(), "shop.unknown") {
+		t.Errorf("an undeclared type: %v, want it refused by the application's catalog", err)
+	}
+	if _, err := (app.Application{Name: "Bad"}).EventStore(nil, "events"); err == nil {
+		t.Error("an invalid application opened a store")
+	}
+}
+
+func tenancyCtx(t *testing.T, tenant string) context.Context {
+	t.Helper()
+	ctx, err := tenancy.WithTenant(context.Background(), tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx
 }

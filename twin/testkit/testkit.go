@@ -254,11 +254,7 @@ func (s *Stack) id(t *testing.T, fn string) string {
 // catalog and chain shards, as the application's services would open it.
 func (s *Stack) Store(t *testing.T, a app.Application) *eventstore.Store {
 	t.Helper()
-	cat, err := a.Catalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := eventstore.New(s.DynamoDB, eventstore.Config{Table: s.Env(t, keys.FnDLQRepair)[keys.EnvEventsTable], Catalog: cat, Shards: a.ChainShards})
+	store, err := a.EventStore(s.DynamoDB, s.Env(t, keys.FnDLQRepair)[keys.EnvEventsTable])
 	if err != nil {
 		t.Fatal(err)
 	}
