@@ -247,6 +247,12 @@ func parseUpdate(t *Table, s *string, p *expr.Params) (*expr.Update, error) {
 func applyUpdate(t *Table, u *expr.Update, key, old attr.Item) (attr.Item, error) {
 	base := old
 	if base == nil {
+		if u != nil && u.DeletesOnly() {
+			// "REMOVE a" of an item that does not exist leaves it not existing:
+			// AWS creates an item only for an update that adds something (or for
+			// none at all).
+			return nil, nil
+		}
 		base = t.KeyItem(key)
 	}
 	if u == nil {

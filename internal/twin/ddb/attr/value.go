@@ -159,7 +159,12 @@ func Decimal(canonical string) *apd.Decimal {
 // AddNumbers returns a+b (or a-b when sub) in canonical form, or DynamoDB's error when
 // the result needs more than 38 digits or leaves the range.
 func AddNumbers(a, b string, sub bool) (string, error) {
+	// Canonical texts carry no exponent, so 9e125 arrives as 126 digits; reduced
+	// (9 × 10^125) the operands fit the 38-digit context, and only a result that
+	// really needs more digits is refused.
 	x, y := Decimal(a), Decimal(b)
+	x.Reduce(x)
+	y.Reduce(y)
 	var r apd.Decimal
 	var err error
 	if sub {
@@ -596,7 +601,7 @@ func appendArray(buf *bytes.Buffer, n int, elem func(i int)) {
 func (v *Value) UnmarshalJSON(data []byte) error {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil || raw == nil {
-		return invalidf("Supplied AttributeValue is not a JSON object")
+		return serialf("Supplied AttributeValue is not a JSON object")
 	}
 	if len(raw) != 1 {
 		if len(raw) == 0 {
@@ -613,7 +618,7 @@ func (v *Value) UnmarshalJSON(data []byte) error {
 		switch k {
 		case KindS:
 			if err := json.Unmarshal(body, &v.S); err != nil {
-				return invalidf("Supplied AttributeValue S is not a string")
+				return serialf("STRING_VALUE can not be converted to a String")
 			}
 			if !utf8.ValidString(v.S) {
 				return invalidf("Supplied AttributeValue S is not valid UTF-8")
@@ -621,7 +626,7 @@ func (v *Value) UnmarshalJSON(data []byte) error {
 		case KindN:
 			var s string
 			if err := json.Unmarshal(body, &s); err != nil {
-				return invalidf("Supplied AttributeValue N is not a string")
+				return serialf("NUMBER_VALUE can not be converted to a String")
 			}
 			c, _, err := ParseNumber(s)
 			if err != nil {
@@ -630,14 +635,14 @@ func (v *Value) UnmarshalJSON(data []byte) error {
 			v.S = c
 		case KindB:
 			if err := json.Unmarshal(body, &v.B); err != nil {
-				return invalidf("Supplied AttributeValue B is not base64")
+				return serialf("Base64 encoded value of B is malformed")
 			}
 			if v.B == nil {
 				v.B = []byte{}
 			}
 		case KindBOOL:
 			if err := json.Unmarshal(body, &v.Bool); err != nil {
-				return invalidf("Supplied AttributeValue BOOL is not a boolean")
+				return serialf("BOOL_VALUE can not be converted to a Boolean")
 			}
 		case KindNULL:
 			var b bool
@@ -646,7 +651,7 @@ func (v *Value) UnmarshalJSON(data []byte) error {
 			}
 		case KindM:
 			if err := json.Unmarshal(body, &v.M); err != nil {
-				return asValidation(err, "Supplied AttributeValue M is not a map of AttributeValues")
+				return asValidation(err, "M can not be converted to a map of AttributeValues")
 			}
 			if v.M == nil {
 				v.M = map[string]*Value{}
@@ -659,7 +664,7 @@ func (v *Value) UnmarshalJSON(data []byte) error {
 			}
 		case KindL:
 			if err := json.Unmarshal(body, &v.L); err != nil {
-				return asValidation(err, "Supplied AttributeValue L is not a list of AttributeValues")
+				return asValidation(err, "L can not be converted to a list of AttributeValues")
 			}
 			if v.L == nil {
 				v.L = []*Value{}
@@ -671,7 +676,7 @@ func (v *Value) UnmarshalJSON(data []byte) error {
 			}
 		case KindSS:
 			if err := json.Unmarshal(body, &v.SS); err != nil {
-				return invalidf("Supplied AttributeValue SS is not a list of strings")
+				return serialf("SS can not be converted to a list of Strings")
 			}
 			if err := checkSet(k, v.SS); err != nil {
 				return err
@@ -679,7 +684,7 @@ func (v *Value) UnmarshalJSON(data []byte) error {
 		case KindNS:
 			var texts []string
 			if err := json.Unmarshal(body, &texts); err != nil {
-				return invalidf("Supplied AttributeValue NS is not a list of strings")
+				return serialf("NS can not be converted to a list of Strings")
 			}
 			v.SS = make([]string, len(texts))
 			for i, s := range texts {
@@ -694,7 +699,7 @@ func (v *Value) UnmarshalJSON(data []byte) error {
 			}
 		case KindBS:
 			if err := json.Unmarshal(body, &v.BS); err != nil {
-				return invalidf("Supplied AttributeValue BS is not a list of base64 strings")
+				return serialf("Base64 encoded value of BS is malformed")
 			}
 			members := make([]string, len(v.BS))
 			for i, b := range v.BS {
@@ -739,11 +744,16 @@ func setDisplay(k Kind, members []string) string {
 	return "[" + strings.Join(members, ", ") + "]"
 }
 
+// asValidation passes on an error of a nested value as it is; any other (the JSON
+// was not of the expected shape) is a SerializationError with msg.
 func asValidation(err error, msg string) error {
-	if e, ok := err.(*InvalidError); ok {
+	switch e := err.(type) {
+	case *InvalidError:
+		return e
+	case *SerializationError:
 		return e
 	}
-	return invalidf("%s", msg)
+	return serialf("%s", msg)
 }
 
 // InvalidError is a value DynamoDB refuses; its message is AWS's ValidationException wording.
@@ -751,6 +761,18 @@ func asValidation(err error, msg string) error {
 type InvalidError struct{ Msg string }
 
 func (e *InvalidError) Error() string { return e.Msg }
+
+// SerializationError is an AttributeValue whose JSON has the wrong shape for its
+// type ({"N": 3} instead of {"N": "3"}, a B that is not base64): AWS answers these
+// with SerializationException, not ValidationException (observed, and relied on by
+// public compatibility suites run against AWS).
+type SerializationError struct{ Msg string }
+
+func (e *SerializationError) Error() string { return e.Msg }
+
+func serialf(format string, args ...any) *SerializationError {
+	return &SerializationError{Msg: fmt.Sprintf(format, args...)}
+}
 
 func invalidf(format string, args ...any) *InvalidError {
 	return &InvalidError{Msg: fmt.Sprintf(format, args...)}
