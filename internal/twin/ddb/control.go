@@ -4,7 +4,7 @@ import (
 	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
 
 	"context"
-
+	"fmt"
 	"net/http"
 	"regexp"
 	"sort"
@@ -85,8 +85,14 @@ func opCreateTable(ctx context.Context, db *DB, body []byte) (any, error) {
 	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
-	if !tableNameRE.MatchString(in.TableName) {
-		return nil, validationf("1 validation error detected: Value '%s' at 'tableName' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z0-9_.-]+ and have length between 3 and 255", in.TableName)
+	if err := checkTableName(in.TableName, "tableName"); err != nil {
+		return nil, err
+	}
+	if err := checkBillingMode(in.BillingMode); err != nil {
+		return nil, err
+	}
+	if err := checkKeyNames(in.AttributeDefinitions, in.KeySchema, in.GlobalSecondaryIndexes, in.LocalSecondaryIndexes); err != nil {
+		return nil, err
 	}
 	defs := map[string]attr.Kind{}
 	var attrDefs []KeyDef
@@ -153,6 +159,50 @@ func opCreateTable(ctx context.Context, db *DB, body []byte) (any, error) {
 	db.mu.Unlock()
 	db.changed()
 	return map[string]any{"TableDescription": t.describe()}, nil
+}
+
+// maxKeyNameLen is the longest name of a key attribute (table or index) or of the
+// TTL attribute: 255 characters. AWS documents it for secondary index keys and
+// enforces it for the table's keys and UpdateTimeToLive too (observed; public
+// compatibility suites run against AWS check it).
+const maxKeyNameLen = 255
+
+func keyNameError(name, param string) error {
+	if name == "" {
+		return validationf("1 validation error detected: Value '' at '%s' failed to satisfy constraint: Member must have length greater than or equal to 1", param)
+	}
+	return validationf("1 validation error detected: Value '%s' at '%s' failed to satisfy constraint: Member must have length less than or equal to %d", name, param, maxKeyNameLen)
+}
+
+func badKeyName(name string) bool { return name == "" || len(name) > maxKeyNameLen }
+
+// checkKeyNames refuses a key attribute name that is empty or longer than 255
+// characters, wherever CreateTable names one, before anything else is checked.
+func checkKeyNames(defs []attrDefJSON, ks []keySchemaJSON, gsis, lsis []indexJSON) error {
+	for i, d := range defs {
+		if badKeyName(d.AttributeName) {
+			return keyNameError(d.AttributeName, fmt.Sprintf("attributeDefinitions.%d.member.attributeName", i+1))
+		}
+	}
+	for i, k := range ks {
+		if badKeyName(k.AttributeName) {
+			return keyNameError(k.AttributeName, fmt.Sprintf("keySchema.%d.member.attributeName", i+1))
+		}
+	}
+	for _, ixs := range [][]indexJSON{gsis, lsis} {
+		for _, ix := range ixs {
+			for i, k := range ix.KeySchema {
+				if badKeyName(k.AttributeName) {
+					return keyNameError(k.AttributeName, fmt.Sprintf("keySchema.%d.member.attributeName", i+1))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func checkBillingMode(v string) error {
+	return checkEnum("billingMode", v, "PROVISIONED", "PAY_PER_REQUEST")
 }
 
 func checkViewType(v string) error {
@@ -254,13 +304,17 @@ func opDeleteTable(ctx context.Context, db *DB, body []byte) (any, error) {
 	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
+	name, err := db.tableName(in.TableName)
+	if err != nil {
+		return nil, err
+	}
 	db.mu.Lock()
-	t := db.tables[in.TableName]
+	t := db.tables[name]
 	if t == nil {
 		db.mu.Unlock()
-		return nil, notFoundf("Requested resource not found: Table: %s not found", in.TableName)
+		return nil, notFoundf("Requested resource not found: Table: %s not found", name)
 	}
-	delete(db.tables, in.TableName)
+	delete(db.tables, name)
 	db.mu.Unlock()
 	t.mu.Lock()
 	t.deleted = true
@@ -308,10 +362,14 @@ func opListTables(ctx context.Context, db *DB, body []byte) (any, error) {
 type updateTableInput struct {
 	TableName           string
 	StreamSpecification *streamSpecJSON
+	BillingMode         string
 	// Accepted and ignored, as AWS-side settings.
-	BillingMode               string
 	ProvisionedThroughput     any
 	DeletionProtectionEnabled *bool
+	SSESpecification          any
+	TableClass                string
+	OnDemandThroughput        any
+	WarmThroughput            any
 	AttributeDefinitions      any
 	// Refused: index changes are not served here.
 	GlobalSecondaryIndexUpdates []any
@@ -321,6 +379,16 @@ type updateTableInput struct {
 func opUpdateTable(ctx context.Context, db *DB, body []byte) (any, error) {
 	var in updateTableInput
 	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	if in.StreamSpecification == nil && in.BillingMode == "" && in.ProvisionedThroughput == nil && in.DeletionProtectionEnabled == nil &&
+		in.SSESpecification == nil && in.TableClass == "" && in.OnDemandThroughput == nil && in.WarmThroughput == nil &&
+		len(in.GlobalSecondaryIndexUpdates) == 0 && len(in.ReplicaUpdates) == 0 {
+		// AWS refuses an UpdateTable that asks for no change (observed; the
+		// wording is ours).
+		return nil, validationf("UpdateTable requires at least one of ProvisionedThroughput, BillingMode, StreamSpecification, GlobalSecondaryIndexUpdates, SSESpecification, ReplicaUpdates, TableClass or DeletionProtectionEnabled")
+	}
+	if err := checkBillingMode(in.BillingMode); err != nil {
 		return nil, err
 	}
 	if len(in.GlobalSecondaryIndexUpdates) > 0 || len(in.ReplicaUpdates) > 0 {
@@ -373,6 +441,9 @@ func opUpdateTimeToLive(ctx context.Context, db *DB, body []byte) (any, error) {
 	s := in.TimeToLiveSpecification
 	if s == nil || s.AttributeName == "" {
 		return nil, validationf("1 validation error detected: Value null at 'timeToLiveSpecification.attributeName' failed to satisfy constraint: Member must not be null")
+	}
+	if len(s.AttributeName) > maxKeyNameLen {
+		return nil, keyNameError(s.AttributeName, "timeToLiveSpecification.attributeName")
 	}
 	t, err := db.table(in.TableName)
 	if err != nil {

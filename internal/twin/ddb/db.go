@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -121,10 +122,14 @@ func (db *DB) Options() Options { return db.opts }
 
 func (db *DB) now() time.Time { return db.opts.Now() }
 
-// table returns the named table, or ResourceNotFoundException as AWS words it.
+// table returns the named table, or ResourceNotFoundException as AWS words it. A
+// name that no table can have is a ValidationException, as on AWS (a name outside
+// [a-zA-Z0-9_.-]{3,255} is refused before any look-up). The name may also be the
+// table's ARN, which AWS accepts wherever a table is named.
 func (db *DB) table(name string) (*Table, error) {
-	if name == "" {
-		return nil, validationf("1 validation error detected: Value null at 'tableName' failed to satisfy constraint: Member must not be null")
+	name, err := db.tableName(name)
+	if err != nil {
+		return nil, err
 	}
 	db.mu.RLock()
 	t := db.tables[name]
@@ -133,6 +138,35 @@ func (db *DB) table(name string) (*Table, error) {
 		return nil, notFoundf("Requested resource not found: Table: %s not found", name)
 	}
 	return t, nil
+}
+
+// tableName checks a TableName parameter and returns the table's name (an ARN of
+// this endpoint's account and region resolved to it).
+func (db *DB) tableName(name string) (string, error) {
+	if name == "" {
+		return "", validationf("1 validation error detected: Value null at 'tableName' failed to satisfy constraint: Member must not be null")
+	}
+	if rest, ok := strings.CutPrefix(name, db.arn("table/")); ok && !strings.Contains(rest, "/") {
+		name = rest
+	}
+	if err := checkTableName(name, "tableName"); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// checkTableName refuses a table or index name outside AWS's constraints, naming
+// the parameter (tableName, indexName) as AWS's message does.
+func checkTableName(name, param string) error {
+	switch {
+	case len(name) < 3:
+		return validationf("1 validation error detected: Value '%s' at '%s' failed to satisfy constraint: Member must have length greater than or equal to 3", name, param)
+	case len(name) > 255:
+		return validationf("1 validation error detected: Value '%s' at '%s' failed to satisfy constraint: Member must have length less than or equal to 255", name, param)
+	case !tableNameRE.MatchString(name):
+		return validationf("1 validation error detected: Value '%s' at '%s' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z0-9_.-]+", name, param)
+	}
+	return nil
 }
 
 // Tables returns the tables in name order.

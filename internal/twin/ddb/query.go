@@ -3,6 +3,7 @@ package ddb
 import (
 	"context"
 	"hash/fnv"
+	"strings"
 
 	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
 	"github.com/fourlanes/fourlanes/internal/twin/ddb/expr"
@@ -155,8 +156,12 @@ func (pl *readPlan) startEntry(esk attr.Item) (*entry, error) {
 		return nil, validationf("The provided starting key is invalid: The provided key element does not match the schema")
 	}
 	for name, k := range want {
-		if v := esk[name]; v == nil || v.Kind != k {
+		v := esk[name]
+		if v == nil || v.Kind != k {
 			return nil, validationf("The provided starting key is invalid: The provided key element does not match the schema")
+		}
+		if v.Size() == 0 {
+			return nil, validationf("The provided starting key is invalid: One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty %s value. Key: %s", emptyWord(v), name)
 		}
 	}
 	pk, sk := t.keyOf(esk)
@@ -358,6 +363,11 @@ func opQuery(ctx context.Context, db *DB, body []byte) (any, error) {
 		rng = nil
 	}
 	forward := in.ScanIndexForward == nil || *in.ScanIndexForward
+	if pl.start != nil && pl.ix == nil && pl.t.Range.Name == "" {
+		// A table without a sort key holds one item per partition key: a Query
+		// starting after that item has nothing to read, and AWS refuses it.
+		return nil, validationf("The provided starting key is invalid: Exclusive start key must not be given when querying a table without a sort key: ExclusiveStartKey: %s", keyText(in.ExclusiveStartKey))
+	}
 	if pl.start != nil {
 		if compareKey(pl.start.hk, kc.Hash) != 0 || (rng != nil && !rng.Match(pl.start.rk)) {
 			return nil, validationf("The provided starting key does not match the range key predicate")
@@ -415,6 +425,16 @@ func nameOr(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// keyText writes a key as AWS's messages do: {pk=AttributeValue: {S:x}}.
+func keyText(k attr.Item) string {
+	names := sortedNames(k)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = n + "=AttributeValue: {" + k[n].Kind.String() + ":" + scalarText(k[n]) + "}"
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
 }
 
 func scalarText(v *attr.Value) string {
@@ -497,6 +517,11 @@ func opScan(ctx context.Context, db *DB, body []byte) (any, error) {
 		}
 	}
 	t := pl.t
+	if pl.start != nil && total > 1 && segmentOf(t, in.ExclusiveStartKey, total) != seg {
+		// A parallel scan's segment holds the items whose partition key maps to
+		// it: a start key of another segment is an error on AWS.
+		return nil, validationf("The provided Exclusive start key does not map to the provided Segment and TotalSegments values: Segment: %d, TotalSegments: %d", seg, total)
+	}
 	return pl.read(ctx, db, func(pg *page) {
 		visit := func(e *entry) bool {
 			if pl.start != nil && !lessEntries(pl.start, e) {
