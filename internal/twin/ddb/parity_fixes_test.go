@@ -46,7 +46,9 @@ func (p *parity) rawCall(target string, body []byte) (int, string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var e struct{ Type string `json:"__type"` }
+	var e struct {
+		Type string `json:"__type"`
+	}
 	_ = json.Unmarshal(b, &e)
 	typ := e.Type
 	if i := strings.LastIndexByte(typ, '#'); i >= 0 {
