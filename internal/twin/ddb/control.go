@@ -115,18 +115,19 @@ func opCreateTable(ctx context.Context, db *DB, body []byte) (any, error) {
 	now := db.now()
 	t := &Table{
 		Name: in.TableName, ARN: db.arn("table/" + in.TableName), ID: uuid.NewString(), Created: now,
-		Hash: hash, Range: rng, AttrDefs: attrDefs, items: newTree(), billing: "PROVISIONED",
+		Hash: hash, Range: rng, attrDefs: attrDefs, items: newTree(), billing: "PROVISIONED",
 	}
 	if in.BillingMode == "PAY_PER_REQUEST" {
 		t.billing = "PAY_PER_REQUEST"
 	}
 	seen := map[string]bool{}
+	var gsis, lsis []*Index
 	for _, g := range in.GlobalSecondaryIndexes {
 		ix, err := newIndex(g, defs, used, true, seen)
 		if err != nil {
 			return nil, err
 		}
-		t.GSIs = append(t.GSIs, ix)
+		gsis = append(gsis, ix)
 	}
 	for _, l := range in.LocalSecondaryIndexes {
 		ix, err := newIndex(l, defs, used, false, seen)
@@ -136,8 +137,9 @@ func opCreateTable(ctx context.Context, db *DB, body []byte) (any, error) {
 		if ix.Hash.Name != hash.Name || rng.Name == "" {
 			return nil, validationf("One or more parameter values were invalid: Table KeySchema does not have a range key, which is required when specifying a LocalSecondaryIndex")
 		}
-		t.LSIs = append(t.LSIs, ix)
+		lsis = append(lsis, ix)
 	}
+	t.setIndexes(gsis, lsis)
 	for name := range defs {
 		if !used[name] {
 			return nil, validationf("One or more parameter values were invalid: Number of attributes in KeySchema does not exactly match number of attributes defined in AttributeDefinitions")
@@ -273,7 +275,7 @@ func newIndex(j indexJSON, defs map[string]attr.Kind, used map[string]bool, glob
 	default:
 		return nil, validationf("One or more parameter values were invalid: Unknown ProjectionType: %q", pt)
 	}
-	return &Index{Name: j.IndexName, Global: global, Hash: h, Range: r, ProjectionType: pt, NonKey: j.Projection.NonKeyAttributes, items: newTree()}, nil
+	return &Index{Name: j.IndexName, Global: global, Hash: h, Range: r, ProjectionType: pt, NonKey: j.Projection.NonKeyAttributes, items: newTree(), status: indexActive}, nil
 }
 
 type tableNameInput struct {
@@ -370,10 +372,11 @@ type updateTableInput struct {
 	TableClass                string
 	OnDemandThroughput        any
 	WarmThroughput            any
-	AttributeDefinitions      any
-	// Refused: index changes are not served here.
-	GlobalSecondaryIndexUpdates []any
-	ReplicaUpdates              []any
+	// The definitions of a new GSI's key attributes (index.go).
+	AttributeDefinitions        []attrDefJSON
+	GlobalSecondaryIndexUpdates []gsiUpdateJSON
+	// Refused: a local endpoint has no replicas.
+	ReplicaUpdates []any
 }
 
 func opUpdateTable(ctx context.Context, db *DB, body []byte) (any, error) {
@@ -391,8 +394,12 @@ func opUpdateTable(ctx context.Context, db *DB, body []byte) (any, error) {
 	if err := checkBillingMode(in.BillingMode); err != nil {
 		return nil, err
 	}
-	if len(in.GlobalSecondaryIndexUpdates) > 0 || len(in.ReplicaUpdates) > 0 {
-		return nil, validationf("UpdateTable: GlobalSecondaryIndexUpdates and ReplicaUpdates are not supported by this local DynamoDB; create the table with its indexes instead")
+	if len(in.ReplicaUpdates) > 0 {
+		return nil, validationf("UpdateTable: ReplicaUpdates are not supported by this local DynamoDB (it has no other regions)")
+	}
+	gu, err := parseGSIUpdates(in.GlobalSecondaryIndexUpdates, in.AttributeDefinitions)
+	if err != nil {
+		return nil, err
 	}
 	t, err := db.table(in.TableName)
 	if err != nil {
@@ -400,8 +407,12 @@ func opUpdateTable(ctx context.Context, db *DB, body []byte) (any, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.deleted {
+		return nil, notFoundf("Requested resource not found: Table: %s not found", t.Name)
+	}
+	// Everything is checked before anything changes, so a refused part leaves the
+	// rest of the call undone too.
 	if s := in.StreamSpecification; s != nil {
-		now := db.now()
 		switch {
 		case s.StreamEnabled && t.stream != nil:
 			return nil, validationf("Table already has an enabled stream: %s", t.stream.ARN)
@@ -409,13 +420,26 @@ func opUpdateTable(ctx context.Context, db *DB, body []byte) (any, error) {
 			if err := checkViewType(s.StreamViewType); err != nil {
 				return nil, err
 			}
+		case t.stream == nil:
+			return nil, validationf("Table already has its stream disabled")
+		}
+	}
+	if gu != nil {
+		start, err := db.applyGSIUpdate(t, gu)
+		if err != nil {
+			return nil, err
+		}
+		defer start() // the index's build, once the table's lock is released
+	}
+	if s := in.StreamSpecification; s != nil {
+		now := db.now()
+		switch {
+		case s.StreamEnabled:
 			t.stream = newStream(db, t, s.StreamViewType, now)
 			t.streams = append(t.streams, t.stream)
-		case t.stream != nil:
+		default:
 			t.stream.disable(now)
 			t.stream = nil
-		default:
-			return nil, validationf("Table already has its stream disabled")
 		}
 	}
 	if in.BillingMode != "" {
@@ -490,8 +514,8 @@ func (t *Table) describe() map[string]any {
 		}
 		return out
 	}
-	defs := make([]attrDefJSON, 0, len(t.AttrDefs))
-	for _, d := range t.AttrDefs {
+	defs := make([]attrDefJSON, 0, len(t.attrDefs))
+	for _, d := range t.attrDefs {
 		defs = append(defs, attrDefJSON{AttributeName: d.Name, AttributeType: d.Type.String()})
 	}
 	d := map[string]any{
@@ -512,6 +536,12 @@ func (t *Table) describe() map[string]any {
 	} else {
 		d["ProvisionedThroughput"] = throughputJSON{ReadCapacityUnits: 5, WriteCapacityUnits: 5}
 	}
+	// A table is UPDATING while an index of it is allocated or deleted ("The
+	// table/index configuration is being updated. The table/index remains
+	// available for data operations when UPDATING.", TableDescription), and
+	// ACTIVE again while a new index backfills: waiting for the table to be
+	// ACTIVE and then for the index is how AWS's examples wait for an index.
+	status := "ACTIVE"
 	ixs := func(list []*Index) []map[string]any {
 		var out []map[string]any
 		for _, ix := range list {
@@ -524,18 +554,26 @@ func (t *Table) describe() map[string]any {
 				"IndexSizeBytes": 0,
 			}
 			if ix.Global {
-				m["IndexStatus"] = "ACTIVE"
+				m["IndexStatus"] = ix.status
+				if ix.online && ix.status == indexCreating {
+					m["Backfilling"] = ix.backfilling
+				}
+				if (ix.status == indexCreating && !ix.backfilling) || ix.status == indexDeleting {
+					status = "UPDATING"
+				}
 			}
 			out = append(out, m)
 		}
 		return out
 	}
-	if len(t.GSIs) > 0 {
-		d["GlobalSecondaryIndexes"] = ixs(t.GSIs)
+	gsis := append(append([]*Index(nil), t.GSIs()...), t.deleting...)
+	if len(gsis) > 0 {
+		d["GlobalSecondaryIndexes"] = ixs(gsis)
 	}
-	if len(t.LSIs) > 0 {
-		d["LocalSecondaryIndexes"] = ixs(t.LSIs)
+	if lsis := t.LSIs(); len(lsis) > 0 {
+		d["LocalSecondaryIndexes"] = ixs(lsis)
 	}
+	d["TableStatus"] = status
 	if t.stream != nil {
 		d["StreamSpecification"] = streamSpecJSON{StreamEnabled: true, StreamViewType: t.stream.ViewType}
 		d["LatestStreamArn"] = t.stream.ARN

@@ -56,6 +56,10 @@ type DB struct {
 	ext     dbExtensions // state the data-plane files keep (tokens, faults, budgets): ext.go
 	streams streamState  // every stream by ARN, kept after its table goes: stream.go
 	bg      background   // the TTL sweeper and other background work: ttl.go
+
+	// indexHook, when set (by tests, before any index change), is called at each
+	// step of an online index change, which waits until it returns (index.go).
+	indexHook func(index string, p indexPhase)
 }
 
 // New returns an empty DB.

@@ -202,13 +202,13 @@ func (p *persister) flush(timer bool) error {
 func snapshotTableLocked(t *Table) tableSnap {
 	pt := persistedTable{
 		Name: t.Name, ARN: t.ARN, ID: t.ID, Created: t.Created,
-		Hash: t.Hash, Range: t.Range, AttrDefs: t.AttrDefs,
+		Hash: t.Hash, Range: t.Range, AttrDefs: t.attrDefs,
 		TTLAttr: t.ttlAttr, Billing: t.billing,
 	}
-	for _, ix := range t.GSIs {
+	for _, ix := range t.GSIs() {
 		pt.GSIs = append(pt.GSIs, persistIndex(ix))
 	}
-	for _, ix := range t.LSIs {
+	for _, ix := range t.LSIs() {
 		pt.LSIs = append(pt.LSIs, persistIndex(ix))
 	}
 	if t.stream != nil {
@@ -301,15 +301,17 @@ func (p *persister) loadFile() error {
 	for _, pt := range st.Tables {
 		t := &Table{
 			Name: pt.Name, ARN: pt.ARN, ID: pt.ID, Created: pt.Created,
-			Hash: pt.Hash, Range: pt.Range, AttrDefs: pt.AttrDefs,
+			Hash: pt.Hash, Range: pt.Range, attrDefs: pt.AttrDefs,
 			items: newTree(), ttlAttr: pt.TTLAttr, billing: pt.Billing,
 		}
+		var gsis, lsis []*Index
 		for _, pi := range pt.GSIs {
-			t.GSIs = append(t.GSIs, restoreIndex(pi))
+			gsis = append(gsis, restoreIndex(pi))
 		}
 		for _, pi := range pt.LSIs {
-			t.LSIs = append(t.LSIs, restoreIndex(pi))
+			lsis = append(lsis, restoreIndex(pi))
 		}
+		t.setIndexes(gsis, lsis)
 		for _, it := range pt.Items {
 			t.writeLocked(t.KeyItem(it), it, nil, pt.Created) // no stream linked yet: no records
 		}
@@ -336,5 +338,5 @@ func (p *persister) loadFile() error {
 }
 
 func restoreIndex(pi persistedIndex) *Index {
-	return &Index{Name: pi.Name, Global: pi.Global, Hash: pi.Hash, Range: pi.Range, ProjectionType: pi.ProjectionType, NonKey: pi.NonKey, items: newTree()}
+	return &Index{Name: pi.Name, Global: pi.Global, Hash: pi.Hash, Range: pi.Range, ProjectionType: pi.ProjectionType, NonKey: pi.NonKey, items: newTree(), status: indexActive}
 }

@@ -93,6 +93,14 @@ func (rc *readCommon) plan(db *DB) (*readPlan, error) {
 		if pl.ix == nil {
 			return nil, validationf("The table does not have the specified index: %s", *rc.IndexName)
 		}
+		t.mu.RLock()
+		creating := pl.ix.status == indexCreating
+		t.mu.RUnlock()
+		if creating {
+			// "Cannot read from backfilling global secondary index" is what AWS
+			// answers a Query or Scan of an index that is not ACTIVE yet.
+			return nil, validationf("Cannot read from backfilling global secondary index: %s", pl.ix.Name)
+		}
 		pl.hash, pl.rng = pl.ix.Hash, pl.ix.Range
 		if pl.ix.Global && rc.ConsistentRead {
 			return nil, validationf("Consistent reads are not supported on global secondary indexes")

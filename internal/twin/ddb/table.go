@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/btree"
@@ -26,7 +27,30 @@ type Index struct {
 	ProjectionType string // ALL, KEYS_ONLY or INCLUDE
 	NonKey         []string
 	items          *btree.BTreeG[*entry]
+
+	// Guarded by the table's mutex: the index's IndexStatus (ACTIVE, CREATING or
+	// DELETING), whether it is being backfilled, and whether UpdateTable made it
+	// (only those show Backfilling, as on AWS).
+	status      string
+	backfilling bool
+	online      bool
 }
+
+// Index statuses, as DescribeTable spells them.
+const (
+	indexActive   = "ACTIVE"
+	indexCreating = "CREATING"
+	indexDeleting = "DELETING"
+)
+
+// indexSet is a table's secondary indexes. It is replaced whole, never changed, so
+// that validation outside the table's lock reads a consistent set.
+type indexSet struct {
+	gsis, lsis []*Index
+	all        []*Index // LSIs then GSIs
+}
+
+var noIndexes = &indexSet{}
 
 // Table is one table: key schema, items in DynamoDB's key order, secondary indexes,
 // stream and TTL. Its mutex guards everything below it; operations take it through
@@ -38,10 +62,12 @@ type Table struct {
 	Created time.Time
 
 	Hash, Range KeyDef // Range.Name is empty without a sort key
-	AttrDefs    []KeyDef
-	GSIs, LSIs  []*Index
+
+	ixs atomic.Pointer[indexSet] // the indexes items are written to (setIndexes)
 
 	mu        sync.RWMutex
+	attrDefs  []KeyDef   // AttributeDefinitions: every key attribute of the table and its indexes
+	deleting  []*Index   // GSIs being deleted: described as DELETING, no longer written
 	items     *btree.BTreeG[*entry]
 	sizeBytes int64
 	ttlAttr   string        // "" when TTL is off
@@ -162,13 +188,29 @@ func (t *Table) writeLocked(key, item attr.Item, ident *UserIdentity, at time.Ti
 	return old
 }
 
-func (t *Table) indexes() []*Index {
-	if len(t.GSIs) == 0 && len(t.LSIs) == 0 {
-		return nil
+// indexes returns every index the table's items are written to (GSIs being
+// created included). Safe without the table's lock.
+func (t *Table) indexes() []*Index { return t.indexSet().all }
+
+func (t *Table) indexSet() *indexSet {
+	if s := t.ixs.Load(); s != nil {
+		return s
 	}
-	out := make([]*Index, 0, len(t.GSIs)+len(t.LSIs))
-	out = append(out, t.LSIs...)
-	return append(out, t.GSIs...)
+	return noIndexes
+}
+
+// GSIs returns the table's global secondary indexes (those being created too).
+func (t *Table) GSIs() []*Index { return t.indexSet().gsis }
+
+// LSIs returns the table's local secondary indexes.
+func (t *Table) LSIs() []*Index { return t.indexSet().lsis }
+
+// setIndexes replaces the table's indexes. The caller holds t.mu for writing (or
+// owns t alone, before it is shared).
+func (t *Table) setIndexes(gsis, lsis []*Index) {
+	all := make([]*Index, 0, len(gsis)+len(lsis))
+	all = append(append(all, lsis...), gsis...)
+	t.ixs.Store(&indexSet{gsis: gsis, lsis: lsis, all: all})
 }
 
 // update moves an item's index entry from its old to its new version. An item that
