@@ -66,8 +66,8 @@ type Table struct {
 	ixs atomic.Pointer[indexSet] // the indexes items are written to (setIndexes)
 
 	mu        sync.RWMutex
-	attrDefs  []KeyDef   // AttributeDefinitions: every key attribute of the table and its indexes
-	deleting  []*Index   // GSIs being deleted: described as DELETING, no longer written
+	attrDefs  []KeyDef // AttributeDefinitions: every key attribute of the table and its indexes
+	deleting  []*Index // GSIs being deleted: described as DELETING, no longer written
 	items     *btree.BTreeG[*entry]
 	sizeBytes int64
 	ttlAttr   string        // "" when TTL is off
