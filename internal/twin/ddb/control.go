@@ -152,14 +152,20 @@ func opCreateTable(ctx context.Context, db *DB, body []byte) (any, error) {
 		t.stream = newStream(db, t, s.StreamViewType, now)
 		t.streams = append(t.streams, t.stream)
 	}
+	j := db.begin()
 	db.mu.Lock()
 	if _, exists := db.tables[t.Name]; exists {
+		db.commit(j)
 		db.mu.Unlock()
 		return nil, newError(http.StatusBadRequest, CodeResourceInUse, "Table already exists: %s", t.Name)
 	}
+	j.table(t)
 	db.tables[t.Name] = t
+	err = db.commit(j)
 	db.mu.Unlock()
-	db.changed()
+	if err != nil {
+		return nil, err
+	}
 	return map[string]any{"TableDescription": t.describe()}, nil
 }
 
@@ -310,23 +316,32 @@ func opDeleteTable(ctx context.Context, db *DB, body []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	j := db.begin()
 	db.mu.Lock()
 	t := db.tables[name]
 	if t == nil {
+		db.commit(j)
 		db.mu.Unlock()
 		return nil, notFoundf("Requested resource not found: Table: %s not found", name)
 	}
+	// db.mu is held until the drop is logged, so a CreateTable of the same name
+	// is logged after it.
 	delete(db.tables, name)
-	db.mu.Unlock()
 	t.mu.Lock()
 	t.deleted = true
+	now := db.now()
 	if t.stream != nil {
-		t.stream.disable(db.now())
+		t.stream.disable(now)
 	}
 	d := t.describe()
+	j.drop(name, now)
+	err = db.commit(j)
 	t.mu.Unlock()
+	db.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	d["TableStatus"] = "DELETING"
-	db.changed()
 	return map[string]any{"TableDescription": d}, nil
 }
 
@@ -405,8 +420,10 @@ func opUpdateTable(ctx context.Context, db *DB, body []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	j := db.begin()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer func() { db.commit(j) }() // releases the journal on every return; the success path commits first
 	if t.deleted {
 		return nil, notFoundf("Requested resource not found: Table: %s not found", t.Name)
 	}
@@ -445,7 +462,11 @@ func opUpdateTable(ctx context.Context, db *DB, body []byte) (any, error) {
 	if in.BillingMode != "" {
 		t.billing = in.BillingMode
 	}
-	defer db.changed()
+	j.table(t)
+	if err := db.commit(j); err != nil {
+		return nil, err
+	}
+	j = nil
 	return map[string]any{"TableDescription": t.describe()}, nil
 }
 
@@ -473,8 +494,10 @@ func opUpdateTimeToLive(ctx context.Context, db *DB, body []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	j := db.begin()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer func() { db.commit(j) }()
 	switch {
 	case s.Enabled && t.ttlAttr != "":
 		return nil, validationf("TimeToLive is already enabled")
@@ -487,7 +510,11 @@ func opUpdateTimeToLive(ctx context.Context, db *DB, body []byte) (any, error) {
 	default:
 		t.ttlAttr = ""
 	}
-	defer db.changed()
+	j.table(t)
+	if err := db.commit(j); err != nil {
+		return nil, err
+	}
+	j = nil
 	return map[string]any{"TimeToLiveSpecification": s}, nil
 }
 
@@ -584,6 +611,3 @@ func (t *Table) describe() map[string]any {
 	}
 	return d
 }
-
-// changed tells the persistence layer that the state changed (no-op in memory).
-func (db *DB) changed() { db.ext.changed() }

@@ -19,7 +19,8 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives the server's own log lines (default: discard).
 	Logger *slog.Logger
-	// DataDir, when set, keeps the state across restarts (see persist.go).
+	// DataDir, when set, keeps the state across restarts: a write-ahead log of every
+	// change and rare snapshots (see wal.go).
 	DataDir string
 
 	// StreamRetention is how long stream records stay readable (AWS: 24 hours).
@@ -108,14 +109,15 @@ func Open(opts Options) (*DB, error) {
 	db := New(opts)
 	if err := db.ext.persist.broken; err != nil {
 		db.bg.stop()
-		return nil, fmt.Errorf("ddb: the state in %s cannot be loaded (move %s aside, or remove the folder to start afresh): %w",
-			opts.DataDir, stateFile, err)
+		return nil, fmt.Errorf("ddb: the state in %s cannot be loaded (move its %s*, %s* and %s files aside, or remove the folder to start afresh): %w",
+			opts.DataDir, snapPrefix, walPrefix, stateFile, err)
 	}
 	return db, nil
 }
 
 // Close stops the DB's background work (the TTL sweeper) and, with a DataDir, writes
-// its state a last time. The DB must not be used afterwards.
+// a snapshot of its state (so the next start replays no log) and closes the log.
+// The DB must not be used afterwards.
 func (db *DB) Close() error {
 	db.bg.stop()
 	return db.ext.close()

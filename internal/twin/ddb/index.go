@@ -144,7 +144,6 @@ func (db *DB) applyGSIUpdate(t *Table, u *gsiUpdate) (func(), error) {
 		}
 	}
 	t.setIndexes(append(append([]*Index(nil), t.GSIs()...), ix), t.LSIs())
-	db.changed()
 	return func() { go db.buildIndex(t, ix) }, nil
 }
 
@@ -175,7 +174,6 @@ func (db *DB) startIndexDelete(t *Table, name string) (func(), error) {
 	gone.status = indexDeleting
 	t.setIndexes(keep, t.LSIs())
 	t.deleting = append(t.deleting, gone)
-	db.changed()
 	return func() { go db.finishIndexDelete(t, gone) }, nil
 }
 
@@ -242,12 +240,14 @@ func (db *DB) buildIndex(t *Table, ix *Index) {
 		after = &entry{hk: last.hk, rk: last.rk}
 	}
 	db.indexStep(ix, phaseActivate)
+	j := db.begin()
 	t.mu.Lock()
 	if !t.deleted && ix.status == indexCreating {
 		ix.status, ix.backfilling = indexActive, false
+		j.table(t)
 	}
+	db.commit(j)
 	t.mu.Unlock()
-	db.changed()
 }
 
 // indexKeyFits reports whether an entry's index key values are within the key
@@ -263,6 +263,7 @@ func indexKeyFits(ix *Index, e *entry) bool {
 // finishIndexDelete forgets a DELETING index and the attribute definitions only it used.
 func (db *DB) finishIndexDelete(t *Table, ix *Index) {
 	db.indexStep(ix, phaseDrop)
+	j := db.begin()
 	t.mu.Lock()
 	for i, d := range t.deleting {
 		if d == ix {
@@ -281,6 +282,9 @@ func (db *DB) finishIndexDelete(t *Table, ix *Index) {
 		}
 	}
 	t.attrDefs = defs
+	if !t.deleted {
+		j.table(t)
+	}
+	db.commit(j)
 	t.mu.Unlock()
-	db.changed()
 }

@@ -119,8 +119,10 @@ func (db *DB) runWrite(ctx context.Context, w *singleWrite) (old, item attr.Item
 	}
 	w.capacity = capacity{table: w.t.Name, write: true}
 	t := w.t
+	j := db.begin()
 	unlock := lockTables([]*Table{t})
 	defer unlock()
+	defer func() { db.commit(j) }() // releases the journal on every return; the write commits first
 	if t.deleted {
 		return nil, nil, notFoundf("Requested resource not found: Table: %s not found", t.Name)
 	}
@@ -147,8 +149,12 @@ func (db *DB) runWrite(ctx context.Context, w *singleWrite) (old, item attr.Item
 	if !db.takeBudget(t, hk, w.capacity.units) {
 		return nil, nil, throughputExceeded()
 	}
-	t.writeLocked(w.key, item, nil, db.now())
-	db.changed()
+	t.writeLocked(w.key, item, nil, db.now(), j)
+	err = db.commit(j)
+	j = nil
+	if err != nil {
+		return nil, nil, err
+	}
 	return old, item, nil
 }
 

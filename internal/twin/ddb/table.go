@@ -160,7 +160,11 @@ func (t *Table) getLocked(key attr.Item) attr.Item {
 // ident marks a change made by the service itself (TTL); nil otherwise. It returns the
 // old item (nil when there was none). The caller holds t.mu for writing and has
 // validated item. A write that changes nothing reaches no stream, as on AWS.
-func (t *Table) writeLocked(key, item attr.Item, ident *UserIdentity, at time.Time) (old attr.Item) {
+//
+// j, when the DB keeps a DataDir, takes the change for the log (wal.go); during a
+// replay of the log it carries where the change's stream record went, so the
+// record lands in the same shard with the same sequence number.
+func (t *Table) writeLocked(key, item attr.Item, ident *UserIdentity, at time.Time, j *journal) (old attr.Item) {
 	hk, rk := t.keyOf(key)
 	probe := &entry{hk: hk, rk: rk}
 	if prev, ok := t.items.Get(probe); ok {
@@ -182,9 +186,11 @@ func (t *Table) writeLocked(key, item attr.Item, ident *UserIdentity, at time.Ti
 	for _, ix := range t.indexes() {
 		ix.update(t, old, item)
 	}
+	var place streamPlace
 	if t.stream != nil && !(old == nil && item == nil) && !(old != nil && item != nil && attr.EqualItems(old, item)) {
-		t.stream.record(t.KeyItem(key), old, item, ident, at)
+		place = t.stream.record(t.KeyItem(key), old, item, ident, at, j.placement())
 	}
+	j.write(t, key, item, ident, at, place)
 	return old
 }
 

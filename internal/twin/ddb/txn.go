@@ -232,8 +232,10 @@ func (db *DB) runTxn(acts []*txnAction) (*capacities, error) {
 	for i, a := range acts {
 		tables[i] = a.t
 	}
+	j := db.begin()
 	unlock := lockTables(tables)
 	defer func() { unlock() }()
+	defer func() { db.commit(j) }() // releases the journal on every return; the transaction commits first
 	if err := checkLive(tables); err != nil {
 		return nil, err
 	}
@@ -300,10 +302,14 @@ func (db *DB) runTxn(acts []*txnAction) (*capacities, error) {
 	now := db.now()
 	for _, a := range acts {
 		if a.kind != "ConditionCheck" {
-			a.t.writeLocked(a.key, a.next, nil, now)
+			a.t.writeLocked(a.key, a.next, nil, now, j)
 		}
 	}
-	db.changed()
+	err := db.commit(j)
+	j = nil
+	if err != nil {
+		return nil, err
+	}
 	return cs, nil
 }
 
