@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -275,6 +276,9 @@ func (p *persister) loadDir() error {
 	}
 	p.db.streams.maintain(p.db.now())
 	p.db.resumeIndexBuilds()
+	// Decoding left as much garbage as the state is large: hand it back to the
+	// system now rather than hold it until the heap grows into it.
+	debug.FreeOSMemory()
 	// New changes go to a log of their own: the replayed ones stay as they were
 	// until the next snapshot covers them.
 	return p.openLog(last + 1)
