@@ -2,6 +2,7 @@ package attr
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -29,6 +30,41 @@ func TestBinaryRoundTrip(t *testing.T) {
 	for n := 0; n < len(b)-len("prefix"); n++ {
 		if _, _, err := DecodeFramed(b[len("prefix") : len("prefix")+n]); err == nil {
 			t.Fatalf("a truncation to %d bytes decoded", n)
+		}
+	}
+}
+
+// TestScalarFastPath: the scalar shortcut of UnmarshalJSON decodes what the generic
+// path does, and leaves every error to it.
+func TestScalarFastPath(t *testing.T) {
+	for _, tc := range []struct{ in, want, err string }{
+		{`{"S":"abc"}`, `{"S":"abc"}`, ""},
+		{` { "N" : "1.50" } `, `{"N":"1.5"}`, ""},
+		{`{"N":"-0"}`, `{"N":"0"}`, ""},
+		{`{"BOOL":false}`, `{"BOOL":false}`, ""},
+		{`{"NULL":true}`, `{"NULL":true}`, ""},
+		{`{"S":""}`, `{"S":""}`, ""},
+		{`{"S":"h\u00e9\n"}`, `{"S":"hé\n"}`, ""},
+		{`{"S":"hé"}`, `{"S":"hé"}`, ""},
+		{`{"N":"dog"}`, "", "The parameter cannot be converted to a numeric value: dog"},
+		{`{"NULL":false}`, "", "Null attribute value types must have the value of true"},
+		{`{"BOOL":"yes"}`, "", "BOOL_VALUE can not be converted to a Boolean"},
+		{`{"S":"a","N":"1"}`, "", "more than one datatypes"},
+	} {
+		var v Value
+		err := json.Unmarshal([]byte(tc.in), &v)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: got error %v, want one containing %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.in, err)
+			continue
+		}
+		if got, _ := v.MarshalJSON(); string(got) != tc.want {
+			t.Errorf("%s: got %s, want %s", tc.in, got, tc.want)
 		}
 	}
 }

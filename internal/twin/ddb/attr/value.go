@@ -599,6 +599,9 @@ func appendArray(buf *bytes.Buffer, n int, elem func(i int)) {
 // exactly one data type; numbers parsed to 38 digits and stored canonically; sets
 // non-empty and without duplicates. Errors are *InvalidError.
 func (v *Value) UnmarshalJSON(data []byte) error {
+	if v.unmarshalScalar(data) {
+		return nil
+	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil || raw == nil {
 		return serialf("Supplied AttributeValue is not a JSON object")
@@ -711,6 +714,90 @@ func (v *Value) UnmarshalJSON(data []byte) error {
 		}
 	}
 	return nil
+}
+
+// unmarshalScalar decodes the commonest values, {"S":"…"}, {"N":"…"}, {"BOOL":…}
+// and {"NULL":true} with a plain ASCII text, without the generic decoder's two
+// passes and map; it reports false (v untouched) for anything else, which the
+// generic path then decodes. encoding/json has checked data is valid JSON.
+func (v *Value) unmarshalScalar(data []byte) bool {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return false
+	}
+	i = skipSpace(data, i+1)
+	if i >= len(data) || data[i] != '"' {
+		return false
+	}
+	j := i + 1
+	for j < len(data) && data[j] >= 'A' && data[j] <= 'Z' {
+		j++
+	}
+	if j >= len(data) || data[j] != '"' {
+		return false
+	}
+	kind := KindOf(string(data[i+1 : j]))
+	i = skipSpace(data, j+1)
+	if i >= len(data) || data[i] != ':' {
+		return false
+	}
+	i = skipSpace(data, i+1)
+	var text string
+	var flag bool
+	switch kind {
+	case KindS, KindN:
+		if i >= len(data) || data[i] != '"' {
+			return false
+		}
+		j = i + 1
+		for j < len(data) && data[j] != '"' {
+			if c := data[j]; c == '\\' || c >= 0x80 {
+				return false // escapes and non-ASCII text take the generic path
+			}
+			j++
+		}
+		if j >= len(data) {
+			return false
+		}
+		text = string(data[i+1 : j])
+		i = j + 1
+	case KindBOOL, KindNULL:
+		switch {
+		case bytes.HasPrefix(data[i:], []byte("true")):
+			flag, i = true, i+4
+		case bytes.HasPrefix(data[i:], []byte("false")) && kind == KindBOOL:
+			i += 5
+		default:
+			return false
+		}
+	default:
+		return false
+	}
+	if i = skipSpace(data, i); i >= len(data) || data[i] != '}' || skipSpace(data, i+1) != len(data) {
+		return false
+	}
+	switch kind {
+	case KindN:
+		c, _, err := ParseNumber(text)
+		if err != nil {
+			return false // the generic path words the error
+		}
+		*v = Value{Kind: KindN, S: c}
+	case KindS:
+		*v = Value{Kind: KindS, S: text}
+	case KindBOOL:
+		*v = Value{Kind: KindBOOL, Bool: flag}
+	default:
+		*v = Value{Kind: KindNULL}
+	}
+	return true
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }
 
 func checkSet(k Kind, members []string) error {
