@@ -228,7 +228,10 @@ func (ix *Index) update(t *Table, old, item attr.Item) {
 		}
 	}
 	if item != nil {
-		if e := ix.entryFor(t, item); e != nil {
+		// An item whose key breaks the index's key limits can be in the table only
+		// from before the index existed (writes since are refused): it stays out of
+		// the index, as the backfill leaves it out, also when a restart rebuilds it.
+		if e := ix.entryFor(t, item); e != nil && indexKeyFits(ix, e) {
 			ix.items.ReplaceOrInsert(e)
 		}
 	}
