@@ -11,6 +11,5 @@
 //
 // Behaviour follows AWS's documentation, cited beside the code and in the parity
 // suite (parity_test.go) and the conformance suite (conformance_test.go). Where AWS
-// leaves something unspecified, the choice is
-// written down where it is made.
+// leaves something unspecified, the choice is written down where it is made.
 package ddb
