@@ -198,6 +198,18 @@ func (t *Table) writeLocked(key, item attr.Item, ident *UserIdentity, at time.Ti
 // created included). Safe without the table's lock.
 func (t *Table) indexes() []*Index { return t.indexSet().all }
 
+// loadLocked adds an item of a snapshot, whose keys are all distinct, to a table
+// being restored: writeLocked without the look-up of an old item, the stream or the
+// log. The caller owns t alone.
+func (t *Table) loadLocked(item attr.Item) {
+	hk, rk := t.keyOf(item)
+	t.items.ReplaceOrInsert(&entry{hk: hk, rk: rk, item: item})
+	t.sizeBytes += int64(item.Size())
+	for _, ix := range t.indexes() {
+		ix.update(t, nil, item)
+	}
+}
+
 func (t *Table) indexSet() *indexSet {
 	if s := t.ixs.Load(); s != nil {
 		return s

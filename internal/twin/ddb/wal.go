@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/fourlanes/fourlanes/internal/twin/ddb/attr"
 )
@@ -276,9 +277,10 @@ func (p *persister) loadDir() error {
 	}
 	p.db.streams.maintain(p.db.now())
 	p.db.resumeIndexBuilds()
-	// Decoding left as much garbage as the state is large: hand it back to the
-	// system now rather than hold it until the heap grows into it.
-	debug.FreeOSMemory()
+	// Loading left garbage (a log replay as much as the log is large): hand it back
+	// to the system soon rather than hold it until the heap grows into it; in the
+	// background, so that serving starts at once.
+	go debug.FreeOSMemory()
 	// New changes go to a log of their own: the replayed ones stay as they were
 	// until the next snapshot covers them.
 	return p.openLog(last + 1)
@@ -777,6 +779,18 @@ func (p *persister) readSnapshot(gen int) error {
 	if crc32.ChecksumIEEE(body) != sum {
 		return errors.New("checksum mismatch")
 	}
+	// The items' names and texts stay in the file's bytes, read once and never
+	// changed: no copy per item, and no allocation rounding either. The bytes live
+	// as long as one item of the snapshot does (an item replaced since keeps its old
+	// bytes until then), at most the snapshot's size.
+	whole := unsafe.String(unsafe.SliceData(body), len(body))
+	decode := func(rest []byte) (attr.Item, []byte, error) {
+		it, next, err := attr.DecodeFramedIn(whole, len(body)-len(rest))
+		if err != nil {
+			return nil, nil, err
+		}
+		return it, body[next:], nil
+	}
 	rest := body[len(snapMagic):]
 	head, rest, err := readBytes(rest)
 	if err != nil {
@@ -797,10 +811,10 @@ func (p *persister) readSnapshot(gen int) error {
 		rest = r
 		for i := uint64(0); i < n; i++ {
 			var it attr.Item
-			if it, rest, err = attr.DecodeFramed(rest); err != nil {
+			if it, rest, err = decode(rest); err != nil {
 				return err
 			}
-			t.writeLocked(t.KeyItem(it), it, nil, pt.Created, nil) // no stream linked yet: no records
+			t.loadLocked(it)
 		}
 		tables = append(tables, t)
 	}
@@ -829,16 +843,16 @@ func (p *persister) readSnapshot(gen int) error {
 				rs.At, rs.Name = time.Unix(0, at).UTC(), string(name)
 				flags := rest[0]
 				rest = rest[1:]
-				if rs.Keys, rest, err = attr.DecodeFramed(rest); err != nil {
+				if rs.Keys, rest, err = decode(rest); err != nil {
 					return err
 				}
 				if flags&1 != 0 {
-					if rs.Old, rest, err = attr.DecodeFramed(rest); err != nil {
+					if rs.Old, rest, err = decode(rest); err != nil {
 						return err
 					}
 				}
 				if flags&2 != 0 {
-					if rs.New, rest, err = attr.DecodeFramed(rest); err != nil {
+					if rs.New, rest, err = decode(rest); err != nil {
 						return err
 					}
 				}

@@ -110,6 +110,27 @@ func DecodeFramed(b []byte) (Item, []byte, error) {
 	return it, b[h+int(n):], nil
 }
 
+// DecodeFramedIn is DecodeFramed for a b that is never changed again and lives as
+// long as the items decoded from it: their names and texts are substrings of
+// whole (b's bytes as a string), so decoding copies nothing but binaries. A
+// snapshot loaded whole decodes its items so.
+func DecodeFramedIn(whole string, off int) (Item, int, error) {
+	n, h := uvarintString(whole[off:])
+	if h <= 0 || n > uint64(len(whole)-off-h) {
+		return nil, 0, ErrCorrupt
+	}
+	start := off + h
+	d := decoder{s: whole[:start+int(n)], pos: start}
+	it := d.item()
+	if d.err == nil && d.pos != start+int(n) {
+		d.err = ErrCorrupt
+	}
+	if d.err != nil {
+		return nil, 0, d.err
+	}
+	return it, start + int(n), nil
+}
+
 type decoder struct {
 	s   string
 	pos int
