@@ -223,7 +223,7 @@ func (db *DB) buildIndex(t *Table, ix *Index) {
 			}
 			n++
 			last = e
-			if ie := ix.entryFor(t, e.item); ie != nil && indexKeyFits(ix, ie) {
+			if ie := ix.entryOf(t, e); ie != nil && indexKeyFits(ix, ie) {
 				ix.items.ReplaceOrInsert(ie)
 			}
 			return true

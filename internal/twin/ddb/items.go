@@ -378,16 +378,28 @@ func opGetItem(ctx context.Context, db *DB, body []byte) (any, error) {
 	if err := t.rlockLive(); err != nil {
 		return nil, err
 	}
-	item := t.getLocked(in.Key)
+	var item attr.Item
+	var blob string
+	if e := t.getEntryLocked(in.Key); e != nil && e.item == nil && pr == nil {
+		blob = e.blob // returned whole: written out from its binary form
+	} else if e != nil {
+		item = e.value()
+	}
 	t.mu.RUnlock()
 	size := 0
 	if item != nil {
 		size = item.Size()
+	} else if blob != "" {
+		if size, err = attr.FramedSize(blob); err != nil {
+			return nil, err
+		}
 	}
 	c := capacity{table: t.Name, units: readUnits(size, in.ConsistentRead)}
 	out := map[string]any{}
 	if item != nil {
 		out["Item"] = project(pr, item)
+	} else if blob != "" {
+		out["Item"] = blobJSON(blob)
 	}
 	if r := c.report(in.ReturnConsumedCapacity); r != nil {
 		out["ConsumedCapacity"] = r

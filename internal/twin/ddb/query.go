@@ -2,6 +2,7 @@ package ddb
 
 import (
 	"context"
+	"encoding/json"
 	"hash/fnv"
 	"strings"
 
@@ -213,7 +214,7 @@ func (pl *readPlan) lastKey(item attr.Item) attr.Item {
 // page is one Query or Scan page being read.
 type page struct {
 	pl        *readPlan
-	items     []attr.Item
+	items     []json.Marshaler // attr.Item, or blobJSON for an item kept in binary form
 	count     int
 	scanned   int
 	bytes     int
@@ -225,7 +226,12 @@ type page struct {
 // visit reads one item; false ends the page.
 func (pg *page) visit(e *entry) bool {
 	pl := pg.pl
-	v := pl.view(e.item)
+	if e.item == nil && e.blob != "" && pl.filter == nil && pl.proj == nil && pl.fullItem {
+		// An item kept in binary form, returned whole: written out as JSON from
+		// its binary form, never decoded.
+		return pg.visitBlob(e)
+	}
+	v := pl.view(e.value())
 	pg.scanned++
 	pg.bytes += v.Size()
 	keep := true
@@ -244,11 +250,36 @@ func (pg *page) visit(e *entry) bool {
 		}
 	}
 	if (pl.limit > 0 && pg.scanned >= pl.limit) || pg.bytes >= maxPageBytes {
-		pg.last = pl.lastKey(e.item)
+		pg.last = pl.lastKey(e.value())
 		return false
 	}
 	return true
 }
+
+func (pg *page) visitBlob(e *entry) bool {
+	pl := pg.pl
+	size, err := attr.FramedSize(e.blob)
+	if err != nil {
+		pg.err = err
+		return false
+	}
+	pg.scanned++
+	pg.bytes += size
+	pg.count++
+	if !pg.countOnly {
+		pg.items = append(pg.items, blobJSON(e.blob))
+	}
+	if (pl.limit > 0 && pg.scanned >= pl.limit) || pg.bytes >= maxPageBytes {
+		pg.last = pl.lastKey(e.value())
+		return false
+	}
+	return true
+}
+
+// blobJSON is an item kept in binary form, written to a response as its JSON.
+type blobJSON string
+
+func (b blobJSON) MarshalJSON() ([]byte, error) { return attr.AppendFramedJSON(nil, string(b)) }
 
 func (pg *page) output() map[string]any {
 	pl := pg.pl
@@ -256,7 +287,7 @@ func (pg *page) output() map[string]any {
 	if !pg.countOnly {
 		items := pg.items
 		if items == nil {
-			items = []attr.Item{}
+			items = []json.Marshaler{}
 		}
 		out["Items"] = items
 	}
@@ -535,7 +566,7 @@ func opScan(ctx context.Context, db *DB, body []byte) (any, error) {
 			if pl.start != nil && !lessEntries(pl.start, e) {
 				return true // up to and including ExclusiveStartKey
 			}
-			if total > 1 && segmentOf(t, e.item, total) != seg {
+			if total > 1 && segmentOfKey(tableHash(pl, e), total) != seg {
 				return true
 			}
 			return pg.visit(e)
@@ -551,6 +582,18 @@ func opScan(ctx context.Context, db *DB, body []byte) (any, error) {
 // segmentOf assigns an item to a parallel-scan segment by its partition key.
 func segmentOf(t *Table, item attr.Item, total int) int {
 	hk, _ := t.keyOf(item)
+	return segmentOfKey(hk, total)
+}
+
+// tableHash is the table's partition key value of a tree entry of pl's.
+func tableHash(pl *readPlan, e *entry) *attr.Value {
+	if pl.ix != nil {
+		return e.pk
+	}
+	return e.hk
+}
+
+func segmentOfKey(hk *attr.Value, total int) int {
 	h := fnv.New32a()
 	h.Write([]byte(keyString(hk, nil)))
 	return int(h.Sum32() % uint32(total))

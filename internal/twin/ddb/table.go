@@ -83,6 +83,23 @@ type entry struct {
 	hk, rk *attr.Value // the index's key values (rk nil without a sort key)
 	pk, sk *attr.Value // the table's key values (for index entries: the base item's key)
 	item   attr.Item
+	// blob, when item is nil, is the item in its binary form (attr.AppendFramed):
+	// an item read back from disk stays so, a substring of the file's bytes, until
+	// it is written again, and is decoded on each read (value). It keeps a restored
+	// state about as large as its data.
+	blob string
+}
+
+// value returns the entry's item, decoding it when it is kept in binary form.
+func (e *entry) value() attr.Item {
+	if e.item != nil || e.blob == "" {
+		return e.item
+	}
+	it, _, err := attr.DecodeFramedIn(e.blob, 0)
+	if err != nil {
+		panic("ddb: a stored item does not decode: " + err.Error()) // checked by CRC when read from disk
+	}
+	return it
 }
 
 // lessKeys orders by partition key, then sort key, as DynamoDB's key order does
@@ -147,12 +164,21 @@ func (t *Table) KeyItem(item attr.Item) attr.Item {
 // getLocked returns the stored item with the key in key (nil when absent). The caller
 // holds t.mu (read or write). The item must not be changed.
 func (t *Table) getLocked(key attr.Item) attr.Item {
+	if e := t.getEntryLocked(key); e != nil {
+		return e.value()
+	}
+	return nil
+}
+
+// getEntryLocked returns the tree entry of the item with the key in key (nil when
+// absent). The caller holds t.mu.
+func (t *Table) getEntryLocked(key attr.Item) *entry {
 	hk, rk := t.keyOf(key)
 	e, ok := t.items.Get(&entry{hk: hk, rk: rk})
 	if !ok {
 		return nil
 	}
-	return e.item
+	return e
 }
 
 // writeLocked replaces the item with the key of key by item (item nil deletes it),
@@ -168,8 +194,9 @@ func (t *Table) writeLocked(key, item attr.Item, ident *UserIdentity, at time.Ti
 	hk, rk := t.keyOf(key)
 	probe := &entry{hk: hk, rk: rk}
 	if prev, ok := t.items.Get(probe); ok {
-		old = prev.item
+		old = prev.value()
 	}
+	blob := j.blobOf()
 	if item == nil {
 		if old == nil {
 			return nil
@@ -177,14 +204,22 @@ func (t *Table) writeLocked(key, item attr.Item, ident *UserIdentity, at time.Ti
 		t.items.Delete(probe)
 		t.sizeBytes -= int64(old.Size())
 	} else {
-		t.items.ReplaceOrInsert(&entry{hk: hk, rk: rk, item: item})
+		e := &entry{hk: hk, rk: rk, item: item}
+		if blob != "" {
+			// A replayed write keeps the item in the log's bytes; its key values
+			// move to the replay's slab, so that the decoded rest can be freed
+			// whole.
+			e.item, e.blob = nil, blob
+			e.hk, e.rk = j.keep(hk), j.keep(rk)
+		}
+		t.items.ReplaceOrInsert(e)
 		if old != nil {
 			t.sizeBytes -= int64(old.Size())
 		}
 		t.sizeBytes += int64(item.Size())
 	}
 	for _, ix := range t.indexes() {
-		ix.update(t, old, item)
+		ix.update(t, old, item, blob)
 	}
 	var place streamPlace
 	if t.stream != nil && !(old == nil && item == nil) && !(old != nil && item != nil && attr.EqualItems(old, item)) {
@@ -201,12 +236,18 @@ func (t *Table) indexes() []*Index { return t.indexSet().all }
 // loadLocked adds an item of a snapshot, whose keys are all distinct, to a table
 // being restored: writeLocked without the look-up of an old item, the stream or the
 // log. The caller owns t alone.
-func (t *Table) loadLocked(item attr.Item) {
+//
+// blob is the item's binary form to keep instead of item ("" keeps item).
+func (t *Table) loadLocked(item attr.Item, blob string) {
 	hk, rk := t.keyOf(item)
-	t.items.ReplaceOrInsert(&entry{hk: hk, rk: rk, item: item})
+	e := &entry{hk: hk, rk: rk, item: item}
+	if blob != "" {
+		e.item, e.blob = nil, blob
+	}
+	t.items.ReplaceOrInsert(e)
 	t.sizeBytes += int64(item.Size())
 	for _, ix := range t.indexes() {
-		ix.update(t, nil, item)
+		ix.update(t, nil, item, blob)
 	}
 }
 
@@ -233,7 +274,9 @@ func (t *Table) setIndexes(gsis, lsis []*Index) {
 
 // update moves an item's index entry from its old to its new version. An item that
 // lacks an index key attribute (or has it with another type) is not in the index.
-func (ix *Index) update(t *Table, old, item attr.Item) {
+//
+// blob, when not "", is item's binary form, which the new entry keeps instead.
+func (ix *Index) update(t *Table, old, item attr.Item, blob string) {
 	if old != nil {
 		if e := ix.entryFor(t, old); e != nil {
 			ix.items.Delete(e)
@@ -244,6 +287,9 @@ func (ix *Index) update(t *Table, old, item attr.Item) {
 		// from before the index existed (writes since are refused): it stays out of
 		// the index, as the backfill leaves it out, also when a restart rebuilds it.
 		if e := ix.entryFor(t, item); e != nil && indexKeyFits(ix, e) {
+			if blob != "" {
+				e.item, e.blob = nil, blob
+			}
 			ix.items.ReplaceOrInsert(e)
 		}
 	}
@@ -263,6 +309,15 @@ func (ix *Index) entryFor(t *Table, item attr.Item) *entry {
 	}
 	pk, sk := t.keyOf(item)
 	return &entry{hk: hk, rk: rk, pk: pk, sk: sk, item: item}
+}
+
+// entryOf is entryFor of a table entry, keeping its binary form when it has one.
+func (ix *Index) entryOf(t *Table, te *entry) *entry {
+	e := ix.entryFor(t, te.value())
+	if e != nil && te.blob != "" {
+		e.item, e.blob = nil, te.blob
+	}
+	return e
 }
 
 // Project returns the attributes of item that the index holds.

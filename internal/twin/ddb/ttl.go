@@ -80,8 +80,18 @@ func (db *DB) sweepTable(t *Table) int {
 	var keys []attr.Item
 	if name != "" && !t.deleted {
 		t.items.Ascend(func(e *entry) bool {
-			if ttlExpired(e.item[name], now) {
-				keys = append(keys, t.KeyItem(e.item))
+			var v *attr.Value
+			if e.item != nil {
+				v = e.item[name]
+			} else {
+				v = attr.LookupFramed(e.blob, name)
+			}
+			if ttlExpired(v, now) {
+				k := attr.Item{t.Hash.Name: e.hk}
+				if t.Range.Name != "" {
+					k[t.Range.Name] = e.rk
+				}
+				keys = append(keys, k)
 			}
 			return true
 		})

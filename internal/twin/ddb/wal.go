@@ -76,7 +76,30 @@ const (
 type journal struct {
 	p     *persister
 	buf   []byte
-	force *streamPlace // replay: where the write's stream record goes
+	force *streamPlace  // replay: where the write's stream record goes
+	blob  string        // replay: the written item's binary form, a substring of the log's bytes
+	slab  *[]attr.Value // replay: where the kept items' key values go (journal.keep)
+}
+
+// keep copies a key value of a replayed write into the replay's slab (nil stays nil).
+func (j *journal) keep(v *attr.Value) *attr.Value {
+	if v == nil {
+		return nil
+	}
+	if j.slab == nil || len(*j.slab) == cap(*j.slab) {
+		s := make([]attr.Value, 0, 4096)
+		j.slab = &s
+	}
+	*j.slab = append(*j.slab, *v)
+	return &(*j.slab)[len(*j.slab)-1]
+}
+
+// blobOf is the binary form a replayed write keeps its item in ("" otherwise).
+func (j *journal) blobOf() string {
+	if j == nil {
+		return ""
+	}
+	return j.blob
 }
 
 // begin starts the journal of a call that will change the state: nil when the DB
@@ -181,8 +204,10 @@ type persister struct {
 	snapping bool
 
 	broken error // the DataDir could not be loaded: nothing is written then
-	quit   chan struct{}
-	done   chan struct{}
+
+	replaySlab *[]attr.Value // the key values of replayed items (journal.keep), during load only
+	quit       chan struct{}
+	done       chan struct{}
 }
 
 func (p *persister) init(db *DB) {
@@ -275,6 +300,7 @@ func (p *persister) loadDir() error {
 		}
 		last = gen
 	}
+	p.replaySlab = nil
 	p.db.streams.maintain(p.db.now())
 	p.db.resumeIndexBuilds()
 	// Loading left garbage (a log replay as much as the log is large): hand it back
@@ -344,50 +370,47 @@ func syncDir(dir string) {
 
 // replay applies one log's frames. In the last log a torn frame at the end (a
 // write the process did not finish) ends the replay; anywhere else it is corruption.
+// The log is read whole and kept: the items it writes stay in its bytes (entry.blob).
 func (p *persister) replay(gen int, last bool) error {
-	f, err := os.Open(walPath(p.dir, gen))
+	b, err := os.ReadFile(walPath(p.dir, gen))
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	r := bufio.NewReaderSize(f, 1<<20)
-	var hdr [frameHeaderSize]byte
-	var payload []byte
-	for off := int64(0); ; {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			if err == io.EOF || (last && err == io.ErrUnexpectedEOF) {
+	whole := unsafe.String(unsafe.SliceData(b), len(b))
+	for off := 0; off < len(b); {
+		if len(b)-off < frameHeaderSize {
+			if last {
 				return nil
 			}
-			return err
+			return fmt.Errorf("frame at offset %d is cut short", off)
 		}
-		n := binary.LittleEndian.Uint32(hdr[0:4])
-		if cap(payload) < int(n) {
-			payload = make([]byte, n)
-		}
-		payload = payload[:n]
-		if _, err := io.ReadFull(r, payload); err != nil || crc32.ChecksumIEEE(payload) != binary.LittleEndian.Uint32(hdr[4:8]) {
+		n := int(binary.LittleEndian.Uint32(b[off : off+4]))
+		start := off + frameHeaderSize
+		if n > len(b)-start || crc32.ChecksumIEEE(b[start:start+n]) != binary.LittleEndian.Uint32(b[off+4:off+8]) {
 			if last {
 				p.db.log.Warn("ddb: the log ends in a torn frame; replay stops there", "file", walPath(p.dir, gen), "offset", off)
 				return nil
 			}
 			return fmt.Errorf("frame at offset %d is damaged", off)
 		}
-		if err := p.db.applyFrame(payload); err != nil {
+		if err := p.db.applyFrame(whole[start:start+n], start, whole); err != nil {
 			return fmt.Errorf("frame at offset %d: %w", off, err)
 		}
-		off += frameHeaderSize + int64(n)
+		off = start + n
 	}
+	return nil
 }
 
-// applyFrame replays one frame's entries.
-func (db *DB) applyFrame(b []byte) error {
+// applyFrame replays one frame's entries; frame is whole[base:base+len(frame)].
+func (db *DB) applyFrame(frame string, base int, whole string) error {
+	b := unsafe.Slice(unsafe.StringData(frame), len(frame)) // read only
 	for len(b) > 0 {
 		kind := b[0]
 		b = b[1:]
 		var err error
 		switch kind {
 		case entryWrite:
-			b, err = db.applyWrite(b)
+			b, err = db.applyWrite(b, base+len(frame)-len(b), whole)
 		case entryTable:
 			var def []byte
 			if def, b, err = readBytes(b); err == nil {
@@ -437,7 +460,9 @@ func readUvarint(b []byte) (uint64, []byte, error) {
 	return v, b[h:], nil
 }
 
-func (db *DB) applyWrite(b []byte) ([]byte, error) {
+// applyWrite replays an item write; b is whole[off:].
+func (db *DB) applyWrite(b []byte, off int, whole string) ([]byte, error) {
+	n := len(b)
 	name, b, err := readBytes(b)
 	if err != nil {
 		return nil, err
@@ -447,10 +472,12 @@ func (db *DB) applyWrite(b []byte) ([]byte, error) {
 		return nil, errShort
 	}
 	service, present := b[0] == 1, b[1] == 1
-	it, b, err := attr.DecodeFramed(b[2:])
+	itemAt := off + (n - len(b)) + 2
+	it, next, err := attr.DecodeFramedIn(whole, itemAt)
 	if err != nil {
 		return nil, err
 	}
+	b = b[next-itemAt+2:]
 	shard, b, err := readBytes(b)
 	if err != nil {
 		return nil, err
@@ -467,12 +494,15 @@ func (db *DB) applyWrite(b []byte) ([]byte, error) {
 	if service {
 		ident = ttlIdentity
 	}
-	j := &journal{}
+	j := &journal{slab: db.ext.persist.replaySlab}
+	defer func() { db.ext.persist.replaySlab = j.slab }()
 	if len(shard) > 0 {
 		j.force = &streamPlace{shard: string(shard), seq: seq}
 	}
 	key, item := t.KeyItem(it), it
-	if !present {
+	if present {
+		j.blob = whole[itemAt:next]
+	} else {
 		item = nil
 	}
 	t.writeLocked(key, item, ident, time.Unix(0, at).UTC(), j)
@@ -526,7 +556,7 @@ func (db *DB) applyTableDef(raw []byte) error {
 			if ix == nil {
 				ix = restoreIndex(pi)
 				t.items.Ascend(func(e *entry) bool { // an index the log adds: built from the items so far
-					if ie := ix.entryFor(t, e.item); ie != nil && indexKeyFits(ix, ie) {
+					if ie := ix.entryOf(t, e); ie != nil && indexKeyFits(ix, ie) {
 						ix.items.ReplaceOrInsert(ie)
 					}
 					return true
@@ -708,7 +738,11 @@ func writeSnapshot(dir string, gen int, saved time.Time, tables []tableSnap, str
 	for _, ts := range tables {
 		put(binary.AppendUvarint(nil, uint64(ts.items.Len())))
 		ts.items.Ascend(func(e *entry) bool {
-			buf = attr.AppendFramed(buf[:0], e.item)
+			if e.blob != "" {
+				buf = append(buf[:0], e.blob...)
+			} else {
+				buf = attr.AppendFramed(buf[:0], e.item)
+			}
 			put(buf)
 			return true
 		})
@@ -809,12 +843,57 @@ func (p *persister) readSnapshot(gen int) error {
 			return err
 		}
 		rest = r
-		for i := uint64(0); i < n; i++ {
-			var it attr.Item
-			if it, rest, err = decode(rest); err != nil {
-				return err
+		if len(t.indexes()) == 0 {
+			// No index to feed: each item's key values are copied into one slab
+			// (decoding whole items would leave two thirds of every small-object
+			// span as garbage the runtime cannot hand back) and its size read
+			// off its binary form.
+			perItem := 1
+			if t.Range.Name != "" {
+				perItem = 2
 			}
-			t.loadLocked(it)
+			slab := make([]attr.Value, 0, int(n)*perItem)
+			key := func(blob, name string) (*attr.Value, error) {
+				v := attr.LookupFramed(blob, name)
+				if v == nil {
+					return nil, fmt.Errorf("an item of %s has no key attribute %s", t.Name, name)
+				}
+				slab = append(slab, *v)
+				return &slab[len(slab)-1], nil
+			}
+			for i := uint64(0); i < n; i++ {
+				start := len(body) - len(rest)
+				end, err := attr.FramedEnd(whole, start)
+				if err != nil {
+					return err
+				}
+				blob := whole[start:end]
+				rest = body[end:]
+				e := &entry{blob: blob}
+				if e.hk, err = key(blob, t.Hash.Name); err != nil {
+					return err
+				}
+				if t.Range.Name != "" {
+					if e.rk, err = key(blob, t.Range.Name); err != nil {
+						return err
+					}
+				}
+				size, err := attr.FramedSize(blob)
+				if err != nil {
+					return err
+				}
+				t.items.ReplaceOrInsert(e)
+				t.sizeBytes += int64(size)
+			}
+		} else {
+			for i := uint64(0); i < n; i++ {
+				start := len(body) - len(rest)
+				var it attr.Item
+				if it, rest, err = decode(rest); err != nil {
+					return err
+				}
+				t.loadLocked(it, whole[start:len(body)-len(rest)])
+			}
 		}
 		tables = append(tables, t)
 	}

@@ -1,6 +1,7 @@
 package attr
 
 import (
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"sort"
@@ -233,4 +234,265 @@ func (d *decoder) value() *Value {
 		d.err = ErrCorrupt
 	}
 	return v
+}
+
+// LookupFramed returns the top-level attribute name of the framed item in blob
+// (nil when it has none), decoding that attribute only.
+func LookupFramed(blob, name string) *Value {
+	n, h := uvarintString(blob)
+	if h <= 0 || n > uint64(len(blob)-h) {
+		return nil
+	}
+	d := decoder{s: blob[:h+int(n)], pos: h}
+	count := d.uvarint()
+	for i := 0; i < count && d.err == nil; i++ {
+		if d.str() == name {
+			return d.value()
+		}
+		d.skip()
+	}
+	return nil
+}
+
+// skip passes over one value without building it.
+func (d *decoder) skip() {
+	if d.err != nil || d.pos >= len(d.s) {
+		d.err = ErrCorrupt
+		return
+	}
+	k := Kind(d.s[d.pos])
+	d.pos++
+	switch k {
+	case KindS, KindN, KindB:
+		d.str()
+	case KindBOOL:
+		d.pos++
+	case KindNULL:
+	case KindM:
+		n := d.uvarint()
+		for i := 0; i < n && d.err == nil; i++ {
+			d.str()
+			d.skip()
+		}
+	case KindL:
+		n := d.uvarint()
+		for i := 0; i < n && d.err == nil; i++ {
+			d.skip()
+		}
+	case KindSS, KindNS, KindBS:
+		n := d.uvarint()
+		for i := 0; i < n && d.err == nil; i++ {
+			d.str()
+		}
+	default:
+		d.err = ErrCorrupt
+	}
+}
+
+// FramedEnd returns the offset in whole just past the framed item at off.
+func FramedEnd(whole string, off int) (int, error) {
+	n, h := uvarintString(whole[off:])
+	if h <= 0 || n > uint64(len(whole)-off-h) {
+		return 0, ErrCorrupt
+	}
+	return off + h + int(n), nil
+}
+
+// FramedSize returns the size by AWS's rule (Item.Size) of the framed item in
+// blob, without building it.
+func FramedSize(blob string) (int, error) {
+	n, h := uvarintString(blob)
+	if h <= 0 || n > uint64(len(blob)-h) {
+		return 0, ErrCorrupt
+	}
+	d := decoder{s: blob[:h+int(n)], pos: h}
+	size := d.membersSize(false)
+	if d.err == nil && d.pos != len(d.s) {
+		d.err = ErrCorrupt
+	}
+	return size, d.err
+}
+
+// membersSize walks an item's (or a map's) members and returns their size; inMap
+// counts each member as a map does (a byte more).
+func (d *decoder) membersSize(inMap bool) int {
+	count := d.uvarint()
+	size := 0
+	for i := 0; i < count && d.err == nil; i++ {
+		size += len(d.str()) + d.valueSize()
+		if inMap {
+			size++
+		}
+	}
+	return size
+}
+
+func (d *decoder) valueSize() int {
+	if d.err != nil || d.pos >= len(d.s) {
+		d.err = ErrCorrupt
+		return 0
+	}
+	k := Kind(d.s[d.pos])
+	d.pos++
+	switch k {
+	case KindS, KindB:
+		return len(d.str())
+	case KindN:
+		return numberSize(d.str())
+	case KindBOOL:
+		d.pos++
+		return 1
+	case KindNULL:
+		return 1
+	case KindM:
+		return 3 + d.membersSize(true)
+	case KindL:
+		n := d.uvarint()
+		size := 3
+		for i := 0; i < n && d.err == nil; i++ {
+			size += 1 + d.valueSize()
+		}
+		return size
+	case KindSS, KindBS:
+		n := d.uvarint()
+		size := 0
+		for i := 0; i < n && d.err == nil; i++ {
+			size += len(d.str())
+		}
+		return size
+	case KindNS:
+		n := d.uvarint()
+		size := 0
+		for i := 0; i < n && d.err == nil; i++ {
+			size += numberSize(d.str())
+		}
+		return size
+	}
+	d.err = ErrCorrupt
+	return 0
+}
+
+// AppendFramedJSON appends the DynamoDB JSON of the framed item in blob (as
+// Item.MarshalJSON writes it: members in name order) without building the item.
+func AppendFramedJSON(dst []byte, blob string) ([]byte, error) {
+	n, h := uvarintString(blob)
+	if h <= 0 || n > uint64(len(blob)-h) {
+		return dst, ErrCorrupt
+	}
+	d := decoder{s: blob[:h+int(n)], pos: h}
+	dst = d.membersJSON(dst)
+	if d.err == nil && d.pos != len(d.s) {
+		d.err = ErrCorrupt
+	}
+	return dst, d.err
+}
+
+func (d *decoder) membersJSON(dst []byte) []byte {
+	count := d.uvarint()
+	dst = append(dst, '{')
+	for i := 0; i < count && d.err == nil; i++ {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendQuoted(dst, d.str())
+		dst = append(dst, ':')
+		dst = d.valueJSON(dst)
+	}
+	return append(dst, '}')
+}
+
+func (d *decoder) valueJSON(dst []byte) []byte {
+	if d.err != nil || d.pos >= len(d.s) {
+		d.err = ErrCorrupt
+		return dst
+	}
+	k := Kind(d.s[d.pos])
+	d.pos++
+	dst = append(dst, `{"`...)
+	dst = append(dst, k.String()...)
+	dst = append(dst, `":`...)
+	switch k {
+	case KindS, KindN:
+		dst = appendQuoted(dst, d.str())
+	case KindB:
+		dst = appendBase64(dst, d.str())
+	case KindBOOL:
+		if d.pos < len(d.s) && d.s[d.pos] == 1 {
+			dst = append(dst, "true"...)
+		} else {
+			dst = append(dst, "false"...)
+		}
+		d.pos++
+	case KindNULL:
+		dst = append(dst, "true"...)
+	case KindM:
+		dst = d.membersJSON(dst)
+	case KindL:
+		n := d.uvarint()
+		dst = append(dst, '[')
+		for i := 0; i < n && d.err == nil; i++ {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = d.valueJSON(dst)
+		}
+		dst = append(dst, ']')
+	case KindSS, KindNS, KindBS:
+		n := d.uvarint()
+		dst = append(dst, '[')
+		for i := 0; i < n && d.err == nil; i++ {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			if k == KindBS {
+				dst = appendBase64(dst, d.str())
+			} else {
+				dst = appendQuoted(dst, d.str())
+			}
+		}
+		dst = append(dst, ']')
+	default:
+		d.err = ErrCorrupt
+	}
+	return append(dst, '}')
+}
+
+func appendBase64(dst []byte, s string) []byte {
+	enc := base64.StdEncoding
+	n := len(dst)
+	dst = append(dst, make([]byte, enc.EncodedLen(len(s))+2)...)
+	dst[n] = '"'
+	enc.Encode(dst[n+1:], []byte(s))
+	dst[len(dst)-1] = '"'
+	return dst
+}
+
+// appendQuoted appends s as a JSON string, escaping what JSON requires (and <, >
+// and & as encoding/json does).
+func appendQuoted(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }

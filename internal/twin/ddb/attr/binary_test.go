@@ -68,3 +68,50 @@ func TestScalarFastPath(t *testing.T) {
 		}
 	}
 }
+
+func TestLookupFramed(t *testing.T) {
+	var it Item
+	if err := json.Unmarshal([]byte(`{"a":{"M":{"x":{"L":[{"N":"1"},{"BOOL":true}]}}},"b":{"SS":["p"]},"exp":{"N":"17"},"z":{"NULL":true}}`), &it); err != nil {
+		t.Fatal(err)
+	}
+	blob := string(AppendFramed(nil, it))
+	for _, name := range []string{"a", "b", "exp", "z"} {
+		if got := LookupFramed(blob, name); got == nil || !Equal(got, it[name]) {
+			t.Errorf("LookupFramed %s: got %v, want %v", name, got, it[name])
+		}
+	}
+	if got := LookupFramed(blob, "none"); got != nil {
+		t.Errorf("LookupFramed of a missing name: got %v", got)
+	}
+}
+
+func TestFramedSize(t *testing.T) {
+	var it Item
+	if err := json.Unmarshal([]byte(`{"a":{"M":{"x":{"L":[{"N":"12.50"},{"BOOL":true},{"NULL":true}]},"y":{"B":"AAE="}}},"b":{"SS":["p","qq"]},"c":{"NS":["1","22.5"]},"d":{"BS":["AQ=="]},"e":{"S":"héllo"},"f":{"L":[]}}`), &it); err != nil {
+		t.Fatal(err)
+	}
+	b := AppendFramed(nil, it)
+	got, err := FramedSize(string(b))
+	if err != nil || got != it.Size() {
+		t.Errorf("FramedSize: got %d (%v), want %d", got, err, it.Size())
+	}
+	if end, err := FramedEnd(string(b)+"tail", 0); err != nil || end != len(b) {
+		t.Errorf("FramedEnd: got %d (%v), want %d", end, err, len(b))
+	}
+}
+
+func TestFramedJSON(t *testing.T) {
+	src := `{"a":{"M":{"x":{"L":[{"N":"12.5"},{"BOOL":true},{"NULL":true},{"BOOL":false}]},"y":{"B":"AAE="}}},"b":{"SS":["p","q\"<\n\u0001é"]},"c":{"NS":["1","22.5"]},"d":{"BS":["AQ=="]},"e":{"S":"héllo\\ \t"},"f":{"L":[]},"g":{"M":{}}}`
+	var it Item
+	if err := json.Unmarshal([]byte(src), &it); err != nil {
+		t.Fatal(err)
+	}
+	got, err := AppendFramedJSON(nil, string(AppendFramed(nil, it)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := it.MarshalJSON()
+	if string(got) != string(want) {
+		t.Errorf("AppendFramedJSON:\n got %s\nwant %s", got, want)
+	}
+}
