@@ -47,6 +47,11 @@ import (
 // logs are removed. New loads the newest snapshot and replays the logs from its N
 // on; a torn frame at the end of the last log (a write cut short) ends the replay.
 //
+// Items read back from a snapshot or a log stay in the file's bytes, in their binary
+// form (entry.blob), until they are written again: a restored state takes about as
+// much memory as its data; reads that need an item decode it, and reads that return
+// whole items write their JSON from the binary form directly.
+//
 // The state file of earlier versions (ddb-state.json, the whole state as JSON) is
 // read once when there is no snapshot or log yet, written as the first snapshot,
 // and renamed to ddb-state.json.upgraded.
