@@ -226,8 +226,10 @@ func opBatchWriteItem(ctx context.Context, db *DB, body []byte) (any, error) {
 	unprocessed := map[string][]writeRequestJSON{}
 	cs := &capacities{}
 	written, throttled := 0, 0
+	j := db.begin()
 	unlock := lockTables(list)
 	if err := checkLive(list); err != nil {
+		db.commit(j)
 		unlock()
 		return nil, err
 	}
@@ -257,13 +259,14 @@ func opBatchWriteItem(ctx context.Context, db *DB, body []byte) (any, error) {
 				continue
 			}
 			c.addWrite(t, old, item, 1)
-			t.writeLocked(key, item, nil, now)
+			t.writeLocked(key, item, nil, now, j)
 			written++
 		}
 	}
+	err := db.commit(j)
 	unlock()
-	if written > 0 {
-		db.changed()
+	if err != nil {
+		return nil, err
 	}
 	if written == 0 && throttled == total {
 		return nil, throughputExceeded()

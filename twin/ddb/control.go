@@ -4,7 +4,7 @@ import (
 	"github.com/fourlanes/fourlanes/twin/ddb/attr"
 
 	"context"
-
+	"fmt"
 	"net/http"
 	"regexp"
 	"sort"
@@ -85,8 +85,14 @@ func opCreateTable(ctx context.Context, db *DB, body []byte) (any, error) {
 	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
-	if !tableNameRE.MatchString(in.TableName) {
-		return nil, validationf("1 validation error detected: Value '%s' at 'tableName' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z0-9_.-]+ and have length between 3 and 255", in.TableName)
+	if err := checkTableName(in.TableName, "tableName"); err != nil {
+		return nil, err
+	}
+	if err := checkBillingMode(in.BillingMode); err != nil {
+		return nil, err
+	}
+	if err := checkKeyNames(in.AttributeDefinitions, in.KeySchema, in.GlobalSecondaryIndexes, in.LocalSecondaryIndexes); err != nil {
+		return nil, err
 	}
 	defs := map[string]attr.Kind{}
 	var attrDefs []KeyDef
@@ -109,18 +115,19 @@ func opCreateTable(ctx context.Context, db *DB, body []byte) (any, error) {
 	now := db.now()
 	t := &Table{
 		Name: in.TableName, ARN: db.arn("table/" + in.TableName), ID: uuid.NewString(), Created: now,
-		Hash: hash, Range: rng, AttrDefs: attrDefs, items: newTree(), billing: "PROVISIONED",
+		Hash: hash, Range: rng, attrDefs: attrDefs, items: newTree(), billing: "PROVISIONED",
 	}
 	if in.BillingMode == "PAY_PER_REQUEST" {
 		t.billing = "PAY_PER_REQUEST"
 	}
 	seen := map[string]bool{}
+	var gsis, lsis []*Index
 	for _, g := range in.GlobalSecondaryIndexes {
 		ix, err := newIndex(g, defs, used, true, seen)
 		if err != nil {
 			return nil, err
 		}
-		t.GSIs = append(t.GSIs, ix)
+		gsis = append(gsis, ix)
 	}
 	for _, l := range in.LocalSecondaryIndexes {
 		ix, err := newIndex(l, defs, used, false, seen)
@@ -130,8 +137,9 @@ func opCreateTable(ctx context.Context, db *DB, body []byte) (any, error) {
 		if ix.Hash.Name != hash.Name || rng.Name == "" {
 			return nil, validationf("One or more parameter values were invalid: Table KeySchema does not have a range key, which is required when specifying a LocalSecondaryIndex")
 		}
-		t.LSIs = append(t.LSIs, ix)
+		lsis = append(lsis, ix)
 	}
+	t.setIndexes(gsis, lsis)
 	for name := range defs {
 		if !used[name] {
 			return nil, validationf("One or more parameter values were invalid: Number of attributes in KeySchema does not exactly match number of attributes defined in AttributeDefinitions")
@@ -144,15 +152,65 @@ func opCreateTable(ctx context.Context, db *DB, body []byte) (any, error) {
 		t.stream = newStream(db, t, s.StreamViewType, now)
 		t.streams = append(t.streams, t.stream)
 	}
+	j := db.begin()
 	db.mu.Lock()
 	if _, exists := db.tables[t.Name]; exists {
+		db.commit(j)
 		db.mu.Unlock()
 		return nil, newError(http.StatusBadRequest, CodeResourceInUse, "Table already exists: %s", t.Name)
 	}
+	j.table(t)
 	db.tables[t.Name] = t
+	err = db.commit(j)
 	db.mu.Unlock()
-	db.changed()
+	if err != nil {
+		return nil, err
+	}
 	return map[string]any{"TableDescription": t.describe()}, nil
+}
+
+// maxKeyNameLen is the longest name of a key attribute (table or index) or of the
+// TTL attribute: 255 characters. AWS documents it for secondary index keys and
+// enforces it for the table's keys and UpdateTimeToLive too (observed; public
+// compatibility suites run against AWS check it).
+const maxKeyNameLen = 255
+
+func keyNameError(name, param string) error {
+	if name == "" {
+		return validationf("1 validation error detected: Value '' at '%s' failed to satisfy constraint: Member must have length greater than or equal to 1", param)
+	}
+	return validationf("1 validation error detected: Value '%s' at '%s' failed to satisfy constraint: Member must have length less than or equal to %d", name, param, maxKeyNameLen)
+}
+
+func badKeyName(name string) bool { return name == "" || len(name) > maxKeyNameLen }
+
+// checkKeyNames refuses a key attribute name that is empty or longer than 255
+// characters, wherever CreateTable names one, before anything else is checked.
+func checkKeyNames(defs []attrDefJSON, ks []keySchemaJSON, gsis, lsis []indexJSON) error {
+	for i, d := range defs {
+		if badKeyName(d.AttributeName) {
+			return keyNameError(d.AttributeName, fmt.Sprintf("attributeDefinitions.%d.member.attributeName", i+1))
+		}
+	}
+	for i, k := range ks {
+		if badKeyName(k.AttributeName) {
+			return keyNameError(k.AttributeName, fmt.Sprintf("keySchema.%d.member.attributeName", i+1))
+		}
+	}
+	for _, ixs := range [][]indexJSON{gsis, lsis} {
+		for _, ix := range ixs {
+			for i, k := range ix.KeySchema {
+				if badKeyName(k.AttributeName) {
+					return keyNameError(k.AttributeName, fmt.Sprintf("keySchema.%d.member.attributeName", i+1))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func checkBillingMode(v string) error {
+	return checkEnum("billingMode", v, "PROVISIONED", "PAY_PER_REQUEST")
 }
 
 func checkViewType(v string) error {
@@ -223,7 +281,7 @@ func newIndex(j indexJSON, defs map[string]attr.Kind, used map[string]bool, glob
 	default:
 		return nil, validationf("One or more parameter values were invalid: Unknown ProjectionType: %q", pt)
 	}
-	return &Index{Name: j.IndexName, Global: global, Hash: h, Range: r, ProjectionType: pt, NonKey: j.Projection.NonKeyAttributes, items: newTree()}, nil
+	return &Index{Name: j.IndexName, Global: global, Hash: h, Range: r, ProjectionType: pt, NonKey: j.Projection.NonKeyAttributes, items: newTree(), status: indexActive}, nil
 }
 
 type tableNameInput struct {
@@ -254,23 +312,36 @@ func opDeleteTable(ctx context.Context, db *DB, body []byte) (any, error) {
 	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
-	db.mu.Lock()
-	t := db.tables[in.TableName]
-	if t == nil {
-		db.mu.Unlock()
-		return nil, notFoundf("Requested resource not found: Table: %s not found", in.TableName)
+	name, err := db.tableName(in.TableName)
+	if err != nil {
+		return nil, err
 	}
-	delete(db.tables, in.TableName)
-	db.mu.Unlock()
+	j := db.begin()
+	db.mu.Lock()
+	t := db.tables[name]
+	if t == nil {
+		db.commit(j)
+		db.mu.Unlock()
+		return nil, notFoundf("Requested resource not found: Table: %s not found", name)
+	}
+	// db.mu is held until the drop is logged, so a CreateTable of the same name
+	// is logged after it.
+	delete(db.tables, name)
 	t.mu.Lock()
 	t.deleted = true
+	now := db.now()
 	if t.stream != nil {
-		t.stream.disable(db.now())
+		t.stream.disable(now)
 	}
 	d := t.describe()
+	j.drop(name, now)
+	err = db.commit(j)
 	t.mu.Unlock()
+	db.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	d["TableStatus"] = "DELETING"
-	db.changed()
 	return map[string]any{"TableDescription": d}, nil
 }
 
@@ -308,14 +379,19 @@ func opListTables(ctx context.Context, db *DB, body []byte) (any, error) {
 type updateTableInput struct {
 	TableName           string
 	StreamSpecification *streamSpecJSON
+	BillingMode         string
 	// Accepted and ignored, as AWS-side settings.
-	BillingMode               string
 	ProvisionedThroughput     any
 	DeletionProtectionEnabled *bool
-	AttributeDefinitions      any
-	// Refused: index changes are not served here.
-	GlobalSecondaryIndexUpdates []any
-	ReplicaUpdates              []any
+	SSESpecification          any
+	TableClass                string
+	OnDemandThroughput        any
+	WarmThroughput            any
+	// The definitions of a new GSI's key attributes (index.go).
+	AttributeDefinitions        []attrDefJSON
+	GlobalSecondaryIndexUpdates []gsiUpdateJSON
+	// Refused: a local endpoint has no replicas.
+	ReplicaUpdates []any
 }
 
 func opUpdateTable(ctx context.Context, db *DB, body []byte) (any, error) {
@@ -323,17 +399,37 @@ func opUpdateTable(ctx context.Context, db *DB, body []byte) (any, error) {
 	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
-	if len(in.GlobalSecondaryIndexUpdates) > 0 || len(in.ReplicaUpdates) > 0 {
-		return nil, validationf("UpdateTable: GlobalSecondaryIndexUpdates and ReplicaUpdates are not supported by this local DynamoDB; create the table with its indexes instead")
+	if in.StreamSpecification == nil && in.BillingMode == "" && in.ProvisionedThroughput == nil && in.DeletionProtectionEnabled == nil &&
+		in.SSESpecification == nil && in.TableClass == "" && in.OnDemandThroughput == nil && in.WarmThroughput == nil &&
+		len(in.GlobalSecondaryIndexUpdates) == 0 && len(in.ReplicaUpdates) == 0 {
+		// AWS refuses an UpdateTable that asks for no change (observed; the
+		// wording is ours).
+		return nil, validationf("UpdateTable requires at least one of ProvisionedThroughput, BillingMode, StreamSpecification, GlobalSecondaryIndexUpdates, SSESpecification, ReplicaUpdates, TableClass or DeletionProtectionEnabled")
+	}
+	if err := checkBillingMode(in.BillingMode); err != nil {
+		return nil, err
+	}
+	if len(in.ReplicaUpdates) > 0 {
+		return nil, validationf("UpdateTable: ReplicaUpdates are not supported by this local DynamoDB (it has no other regions)")
+	}
+	gu, err := parseGSIUpdates(in.GlobalSecondaryIndexUpdates, in.AttributeDefinitions)
+	if err != nil {
+		return nil, err
 	}
 	t, err := db.table(in.TableName)
 	if err != nil {
 		return nil, err
 	}
+	j := db.begin()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer func() { db.commit(j) }() // releases the journal on every return; the success path commits first
+	if t.deleted {
+		return nil, notFoundf("Requested resource not found: Table: %s not found", t.Name)
+	}
+	// Everything is checked before anything changes, so a refused part leaves the
+	// rest of the call undone too.
 	if s := in.StreamSpecification; s != nil {
-		now := db.now()
 		switch {
 		case s.StreamEnabled && t.stream != nil:
 			return nil, validationf("Table already has an enabled stream: %s", t.stream.ARN)
@@ -341,19 +437,36 @@ func opUpdateTable(ctx context.Context, db *DB, body []byte) (any, error) {
 			if err := checkViewType(s.StreamViewType); err != nil {
 				return nil, err
 			}
+		case t.stream == nil:
+			return nil, validationf("Table already has its stream disabled")
+		}
+	}
+	if gu != nil {
+		start, err := db.applyGSIUpdate(t, gu)
+		if err != nil {
+			return nil, err
+		}
+		defer start() // the index's build, once the table's lock is released
+	}
+	if s := in.StreamSpecification; s != nil {
+		now := db.now()
+		switch {
+		case s.StreamEnabled:
 			t.stream = newStream(db, t, s.StreamViewType, now)
 			t.streams = append(t.streams, t.stream)
-		case t.stream != nil:
+		default:
 			t.stream.disable(now)
 			t.stream = nil
-		default:
-			return nil, validationf("Table already has its stream disabled")
 		}
 	}
 	if in.BillingMode != "" {
 		t.billing = in.BillingMode
 	}
-	defer db.changed()
+	j.table(t)
+	if err := db.commit(j); err != nil {
+		return nil, err
+	}
+	j = nil
 	return map[string]any{"TableDescription": t.describe()}, nil
 }
 
@@ -374,12 +487,17 @@ func opUpdateTimeToLive(ctx context.Context, db *DB, body []byte) (any, error) {
 	if s == nil || s.AttributeName == "" {
 		return nil, validationf("1 validation error detected: Value null at 'timeToLiveSpecification.attributeName' failed to satisfy constraint: Member must not be null")
 	}
+	if len(s.AttributeName) > maxKeyNameLen {
+		return nil, keyNameError(s.AttributeName, "timeToLiveSpecification.attributeName")
+	}
 	t, err := db.table(in.TableName)
 	if err != nil {
 		return nil, err
 	}
+	j := db.begin()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer func() { db.commit(j) }()
 	switch {
 	case s.Enabled && t.ttlAttr != "":
 		return nil, validationf("TimeToLive is already enabled")
@@ -392,7 +510,11 @@ func opUpdateTimeToLive(ctx context.Context, db *DB, body []byte) (any, error) {
 	default:
 		t.ttlAttr = ""
 	}
-	defer db.changed()
+	j.table(t)
+	if err := db.commit(j); err != nil {
+		return nil, err
+	}
+	j = nil
 	return map[string]any{"TimeToLiveSpecification": s}, nil
 }
 
@@ -419,8 +541,8 @@ func (t *Table) describe() map[string]any {
 		}
 		return out
 	}
-	defs := make([]attrDefJSON, 0, len(t.AttrDefs))
-	for _, d := range t.AttrDefs {
+	defs := make([]attrDefJSON, 0, len(t.attrDefs))
+	for _, d := range t.attrDefs {
 		defs = append(defs, attrDefJSON{AttributeName: d.Name, AttributeType: d.Type.String()})
 	}
 	d := map[string]any{
@@ -441,6 +563,12 @@ func (t *Table) describe() map[string]any {
 	} else {
 		d["ProvisionedThroughput"] = throughputJSON{ReadCapacityUnits: 5, WriteCapacityUnits: 5}
 	}
+	// A table is UPDATING while an index of it is allocated or deleted ("The
+	// table/index configuration is being updated. The table/index remains
+	// available for data operations when UPDATING.", TableDescription), and
+	// ACTIVE again while a new index backfills: waiting for the table to be
+	// ACTIVE and then for the index is how AWS's examples wait for an index.
+	status := "ACTIVE"
 	ixs := func(list []*Index) []map[string]any {
 		var out []map[string]any
 		for _, ix := range list {
@@ -453,18 +581,26 @@ func (t *Table) describe() map[string]any {
 				"IndexSizeBytes": 0,
 			}
 			if ix.Global {
-				m["IndexStatus"] = "ACTIVE"
+				m["IndexStatus"] = ix.status
+				if ix.online && ix.status == indexCreating {
+					m["Backfilling"] = ix.backfilling
+				}
+				if (ix.status == indexCreating && !ix.backfilling) || ix.status == indexDeleting {
+					status = "UPDATING"
+				}
 			}
 			out = append(out, m)
 		}
 		return out
 	}
-	if len(t.GSIs) > 0 {
-		d["GlobalSecondaryIndexes"] = ixs(t.GSIs)
+	gsis := append(append([]*Index(nil), t.GSIs()...), t.deleting...)
+	if len(gsis) > 0 {
+		d["GlobalSecondaryIndexes"] = ixs(gsis)
 	}
-	if len(t.LSIs) > 0 {
-		d["LocalSecondaryIndexes"] = ixs(t.LSIs)
+	if lsis := t.LSIs(); len(lsis) > 0 {
+		d["LocalSecondaryIndexes"] = ixs(lsis)
 	}
+	d["TableStatus"] = status
 	if t.stream != nil {
 		d["StreamSpecification"] = streamSpecJSON{StreamEnabled: true, StreamViewType: t.stream.ViewType}
 		d["LatestStreamArn"] = t.stream.ARN
@@ -475,6 +611,3 @@ func (t *Table) describe() map[string]any {
 	}
 	return d
 }
-
-// changed tells the persistence layer that the state changed (no-op in memory).
-func (db *DB) changed() { db.ext.changed() }

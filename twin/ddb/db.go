@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,7 +20,8 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives the server's own log lines (default: discard).
 	Logger *slog.Logger
-	// DataDir, when set, keeps the state across restarts (see persist.go).
+	// DataDir, when set, keeps the state across restarts: a write-ahead log of every
+	// change and rare snapshots (see wal.go).
 	DataDir string
 
 	// StreamRetention is how long stream records stay readable (AWS: 24 hours).
@@ -57,6 +59,10 @@ type DB struct {
 	ext     dbExtensions // state the data-plane files keep (tokens, faults, budgets): ext.go
 	streams streamState  // every stream by ARN, kept after its table goes: stream.go
 	bg      background   // the TTL sweeper and other background work: ttl.go
+
+	// indexHook, when set (by tests, before any index change), is called at each
+	// step of an online index change, which waits until it returns (index.go).
+	indexHook func(index string, p indexPhase)
 }
 
 // New returns an empty DB.
@@ -107,14 +113,15 @@ func Open(opts Options) (*DB, error) {
 	db := New(opts)
 	if err := db.ext.persist.broken; err != nil {
 		db.bg.stop()
-		return nil, fmt.Errorf("ddb: the state in %s cannot be loaded (move %s aside, or remove the folder to start afresh): %w",
-			opts.DataDir, stateFile, err)
+		return nil, fmt.Errorf("ddb: the state in %s cannot be loaded (move its %s*, %s* and %s files aside, or remove the folder to start afresh): %w",
+			opts.DataDir, snapPrefix, walPrefix, stateFile, err)
 	}
 	return db, nil
 }
 
 // Close stops the DB's background work (the TTL sweeper) and, with a DataDir, writes
-// its state a last time. The DB must not be used afterwards.
+// a snapshot of its state (so the next start replays no log) and closes the log.
+// The DB must not be used afterwards.
 func (db *DB) Close() error {
 	db.bg.stop()
 	return db.ext.close()
@@ -125,10 +132,14 @@ func (db *DB) Options() Options { return db.opts }
 
 func (db *DB) now() time.Time { return db.opts.Now() }
 
-// table returns the named table, or ResourceNotFoundException as AWS words it.
+// table returns the named table, or ResourceNotFoundException as AWS words it. A
+// name that no table can have is a ValidationException, as on AWS (a name outside
+// [a-zA-Z0-9_.-]{3,255} is refused before any look-up). The name may also be the
+// table's ARN, which AWS accepts wherever a table is named.
 func (db *DB) table(name string) (*Table, error) {
-	if name == "" {
-		return nil, validationf("1 validation error detected: Value null at 'tableName' failed to satisfy constraint: Member must not be null")
+	name, err := db.tableName(name)
+	if err != nil {
+		return nil, err
 	}
 	db.mu.RLock()
 	t := db.tables[name]
@@ -137,6 +148,49 @@ func (db *DB) table(name string) (*Table, error) {
 		return nil, notFoundf("Requested resource not found: Table: %s not found", name)
 	}
 	return t, nil
+}
+
+// tableName checks a TableName parameter and returns the table's name (an ARN of
+// this endpoint's account and region resolved to it).
+func (db *DB) tableName(name string) (string, error) {
+	if name == "" {
+		return "", validationf("1 validation error detected: Value null at 'tableName' failed to satisfy constraint: Member must not be null")
+	}
+	if strings.HasPrefix(name, "arn:") {
+		if rest, ok := strings.CutPrefix(name, db.arn("table/")); ok && !strings.Contains(rest, "/") {
+			name = rest
+		}
+	}
+	if err := checkTableName(name, "tableName"); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// checkTableName refuses a table or index name outside AWS's constraints, naming
+// the parameter (tableName, indexName) as AWS's message does.
+func checkTableName(name, param string) error {
+	switch {
+	case len(name) < 3:
+		return validationf("1 validation error detected: Value '%s' at '%s' failed to satisfy constraint: Member must have length greater than or equal to 3", name, param)
+	case len(name) > 255:
+		return validationf("1 validation error detected: Value '%s' at '%s' failed to satisfy constraint: Member must have length less than or equal to 255", name, param)
+	case !validTableName(name):
+		return validationf("1 validation error detected: Value '%s' at '%s' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z0-9_.-]+", name, param)
+	}
+	return nil
+}
+
+// validTableName reports whether name is made of [a-zA-Z0-9_.-] only (the hot
+// path's check: a regular expression costs a microsecond a call).
+func validTableName(name string) bool {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // Tables returns the tables in name order.

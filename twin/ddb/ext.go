@@ -33,10 +33,6 @@ type tableExtState struct {
 // adminPrefix is the path of the test-only admin API (fault injection, faults.go).
 const adminPrefix = "/_fourlanes/"
 
-// changed is called after every change of state: it schedules a write of the state
-// when the DB keeps a DataDir.
-func (e *dbExtensions) changed() { e.persist.changed() }
-
 // close writes the state a last time (with a DataDir).
 func (e *dbExtensions) close() error { return e.persist.close() }
 

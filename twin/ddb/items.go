@@ -119,8 +119,10 @@ func (db *DB) runWrite(ctx context.Context, w *singleWrite) (old, item attr.Item
 	}
 	w.capacity = capacity{table: w.t.Name, write: true}
 	t := w.t
+	j := db.begin()
 	unlock := lockTables([]*Table{t})
 	defer unlock()
+	defer func() { db.commit(j) }() // releases the journal on every return; the write commits first
 	if t.deleted {
 		return nil, nil, notFoundf("Requested resource not found: Table: %s not found", t.Name)
 	}
@@ -147,8 +149,12 @@ func (db *DB) runWrite(ctx context.Context, w *singleWrite) (old, item attr.Item
 	if !db.takeBudget(t, hk, w.capacity.units) {
 		return nil, nil, throughputExceeded()
 	}
-	t.writeLocked(w.key, item, nil, db.now())
-	db.changed()
+	t.writeLocked(w.key, item, nil, db.now(), j)
+	err = db.commit(j)
+	j = nil
+	if err != nil {
+		return nil, nil, err
+	}
 	return old, item, nil
 }
 
@@ -247,6 +253,12 @@ func parseUpdate(t *Table, s *string, p *expr.Params) (*expr.Update, error) {
 func applyUpdate(t *Table, u *expr.Update, key, old attr.Item) (attr.Item, error) {
 	base := old
 	if base == nil {
+		if u != nil && u.DeletesOnly() {
+			// "REMOVE a" of an item that does not exist leaves it not existing:
+			// AWS creates an item only for an update that adds something (or for
+			// none at all).
+			return nil, nil
+		}
 		base = t.KeyItem(key)
 	}
 	if u == nil {
@@ -366,16 +378,28 @@ func opGetItem(ctx context.Context, db *DB, body []byte) (any, error) {
 	if err := t.rlockLive(); err != nil {
 		return nil, err
 	}
-	item := t.getLocked(in.Key)
+	var item attr.Item
+	var blob string
+	if e := t.getEntryLocked(in.Key); e != nil && e.item == nil && pr == nil {
+		blob = e.blob // returned whole: written out from its binary form
+	} else if e != nil {
+		item = e.value()
+	}
 	t.mu.RUnlock()
 	size := 0
 	if item != nil {
 		size = item.Size()
+	} else if blob != "" {
+		if size, err = attr.FramedSize(blob); err != nil {
+			return nil, err
+		}
 	}
 	c := capacity{table: t.Name, units: readUnits(size, in.ConsistentRead)}
 	out := map[string]any{}
 	if item != nil {
 		out["Item"] = project(pr, item)
+	} else if blob != "" {
+		out["Item"] = blobJSON(blob)
 	}
 	if r := c.report(in.ReturnConsumedCapacity); r != nil {
 		out["ConsumedCapacity"] = r

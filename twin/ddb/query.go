@@ -2,7 +2,9 @@ package ddb
 
 import (
 	"context"
+	"encoding/json"
 	"hash/fnv"
+	"strings"
 
 	"github.com/fourlanes/fourlanes/twin/ddb/attr"
 	"github.com/fourlanes/fourlanes/twin/ddb/expr"
@@ -92,6 +94,14 @@ func (rc *readCommon) plan(db *DB) (*readPlan, error) {
 		if pl.ix == nil {
 			return nil, validationf("The table does not have the specified index: %s", *rc.IndexName)
 		}
+		t.mu.RLock()
+		creating := pl.ix.status == indexCreating
+		t.mu.RUnlock()
+		if creating {
+			// "Cannot read from backfilling global secondary index" is what AWS
+			// answers a Query or Scan of an index that is not ACTIVE yet.
+			return nil, validationf("Cannot read from backfilling global secondary index: %s", pl.ix.Name)
+		}
 		pl.hash, pl.rng = pl.ix.Hash, pl.ix.Range
 		if pl.ix.Global && rc.ConsistentRead {
 			return nil, validationf("Consistent reads are not supported on global secondary indexes")
@@ -155,8 +165,12 @@ func (pl *readPlan) startEntry(esk attr.Item) (*entry, error) {
 		return nil, validationf("The provided starting key is invalid: The provided key element does not match the schema")
 	}
 	for name, k := range want {
-		if v := esk[name]; v == nil || v.Kind != k {
+		v := esk[name]
+		if v == nil || v.Kind != k {
 			return nil, validationf("The provided starting key is invalid: The provided key element does not match the schema")
+		}
+		if v.Size() == 0 {
+			return nil, validationf("The provided starting key is invalid: One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty %s value. Key: %s", emptyWord(v), name)
 		}
 	}
 	pk, sk := t.keyOf(esk)
@@ -200,7 +214,7 @@ func (pl *readPlan) lastKey(item attr.Item) attr.Item {
 // page is one Query or Scan page being read.
 type page struct {
 	pl        *readPlan
-	items     []attr.Item
+	items     []json.Marshaler // attr.Item, or blobJSON for an item kept in binary form
 	count     int
 	scanned   int
 	bytes     int
@@ -212,7 +226,12 @@ type page struct {
 // visit reads one item; false ends the page.
 func (pg *page) visit(e *entry) bool {
 	pl := pg.pl
-	v := pl.view(e.item)
+	if e.item == nil && e.blob != "" && pl.filter == nil && pl.proj == nil && pl.fullItem {
+		// An item kept in binary form, returned whole: written out as JSON from
+		// its binary form, never decoded.
+		return pg.visitBlob(e)
+	}
+	v := pl.view(e.value())
 	pg.scanned++
 	pg.bytes += v.Size()
 	keep := true
@@ -231,11 +250,36 @@ func (pg *page) visit(e *entry) bool {
 		}
 	}
 	if (pl.limit > 0 && pg.scanned >= pl.limit) || pg.bytes >= maxPageBytes {
-		pg.last = pl.lastKey(e.item)
+		pg.last = pl.lastKey(e.value())
 		return false
 	}
 	return true
 }
+
+func (pg *page) visitBlob(e *entry) bool {
+	pl := pg.pl
+	size, err := attr.FramedSize(e.blob)
+	if err != nil {
+		pg.err = err
+		return false
+	}
+	pg.scanned++
+	pg.bytes += size
+	pg.count++
+	if !pg.countOnly {
+		pg.items = append(pg.items, blobJSON(e.blob))
+	}
+	if (pl.limit > 0 && pg.scanned >= pl.limit) || pg.bytes >= maxPageBytes {
+		pg.last = pl.lastKey(e.value())
+		return false
+	}
+	return true
+}
+
+// blobJSON is an item kept in binary form, written to a response as its JSON.
+type blobJSON string
+
+func (b blobJSON) MarshalJSON() ([]byte, error) { return attr.AppendFramedJSON(nil, string(b)) }
 
 func (pg *page) output() map[string]any {
 	pl := pg.pl
@@ -243,7 +287,7 @@ func (pg *page) output() map[string]any {
 	if !pg.countOnly {
 		items := pg.items
 		if items == nil {
-			items = []attr.Item{}
+			items = []json.Marshaler{}
 		}
 		out["Items"] = items
 	}
@@ -358,6 +402,11 @@ func opQuery(ctx context.Context, db *DB, body []byte) (any, error) {
 		rng = nil
 	}
 	forward := in.ScanIndexForward == nil || *in.ScanIndexForward
+	if pl.start != nil && pl.ix == nil && pl.t.Range.Name == "" {
+		// A table without a sort key holds one item per partition key: a Query
+		// starting after that item has nothing to read, and AWS refuses it.
+		return nil, validationf("The provided starting key is invalid: Exclusive start key must not be given when querying a table without a sort key: ExclusiveStartKey: %s", keyText(in.ExclusiveStartKey))
+	}
 	if pl.start != nil {
 		if compareKey(pl.start.hk, kc.Hash) != 0 || (rng != nil && !rng.Match(pl.start.rk)) {
 			return nil, validationf("The provided starting key does not match the range key predicate")
@@ -415,6 +464,16 @@ func nameOr(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// keyText writes a key as AWS's messages do: {pk=AttributeValue: {S:x}}.
+func keyText(k attr.Item) string {
+	names := sortedNames(k)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = n + "=AttributeValue: {" + k[n].Kind.String() + ":" + scalarText(k[n]) + "}"
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
 }
 
 func scalarText(v *attr.Value) string {
@@ -497,12 +556,17 @@ func opScan(ctx context.Context, db *DB, body []byte) (any, error) {
 		}
 	}
 	t := pl.t
+	if pl.start != nil && total > 1 && segmentOf(t, in.ExclusiveStartKey, total) != seg {
+		// A parallel scan's segment holds the items whose partition key maps to
+		// it: a start key of another segment is an error on AWS.
+		return nil, validationf("The provided Exclusive start key does not map to the provided Segment and TotalSegments values: Segment: %d, TotalSegments: %d", seg, total)
+	}
 	return pl.read(ctx, db, func(pg *page) {
 		visit := func(e *entry) bool {
 			if pl.start != nil && !lessEntries(pl.start, e) {
 				return true // up to and including ExclusiveStartKey
 			}
-			if total > 1 && segmentOf(t, e.item, total) != seg {
+			if total > 1 && segmentOfKey(tableHash(pl, e), total) != seg {
 				return true
 			}
 			return pg.visit(e)
@@ -518,6 +582,18 @@ func opScan(ctx context.Context, db *DB, body []byte) (any, error) {
 // segmentOf assigns an item to a parallel-scan segment by its partition key.
 func segmentOf(t *Table, item attr.Item, total int) int {
 	hk, _ := t.keyOf(item)
+	return segmentOfKey(hk, total)
+}
+
+// tableHash is the table's partition key value of a tree entry of pl's.
+func tableHash(pl *readPlan, e *entry) *attr.Value {
+	if pl.ix != nil {
+		return e.pk
+	}
+	return e.hk
+}
+
+func segmentOfKey(hk *attr.Value, total int) int {
 	h := fnv.New32a()
 	h.Write([]byte(keyString(hk, nil)))
 	return int(h.Sum32() % uint32(total))

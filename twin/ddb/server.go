@@ -84,7 +84,12 @@ func (db *DB) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(body) > maxRequestBody {
-		writeError(w, reqID, validationf("Request size exceeds %d bytes", maxRequestBody))
+		// AWS refuses a request over its 16 MB limit with HTTP 413 (Request Entity
+		// Too Large), before it reads the operation; the error type it names is not
+		// documented, so the SDKs' generic handling of the status is what matters.
+		e := validationf("Request size exceeds %d bytes", maxRequestBody)
+		e.Status = http.StatusRequestEntityTooLarge
+		writeError(w, reqID, e)
 		return
 	}
 	if len(bytes.TrimSpace(body)) == 0 {

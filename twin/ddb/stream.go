@@ -167,15 +167,32 @@ func (s *Stream) closeOpen(at time.Time) {
 // record appends the change of one item (keys; old and new images, nil when absent)
 // to the open shard. The caller holds the table's write lock, so records are in
 // commit order.
-func (s *Stream) record(keys, old, item attr.Item, ident *UserIdentity, at time.Time) {
+//
+// It returns where the record went. A replay of the log passes that place back in
+// (forced): the record then goes to that shard with that sequence number, whatever
+// the rollover rules would do now, so shard IDs and sequence numbers a reader holds
+// stay valid across a restart.
+func (s *Stream) record(keys, old, item attr.Item, ident *UserIdentity, at time.Time, forced *streamPlace) streamPlace {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.disabled {
-		return
+		return streamPlace{}
 	}
-	s.maintainLocked(at)
+	if forced != nil {
+		if s.open == nil || s.open.id != forced.shard {
+			parent := ""
+			if s.open != nil {
+				parent = s.open.id
+				s.closeOpen(at)
+			}
+			s.openShardID(at, parent, forced.shard, forced.seq)
+		}
+		s.next = forced.seq
+	} else {
+		s.maintainLocked(at)
+	}
 	sh := s.open
-	if sh.count >= s.db.opts.ShardRecords {
+	if forced == nil && sh.count >= s.db.opts.ShardRecords {
 		s.roll(at)
 		sh = s.open
 	}
@@ -204,6 +221,25 @@ func (s *Stream) record(keys, old, item attr.Item, ident *UserIdentity, at time.
 	sh.recs = append(sh.recs, r)
 	sh.count++
 	sh.lastAt = at
+	return streamPlace{shard: sh.id, seq: r.seq}
+}
+
+// streamPlace is where a stream record went: its shard and sequence number (a
+// zero shard: no record).
+type streamPlace struct {
+	shard string
+	seq   uint64
+}
+
+// openShardID opens a shard with a known ID and first sequence number (a replay of
+// the log re-creating a rollover). The caller holds s.mu.
+func (s *Stream) openShardID(at time.Time, parent, id string, start uint64) {
+	sh := &shard{id: id, parent: parent, created: at, start: start, floor: start, lastAt: at}
+	s.nextShard++
+	s.shards = append(s.shards, sh)
+	s.byID[sh.id] = sh
+	s.open = sh
+	s.next = start
 }
 
 // roll closes the open shard and opens its child.
@@ -484,6 +520,11 @@ func (s *streamState) restore(raw json.RawMessage) error {
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return fmt.Errorf("restoring streams: %w", err)
 	}
+	return s.restoreSnap(in)
+}
+
+// restoreSnap is restore of a decoded snapshot.
+func (s *streamState) restoreSnap(in streamsSnap) error {
 	by := map[string]*Stream{}
 	for _, ss := range in.Streams {
 		st := &Stream{

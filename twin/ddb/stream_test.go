@@ -72,7 +72,7 @@ func (e *streamEnv) tryWrite(table string, key, item attr.Item) error {
 		return err
 	}
 	unlock := lockTables([]*Table{tb})
-	tb.writeLocked(key, item, nil, e.db.now())
+	tb.writeLocked(key, item, nil, e.db.now(), nil)
 	unlock()
 	return nil
 }
@@ -757,7 +757,7 @@ func benchStream(b *testing.B, n int) (*DB, *Stream, *TestClock) {
 	db.mu.Unlock()
 	for i := range n {
 		k := strconv.Itoa(i)
-		tb.writeLocked(key(k), item(k, "v", k), nil, clock.Now())
+		tb.writeLocked(key(k), item(k, "v", k), nil, clock.Now(), nil)
 	}
 	return db, st, clock
 }

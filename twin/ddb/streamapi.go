@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 
@@ -41,14 +42,15 @@ func limitError(v, max int) error {
 	return validationf("1 validation error detected: Value '%d' at 'limit' failed to satisfy constraint: Member must have value less than or equal to %d", v, max)
 }
 
-// listLimit is ListStreams' and DescribeStream's Limit: their reference gives a valid
-// range of "Minimum value of 1" only, and "The upper limit is 100", so more is served
-// as 100 rather than refused (GetRecords' range has a maximum, and refuses).
-func listLimit(v *int) (int, error) {
+// listLimit is ListStreams' and DescribeStream's Limit: their reference gives a
+// valid range of "Minimum value of 1" and "The upper limit is 100". ListStreams
+// refuses more (observed: Limit 101 is a ValidationException); DescribeStream
+// serves more as 100, as no one has reported AWS refusing it there.
+func listLimit(v *int, refuseOver bool) (int, error) {
 	switch {
 	case v == nil:
 		return maxListLimit, nil
-	case *v < 1:
+	case *v < 1, refuseOver && *v > maxListLimit:
 		return 0, limitError(*v, maxListLimit)
 	}
 	return min(*v, maxListLimit), nil
@@ -56,6 +58,25 @@ func listLimit(v *int) (int, error) {
 
 func streamNotFound(arn string) error {
 	return notFoundf("Requested resource not found: Stream: %s not found", arn)
+}
+
+// streamARNRE is the shape of a stream's ARN: a table's ARN, "/stream/" and a label.
+var streamARNRE = regexp.MustCompile(`^arn:[a-z0-9-]+:dynamodb:[a-z0-9-]*:[0-9]*:table/[a-zA-Z0-9_.-]{3,255}/stream/[^/]+$`)
+
+// checkStreamARN refuses a StreamArn that is no stream ARN at all with a
+// ValidationException, as AWS does; a well-formed ARN of no stream is
+// ResourceNotFoundException. The length bounds (37 to 1,024) are the reference's;
+// the wording past them is ours.
+func checkStreamARN(arn, param string) error {
+	switch {
+	case len(arn) < 37:
+		return validationf("1 validation error detected: Value '%s' at '%s' failed to satisfy constraint: Member must have length greater than or equal to 37", arn, param)
+	case len(arn) > 1024:
+		return validationf("1 validation error detected: Value '%s' at '%s' failed to satisfy constraint: Member must have length less than or equal to 1024", arn, param)
+	case !streamARNRE.MatchString(arn):
+		return validationf("Invalid StreamArn: %s", arn)
+	}
+	return nil
 }
 
 type streamSummaryJSON struct {
@@ -73,9 +94,14 @@ func opListStreams(ctx context.Context, db *DB, body []byte) (any, error) {
 	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
-	limit, err := listLimit(in.Limit)
+	limit, err := listLimit(in.Limit, true)
 	if err != nil {
 		return nil, err
+	}
+	if in.ExclusiveStartStreamArn != "" {
+		if err := checkStreamARN(in.ExclusiveStartStreamArn, "exclusiveStartStreamArn"); err != nil {
+			return nil, err
+		}
 	}
 	// Forgetting expired streams here too keeps a DB without the background loop
 	// (TTLSweep < 0) from listing them forever.
@@ -125,8 +151,11 @@ func opDescribeStream(ctx context.Context, db *DB, body []byte) (any, error) {
 	if in.StreamArn == "" {
 		return nil, validationf("1 validation error detected: Value null at 'streamArn' failed to satisfy constraint: Member must not be null")
 	}
-	limit, err := listLimit(in.Limit)
+	limit, err := listLimit(in.Limit, false)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkStreamARN(in.StreamArn, "streamArn"); err != nil {
 		return nil, err
 	}
 	st := db.streams.lookup(in.StreamArn)
@@ -242,6 +271,9 @@ func opGetShardIterator(ctx context.Context, db *DB, body []byte) (any, error) {
 	case !bySeq && in.SequenceNumber != "":
 		return nil, validationf("Sequence number must not be specified when using ShardIteratorType %s", in.ShardIteratorType)
 	}
+	if err := checkStreamARN(in.StreamArn, "streamArn"); err != nil {
+		return nil, err
+	}
 	st := db.streams.lookup(in.StreamArn)
 	if st == nil {
 		return nil, streamNotFound(in.StreamArn)
@@ -264,15 +296,18 @@ func opGetShardIterator(ctx context.Context, db *DB, body []byte) (any, error) {
 		// A sequence number must be one of this shard's records; one below the trim
 		// horizon is trimmed data. The ValidationException's wording is unconfirmed
 		// against AWS.
+		// The shard's own StartingSequenceNumber is always a valid position, even
+		// before the shard has a record (AWS accepts it; readers start a new
+		// shard there).
 		n, ok := parseSeq(in.SequenceNumber)
-		if !ok || n < sh.start || n >= st.latest(sh) {
+		if !ok || n < sh.start || (n >= st.latest(sh) && n != sh.start) {
 			return nil, validationf("Invalid SequenceNumber for ShardIteratorType %s: %s is not in shard %s", in.ShardIteratorType, in.SequenceNumber, sh.id)
 		}
 		if n < sh.floor {
 			return nil, trimmedError()
 		}
 		live := sh.live()
-		if i := sh.search(n); i == len(live) || live[i].seq != n {
+		if i := sh.search(n); n != sh.start && (i == len(live) || live[i].seq != n) {
 			return nil, validationf("Invalid SequenceNumber for ShardIteratorType %s: %s is not in shard %s", in.ShardIteratorType, in.SequenceNumber, sh.id)
 		}
 		it.Pos = n

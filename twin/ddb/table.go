@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/btree"
@@ -26,7 +27,30 @@ type Index struct {
 	ProjectionType string // ALL, KEYS_ONLY or INCLUDE
 	NonKey         []string
 	items          *btree.BTreeG[*entry]
+
+	// Guarded by the table's mutex: the index's IndexStatus (ACTIVE, CREATING or
+	// DELETING), whether it is being backfilled, and whether UpdateTable made it
+	// (only those show Backfilling, as on AWS).
+	status      string
+	backfilling bool
+	online      bool
 }
+
+// Index statuses, as DescribeTable spells them.
+const (
+	indexActive   = "ACTIVE"
+	indexCreating = "CREATING"
+	indexDeleting = "DELETING"
+)
+
+// indexSet is a table's secondary indexes. It is replaced whole, never changed, so
+// that validation outside the table's lock reads a consistent set.
+type indexSet struct {
+	gsis, lsis []*Index
+	all        []*Index // LSIs then GSIs
+}
+
+var noIndexes = &indexSet{}
 
 // Table is one table: key schema, items in DynamoDB's key order, secondary indexes,
 // stream and TTL. Its mutex guards everything below it; operations take it through
@@ -38,10 +62,12 @@ type Table struct {
 	Created time.Time
 
 	Hash, Range KeyDef // Range.Name is empty without a sort key
-	AttrDefs    []KeyDef
-	GSIs, LSIs  []*Index
+
+	ixs atomic.Pointer[indexSet] // the indexes items are written to (setIndexes)
 
 	mu        sync.RWMutex
+	attrDefs  []KeyDef // AttributeDefinitions: every key attribute of the table and its indexes
+	deleting  []*Index // GSIs being deleted: described as DELETING, no longer written
 	items     *btree.BTreeG[*entry]
 	sizeBytes int64
 	ttlAttr   string        // "" when TTL is off
@@ -57,6 +83,23 @@ type entry struct {
 	hk, rk *attr.Value // the index's key values (rk nil without a sort key)
 	pk, sk *attr.Value // the table's key values (for index entries: the base item's key)
 	item   attr.Item
+	// blob, when item is nil, is the item in its binary form (attr.AppendFramed):
+	// an item read back from disk stays so, a substring of the file's bytes, until
+	// it is written again, and is decoded on each read (value). It keeps a restored
+	// state about as large as its data.
+	blob string
+}
+
+// value returns the entry's item, decoding it when it is kept in binary form.
+func (e *entry) value() attr.Item {
+	if e.item != nil || e.blob == "" {
+		return e.item
+	}
+	it, _, err := attr.DecodeFramedIn(e.blob, 0)
+	if err != nil {
+		panic("ddb: a stored item does not decode: " + err.Error()) // checked by CRC when read from disk
+	}
+	return it
 }
 
 // lessKeys orders by partition key, then sort key, as DynamoDB's key order does
@@ -121,12 +164,21 @@ func (t *Table) KeyItem(item attr.Item) attr.Item {
 // getLocked returns the stored item with the key in key (nil when absent). The caller
 // holds t.mu (read or write). The item must not be changed.
 func (t *Table) getLocked(key attr.Item) attr.Item {
+	if e := t.getEntryLocked(key); e != nil {
+		return e.value()
+	}
+	return nil
+}
+
+// getEntryLocked returns the tree entry of the item with the key in key (nil when
+// absent). The caller holds t.mu.
+func (t *Table) getEntryLocked(key attr.Item) *entry {
 	hk, rk := t.keyOf(key)
 	e, ok := t.items.Get(&entry{hk: hk, rk: rk})
 	if !ok {
 		return nil
 	}
-	return e.item
+	return e
 }
 
 // writeLocked replaces the item with the key of key by item (item nil deletes it),
@@ -134,12 +186,17 @@ func (t *Table) getLocked(key attr.Item) attr.Item {
 // ident marks a change made by the service itself (TTL); nil otherwise. It returns the
 // old item (nil when there was none). The caller holds t.mu for writing and has
 // validated item. A write that changes nothing reaches no stream, as on AWS.
-func (t *Table) writeLocked(key, item attr.Item, ident *UserIdentity, at time.Time) (old attr.Item) {
+//
+// j, when the DB keeps a DataDir, takes the change for the log (wal.go); during a
+// replay of the log it carries where the change's stream record went, so the
+// record lands in the same shard with the same sequence number.
+func (t *Table) writeLocked(key, item attr.Item, ident *UserIdentity, at time.Time, j *journal) (old attr.Item) {
 	hk, rk := t.keyOf(key)
 	probe := &entry{hk: hk, rk: rk}
 	if prev, ok := t.items.Get(probe); ok {
-		old = prev.item
+		old = prev.value()
 	}
+	blob := j.blobOf()
 	if item == nil {
 		if old == nil {
 			return nil
@@ -147,40 +204,92 @@ func (t *Table) writeLocked(key, item attr.Item, ident *UserIdentity, at time.Ti
 		t.items.Delete(probe)
 		t.sizeBytes -= int64(old.Size())
 	} else {
-		t.items.ReplaceOrInsert(&entry{hk: hk, rk: rk, item: item})
+		e := &entry{hk: hk, rk: rk, item: item}
+		if blob != "" {
+			// A replayed write keeps the item in the log's bytes; its key values
+			// move to the replay's slab, so that the decoded rest can be freed
+			// whole.
+			e.item, e.blob = nil, blob
+			e.hk, e.rk = j.keep(hk), j.keep(rk)
+		}
+		t.items.ReplaceOrInsert(e)
 		if old != nil {
 			t.sizeBytes -= int64(old.Size())
 		}
 		t.sizeBytes += int64(item.Size())
 	}
 	for _, ix := range t.indexes() {
-		ix.update(t, old, item)
+		ix.update(t, old, item, blob)
 	}
+	var place streamPlace
 	if t.stream != nil && !(old == nil && item == nil) && !(old != nil && item != nil && attr.EqualItems(old, item)) {
-		t.stream.record(t.KeyItem(key), old, item, ident, at)
+		place = t.stream.record(t.KeyItem(key), old, item, ident, at, j.placement())
 	}
+	j.write(t, key, item, ident, at, place)
 	return old
 }
 
-func (t *Table) indexes() []*Index {
-	if len(t.GSIs) == 0 && len(t.LSIs) == 0 {
-		return nil
+// indexes returns every index the table's items are written to (GSIs being
+// created included). Safe without the table's lock.
+func (t *Table) indexes() []*Index { return t.indexSet().all }
+
+// loadLocked adds an item of a snapshot, whose keys are all distinct, to a table
+// being restored: writeLocked without the look-up of an old item, the stream or the
+// log. The caller owns t alone.
+//
+// blob is the item's binary form to keep instead of item ("" keeps item).
+func (t *Table) loadLocked(item attr.Item, blob string) {
+	hk, rk := t.keyOf(item)
+	e := &entry{hk: hk, rk: rk, item: item}
+	if blob != "" {
+		e.item, e.blob = nil, blob
 	}
-	out := make([]*Index, 0, len(t.GSIs)+len(t.LSIs))
-	out = append(out, t.LSIs...)
-	return append(out, t.GSIs...)
+	t.items.ReplaceOrInsert(e)
+	t.sizeBytes += int64(item.Size())
+	for _, ix := range t.indexes() {
+		ix.update(t, nil, item, blob)
+	}
+}
+
+func (t *Table) indexSet() *indexSet {
+	if s := t.ixs.Load(); s != nil {
+		return s
+	}
+	return noIndexes
+}
+
+// GSIs returns the table's global secondary indexes (those being created too).
+func (t *Table) GSIs() []*Index { return t.indexSet().gsis }
+
+// LSIs returns the table's local secondary indexes.
+func (t *Table) LSIs() []*Index { return t.indexSet().lsis }
+
+// setIndexes replaces the table's indexes. The caller holds t.mu for writing (or
+// owns t alone, before it is shared).
+func (t *Table) setIndexes(gsis, lsis []*Index) {
+	all := make([]*Index, 0, len(gsis)+len(lsis))
+	all = append(append(all, lsis...), gsis...)
+	t.ixs.Store(&indexSet{gsis: gsis, lsis: lsis, all: all})
 }
 
 // update moves an item's index entry from its old to its new version. An item that
 // lacks an index key attribute (or has it with another type) is not in the index.
-func (ix *Index) update(t *Table, old, item attr.Item) {
+//
+// blob, when not "", is item's binary form, which the new entry keeps instead.
+func (ix *Index) update(t *Table, old, item attr.Item, blob string) {
 	if old != nil {
 		if e := ix.entryFor(t, old); e != nil {
 			ix.items.Delete(e)
 		}
 	}
 	if item != nil {
-		if e := ix.entryFor(t, item); e != nil {
+		// An item whose key breaks the index's key limits can be in the table only
+		// from before the index existed (writes since are refused): it stays out of
+		// the index, as the backfill leaves it out, also when a restart rebuilds it.
+		if e := ix.entryFor(t, item); e != nil && indexKeyFits(ix, e) {
+			if blob != "" {
+				e.item, e.blob = nil, blob
+			}
 			ix.items.ReplaceOrInsert(e)
 		}
 	}
@@ -200,6 +309,15 @@ func (ix *Index) entryFor(t *Table, item attr.Item) *entry {
 	}
 	pk, sk := t.keyOf(item)
 	return &entry{hk: hk, rk: rk, pk: pk, sk: sk, item: item}
+}
+
+// entryOf is entryFor of a table entry, keeping its binary form when it has one.
+func (ix *Index) entryOf(t *Table, te *entry) *entry {
+	e := ix.entryFor(t, te.value())
+	if e != nil && te.blob != "" {
+		e.item, e.blob = nil, te.blob
+	}
+	return e
 }
 
 // Project returns the attributes of item that the index holds.

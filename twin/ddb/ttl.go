@@ -70,9 +70,6 @@ func (db *DB) SweepTTL() int {
 	for _, t := range db.Tables() {
 		deleted += db.sweepTable(t)
 	}
-	if deleted > 0 {
-		db.changed()
-	}
 	return deleted
 }
 
@@ -83,8 +80,18 @@ func (db *DB) sweepTable(t *Table) int {
 	var keys []attr.Item
 	if name != "" && !t.deleted {
 		t.items.Ascend(func(e *entry) bool {
-			if ttlExpired(e.item[name], now) {
-				keys = append(keys, t.KeyItem(e.item))
+			var v *attr.Value
+			if e.item != nil {
+				v = e.item[name]
+			} else {
+				v = attr.LookupFramed(e.blob, name)
+			}
+			if ttlExpired(v, now) {
+				k := attr.Item{t.Hash.Name: e.hk}
+				if t.Range.Name != "" {
+					k[t.Range.Name] = e.rk
+				}
+				keys = append(keys, k)
 			}
 			return true
 		})
@@ -99,7 +106,7 @@ func (db *DB) sweepTable(t *Table) int {
 	for len(keys) > 0 {
 		batch := keys[:min(len(keys), ttlBatch)]
 		keys = keys[len(batch):]
-		deleted, ok := sweepBatch(t, batch, now)
+		deleted, ok := db.sweepBatch(t, batch, now)
 		n += deleted
 		if !ok {
 			break
@@ -113,9 +120,11 @@ const ttlBatch = 256
 
 // sweepBatch deletes the items of keys that are still expired; ok is false when the
 // table went away or its TTL was turned off meanwhile.
-func sweepBatch(t *Table, keys []attr.Item, now time.Time) (n int, ok bool) {
+func (db *DB) sweepBatch(t *Table, keys []attr.Item, now time.Time) (n int, ok bool) {
+	j := db.begin()
 	unlock := lockTables([]*Table{t})
 	defer unlock()
+	defer func() { db.commit(j) }()
 	// The table may have changed since the scan: check again.
 	if t.deleted || t.ttlAttr == "" {
 		return 0, false
@@ -130,7 +139,7 @@ func sweepBatch(t *Table, keys []attr.Item, now time.Time) (n int, ok bool) {
 		if hk, rk := t.keyOf(k); t.extra.inflight[keyString(hk, rk)] != nil {
 			continue
 		}
-		t.writeLocked(k, nil, ttlIdentity, now)
+		t.writeLocked(k, nil, ttlIdentity, now, j)
 		n++
 	}
 	return n, true

@@ -175,13 +175,13 @@ func (db *DB) prepareTxn(items []transactWriteItemJSON) ([]*txnAction, error) {
 				return nil, validationf("1 validation error detected: Value null at 'transactItems.%d.member.put.item' failed to satisfy constraint: Member must not be null", len(acts)+1)
 			}
 			if err := t.validateItem(op.Item, false); err != nil {
-				return nil, err
+				return nil, itemInvalid(len(items), len(acts), err)
 			}
 			a.item, a.key = op.Item, t.KeyItem(op.Item)
 			size += op.Item.Size()
 		default:
 			if err := t.validateKey(op.Key); err != nil {
-				return nil, err
+				return nil, itemInvalid(len(items), len(acts), err)
 			}
 			a.key = op.Key
 			size += op.Key.Size()
@@ -214,14 +214,28 @@ func (db *DB) prepareTxn(items []transactWriteItemJSON) ([]*txnAction, error) {
 	return acts, nil
 }
 
+// itemInvalid is what an action whose item or key does not fit the table (a key of
+// the wrong type, a missing key, an item over 400 KB) makes of a transaction of n
+// actions: AWS cancels it with a ValidationError reason for that action and None
+// for every other (it stops at the first such action), rather than answer with a
+// ValidationException as for a malformed request. Observed; public compatibility
+// suites run against AWS check it (e.g. a Put of {"p": 7} on a table keyed by S).
+func itemInvalid(n, i int, err error) error {
+	reasons := noneReasons(n)
+	reasons[i] = validationReason(err)
+	return cancelled(reasons)
+}
+
 // runTxn commits acts atomically, or returns TransactionCanceledException.
 func (db *DB) runTxn(acts []*txnAction) (*capacities, error) {
 	tables := make([]*Table, len(acts))
 	for i, a := range acts {
 		tables[i] = a.t
 	}
+	j := db.begin()
 	unlock := lockTables(tables)
 	defer func() { unlock() }()
+	defer func() { db.commit(j) }() // releases the journal on every return; the transaction commits first
 	if err := checkLive(tables); err != nil {
 		return nil, err
 	}
@@ -288,10 +302,14 @@ func (db *DB) runTxn(acts []*txnAction) (*capacities, error) {
 	now := db.now()
 	for _, a := range acts {
 		if a.kind != "ConditionCheck" {
-			a.t.writeLocked(a.key, a.next, nil, now)
+			a.t.writeLocked(a.key, a.next, nil, now, j)
 		}
 	}
-	db.changed()
+	err := db.commit(j)
+	j = nil
+	if err != nil {
+		return nil, err
+	}
 	return cs, nil
 }
 

@@ -23,7 +23,22 @@ const (
 	maxBatchWrites   = 25
 	maxTxnActions    = 100
 	maxTxnBytes      = 4 << 20
+	// maxAttrNameLen: an attribute name is 1 to 64 KB long; AWS refuses 65,536
+	// bytes itself, so 65,535 is the longest (observed by public compatibility
+	// suites run against AWS).
+	maxAttrNameLen = 65535
 )
+
+// checkAttrName refuses an empty or over-long attribute name.
+func checkAttrName(name string) error {
+	if name == "" {
+		return validationf("One or more parameter values were invalid: Empty attribute name")
+	}
+	if len(name) > maxAttrNameLen {
+		return validationf("One or more parameter values were invalid: Attribute name is too large, must be less than %d bytes", maxAttrNameLen+1)
+	}
+	return nil
+}
 
 // decodeInput decodes an operation's input; an attribute value DynamoDB refuses (a
 // bad number, an empty set) is a ValidationException with AWS's wording.
@@ -35,6 +50,10 @@ func decodeInput(body []byte, v any) error {
 	var inv *attr.InvalidError
 	if errors.As(err, &inv) {
 		return validationf("%s", inv.Msg)
+	}
+	var ser *attr.SerializationError
+	if errors.As(err, &ser) {
+		return newError(http.StatusBadRequest, CodeSerialization, "%s", ser.Msg)
 	}
 	return newError(http.StatusBadRequest, CodeSerialization, "%v", err)
 }
@@ -108,6 +127,11 @@ func (x *exprParams) params() (*expr.Params, error) {
 	for _, k := range sortedNames(x.ExpressionAttributeNames) {
 		if !placeholderOK(k, '#') {
 			return nil, validationf("ExpressionAttributeNames contains invalid key: Syntax error; key: %q", k)
+		}
+		if v := x.ExpressionAttributeNames[k]; v == "" {
+			return nil, validationf("ExpressionAttributeNames contains invalid value: Empty attribute name for key %s", k)
+		} else if len(v) > maxAttrNameLen {
+			return nil, validationf("ExpressionAttributeNames contains invalid value: Attribute name is too large, must be less than %d bytes for key %s", maxAttrNameLen+1, k)
 		}
 	}
 	for _, k := range sortedNames(x.ExpressionAttributeValues) {
@@ -221,7 +245,10 @@ func (t *Table) validateItem(item attr.Item, update bool) error {
 			}
 		}
 	}
-	for _, v := range item {
+	for name, v := range item {
+		if err := checkAttrName(name); err != nil {
+			return err
+		}
 		if err := checkDepth(v); err != nil {
 			return err
 		}

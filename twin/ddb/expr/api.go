@@ -168,6 +168,17 @@ func (u *Update) Apply(item attr.Item) (attr.Item, error) {
 	return applyUpdate(u.acts, item)
 }
 
+// DeletesOnly reports whether every action of the update removes something (REMOVE,
+// DELETE): such an update of a missing item creates nothing, as on AWS.
+func (u *Update) DeletesOnly() bool {
+	for _, a := range u.acts {
+		if a.kind != aRemove && a.kind != aDelete {
+			return false
+		}
+	}
+	return len(u.acts) > 0
+}
+
 // TopLevel returns the top-level attribute names the update sets or removes (so the server
 // refuses "Cannot update attribute pk. This attribute is part of the key").
 func (u *Update) TopLevel() []string { return u.top }

@@ -41,7 +41,7 @@ func evalOperand(o *operand, item attr.Item) *attr.Value {
 	case oValue:
 		return o.val
 	case oFunc: // size, the only function a condition uses as an operand
-		return sizeOf(resolve(item, o.args[0].path))
+		return sizeOf(evalOperand(o.args[0], item))
 	}
 	return nil
 }

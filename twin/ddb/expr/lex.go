@@ -5,7 +5,7 @@ type tokKind uint8
 
 const (
 	tEOF      tokKind = iota
-	tIdent            // attribute name, keyword or function name: [A-Za-z_][A-Za-z0-9_]*
+	tIdent            // attribute name, keyword or function name: [A-Za-z][A-Za-z0-9_]*
 	tName             // #name: an expression attribute name
 	tValue            // :value: an expression attribute value
 	tNumber           // digits (only meaningful as a list index)
@@ -32,9 +32,12 @@ type token struct {
 	start, end int32
 }
 
-func isLetter(c byte) bool { return c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+// An attribute name written in an expression starts with a letter and goes on with
+// letters, digits and underscores: AWS answers `SET _123 = :v` with
+// `Syntax error; token: "_", near: "SET _123"`, so "_" starts no name.
+func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 func isDigit(c byte) bool  { return '0' <= c && c <= '9' }
-func isWord(c byte) bool   { return isLetter(c) || isDigit(c) }
+func isWord(c byte) bool   { return isLetter(c) || isDigit(c) || c == '_' }
 
 // lex splits s into tokens, ending with one tEOF at len(s). It never fails: a
 // character the grammar has no place for becomes a tBad token, which the parser

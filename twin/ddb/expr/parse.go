@@ -409,8 +409,24 @@ func (ps *parser) checkCall(o *operand) {
 			ps.fail("The function is not allowed to be used this way in an expression; function: %s", a.name)
 		}
 	}
-	if name != "list_append" && o.args[0].kind != oPath {
+	// begins_with, size and attribute_type take a value as their first operand too
+	// (AWS accepts `begins_with(:v, a)` and `size(:v)`, whatever its guide's
+	// examples show); the others need a document path.
+	valueFirst := name == "list_append" || name == "begins_with" || name == "size" || name == "attribute_type"
+	if !valueFirst && o.args[0].kind != oPath {
 		ps.fail("Operator or function requires a document path; operator or function: %s", name)
+	}
+	if v := o.args[0]; v.kind == oValue && v.val != nil {
+		switch name {
+		case "size":
+			if sizeOf(v.val) == nil {
+				ps.fail("Incorrect operand type for operator or function; operator or function: %s, operand type: %s", name, v.val.Kind)
+			}
+		case "begins_with":
+			if v.val.Kind != attr.KindS && v.val.Kind != attr.KindB {
+				ps.fail("Incorrect operand type for operator or function; operator or function: %s, operand type: %s", name, v.val.Kind)
+			}
+		}
 	}
 	switch name {
 	case "attribute_type":
@@ -513,6 +529,9 @@ func (ps *parser) parseCompare(left *operand) *cond {
 		right := ps.parseOperand()
 		c := ps.cnd(cond{kind: cCmp, op: t.kind, args: append(ps.operands(2), left, right)})
 		ps.checkComparable(c)
+		if t.kind != tEq && t.kind != tNe {
+			ps.checkOrdered(ps.text(t), c.args)
+		}
 		ps.checkDistinct(ps.text(t), c.args)
 		return c
 	case ps.keyword("BETWEEN"):
@@ -526,6 +545,7 @@ func (ps *parser) parseCompare(left *operand) *cond {
 		hi := ps.parseOperand()
 		c := ps.cnd(cond{kind: cBetween, args: append(ps.operands(3), left, lo, hi)})
 		ps.checkComparable(c)
+		ps.checkOrdered("BETWEEN", c.args)
 		ps.checkDistinct("BETWEEN", c.args)
 		if lo.kind == oValue && hi.kind == oValue && lo.val != nil && hi.val != nil {
 			if n, ok := attr.Compare(lo.val, hi.val); ok && n > 0 {
@@ -571,6 +591,22 @@ func (ps *parser) checkComparable(c *cond) {
 	for _, a := range c.args {
 		if a.kind == oFunc && a.name != "size" {
 			ps.fail("The function is not allowed to be used this way in an expression; function: %s", a.name)
+		}
+	}
+}
+
+// checkOrdered refuses an order comparison (<, <=, >, >=, BETWEEN) with a value of
+// a type that has no order: AWS answers `a < :list` with a ValidationException,
+// while an attribute of such a type in the item only makes the comparison false.
+func (ps *parser) checkOrdered(op string, args []*operand) {
+	for _, a := range args {
+		if a.kind != oValue || a.val == nil {
+			continue
+		}
+		switch a.val.Kind {
+		case attr.KindS, attr.KindN, attr.KindB:
+		default:
+			ps.fail("Incorrect operand type for operator or function; operator or function: %s, operand type: %s", op, a.val.Kind)
 		}
 	}
 }

@@ -4,7 +4,7 @@
 Usage: boto3_check.py ENDPOINT
 
 A second SDK (boto3/botocore, the other client real users have) against the same server
-the Go parity suite (internal/twin/ddb/parity_*_test.go) drives through aws-sdk-go-v2:
+the Go parity suite (twin/ddb/parity_*_test.go) drives through aws-sdk-go-v2:
 it writes and reads the items the Go suite writes and expects the same answers and the
 same errors. botocore also checks what the Go SDK checks differently: the x-amz-crc32
 of every response, the error shapes (ConditionalCheckFailedException's Item,
