@@ -8,6 +8,7 @@
 // watermarks then ask for one), plus dev and dynamodb; examples/orders/cmd/orders
 // is the orders example's. The commands:
 //
+//	fourlanes init DIR -module PATH  write a new application that runs on the twin and passes its tests
 //	fourlanes dev                    run the whole stack on this machine (the local twin)
 //	fourlanes dynamodb -listen ADDR  serve the twin's own DynamoDB (and Streams) on ADDR
 //	fourlanes reconcile [-tenant T]  ask the reconcile Function URL whether the chains hold
@@ -57,7 +58,9 @@ const usageHead = `fourlanes: operate a fourlanes stack (AWS, or the local twin 
 Usage:
 `
 
-const usageBody = `  fourlanes reconcile  [-url URL | -stack NAME | -local] [-tenant T] [-full] [-limit N] [-max-events N] [-cursor C]
+const usageBody = `  fourlanes init       DIR -module PATH [-name NAME] [-fourlanes CHECKOUT] [-no-tidy]
+                                            write a new application (a module, a DURABLE and a BEST_EFFORT subscription, its CDK app, tests) into DIR
+  fourlanes reconcile  [-url URL | -stack NAME | -local] [-tenant T] [-full] [-limit N] [-max-events N] [-cursor C]
                                             verify tenants' hash chains through the reconcile Function URL
   fourlanes repair     [-function NAME | -stack NAME | -local]
                                             invoke dlq-repair and print its report
@@ -134,6 +137,7 @@ func Run(ctx context.Context, a *app.Application, args []string, stdout, stderr 
 		"export":    runExport,
 		"gate":      runGate,
 		"effects":   runEffects,
+		"init":      runInit,
 		"emit": func(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 			return runEmit(ctx, a, args, stdout, stderr)
 		},
