@@ -1,0 +1,137 @@
+// Package docs checks the repository's documentation against the tree: a
+// dead link or a path it names that does not exist fails the build.
+package docs
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/fourlanes/fourlanes/twin/localaws"
+)
+
+// pages are the documentation a newcomer reads.
+func pages(t *testing.T, root string) []string {
+	t.Helper()
+	out := []string{filepath.Join(root, "README.md"), filepath.Join(root, "DESIGN-NOTES.md"), filepath.Join(root, "pkg", "chain", "SPEC.md")}
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil || len(docs) < 8 {
+		t.Fatalf("docs/*.md: %d pages, %v; want the reference pages", len(docs), err)
+	}
+	return append(out, docs...)
+}
+
+var (
+	linkRe    = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	codeRe    = regexp.MustCompile("`([^`\\s]+)`")
+	headingRe = regexp.MustCompile(`(?m)^#{1,6} (.+)$`)
+	// A repository path as the docs name one: a top-level folder of the
+	// tree, then a path without placeholders.
+	repoPathRe = regexp.MustCompile(`^(pkg|examples|twin|infra|cmd|test|bench|docs|scripts|internal)/[A-Za-z0-9_./-]*$`)
+)
+
+// slug is GitHub's anchor for a heading.
+func slug(h string) string {
+	h = strings.ToLower(strings.TrimSpace(h))
+	var b strings.Builder
+	for _, r := range h {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		case r == ' ':
+			b.WriteRune('-')
+		case r > 127:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func anchors(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, m := range headingRe.FindAllStringSubmatch(string(b), -1) {
+		out[slug(strings.ReplaceAll(m[1], "`", ""))] = true
+	}
+	return out
+}
+
+// TestLinksResolve: every relative link of the documentation names a file
+// that exists, and its #anchor a heading of that file.
+func TestLinksResolve(t *testing.T) {
+	root, err := localaws.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := 0
+	for _, page := range pages(t, root) {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(root, page)
+		for _, m := range linkRe.FindAllStringSubmatch(string(b), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			links++
+			file, anchor, _ := strings.Cut(target, "#")
+			path := page
+			if file != "" {
+				path = filepath.Join(filepath.Dir(page), filepath.FromSlash(file))
+			}
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Errorf("%s: link %s: %s does not exist", rel, target, file)
+				continue
+			}
+			if anchor != "" && !fi.IsDir() && strings.HasSuffix(path, ".md") && !anchors(t, path)[anchor] {
+				t.Errorf("%s: link %s: no heading #%s in %s", rel, target, anchor, file)
+			}
+		}
+	}
+	if links < 30 {
+		t.Fatalf("checked %d links; the documentation has more", links)
+	}
+}
+
+// TestNamedPathsExist: every repository path the documentation names in
+// code (`examples/orders/infra`, `pkg/chain/SPEC.md`, …) exists.
+func TestNamedPathsExist(t *testing.T) {
+	root, err := localaws.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := 0
+	for _, page := range pages(t, root) {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(root, page)
+		if rel == filepath.Join("docs", "upgrading.md") {
+			continue // it names where things were
+		}
+		for _, m := range codeRe.FindAllStringSubmatch(string(b), -1) {
+			p := strings.TrimSuffix(strings.TrimSuffix(m[1], "/..."), "/")
+			p, _, _ = strings.Cut(p, ":") // file:line
+			if !repoPathRe.MatchString(p) || strings.HasSuffix(p, ".") || strings.Contains(p, "vX.Y.Z") {
+				continue // not a path, or a release tag
+			}
+			named++
+			if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(p))); err != nil {
+				t.Errorf("%s names %s, which does not exist", rel, m[1])
+			}
+		}
+	}
+	if named < 20 {
+		t.Fatalf("checked %d named paths; the documentation names more", named)
+	}
+}
