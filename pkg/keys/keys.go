@@ -124,7 +124,7 @@ const MetricPipeRecordAge = "PipeRecordAge"
 //	event claims   pk claims#<event_id>                  sk "claims"   (claims.go: one item per event)
 //	claim          pk claim#<event_id>:<subscription>   sk "claim"    (the earlier per-pair layout: read, never written)
 //	dead letter    pk dead#<tenant_id>                   sk <event_id>:<subscription>
-//	sent email     pk sent#<event_id>:<what>             sk "sent"
+//	effect record  pk effect#<event_id>:<sub>:<effect>   sk "effect"   (effect.go: pkg/effect)
 //	parked change  pk park#<projection>#<tenant_id>#<entity>#<id>   sk <version, 20 digits>
 //
 // Query pk = dead#<tenant> lists (and counts) one tenant's open dead letters.
@@ -132,8 +132,6 @@ const (
 	StateClaimPrefix  = "claim#"
 	StateClaimSK      = "claim"
 	StateDeadPrefix   = "dead#"
-	StateSentPrefix   = "sent#"
-	StateSentSK       = "sent"
 	StateParkedPrefix = "park#"
 
 	// Claim and dead-letter attributes (besides AttrPK, AttrSK, AttrExpiresAt;
