@@ -133,10 +133,10 @@ func TestDevCommand(t *testing.T) {
 	t.Parallel()          // see parallel in harness_test.go
 	twintest.Endpoints(t) // skip (or fail in CI) as the other tests do without servers
 	_, _, cli := assemble(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	d := startDev(t, ctx, cli, "dev", "-tenants", "2", "-orders", "2", "-status-every", "250ms")
-	urlLine := d.waitFor("reconcile URL", 2*time.Minute)
+	urlLine := d.waitFor("reconcile URL", 6*time.Minute)
 	if !strings.Contains(urlLine, "http://127.0.0.1:") {
 		t.Errorf("reconcile URL line: %q", urlLine)
 	}
@@ -174,7 +174,7 @@ func TestDevCommandOtherApplication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	fourlanes := filepath.Join(t.TempDir(), "fourlanes")
 	build := exec.CommandContext(ctx, "go", "build", "-o", fourlanes, "./cmd/fourlanes")
@@ -183,8 +183,8 @@ func TestDevCommandOtherApplication(t *testing.T) {
 		t.Fatalf("build the framework's CLI: %v\n%s", err, out)
 	}
 	d := startDev(t, ctx, fourlanes, "dev", "-app", "./examples/library/infra", "-data", "", "-status-every", "250ms")
-	d.waitFor("synthesizing the CDK app (go run ./examples/library/infra)", 2*time.Minute)
-	d.waitFor("the stack is up", 2*time.Minute)
+	d.waitFor("synthesizing the CDK app (go run ./examples/library/infra)", 6*time.Minute)
+	d.waitFor("the stack is up", 6*time.Minute)
 	if code, out := d.run(libCLI, "emit", "-local", "-tenant", "t1", "-type", "loan.opened",
 		"-payload", `{"loan_id":"l1","book":"b1","member":"m1"}`); code != 0 || !strings.Contains(out, `"seq": 1`) {
 		t.Fatalf("library emit -local: exit %d: %s", code, out)
