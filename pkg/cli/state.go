@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,47 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
-	"github.com/fourlanes/fourlanes/pkg/awsenv"
 )
-
-// LocalCredentials are the credentials the twin's servers accept (any
-// signature; these name where they come from).
-type LocalCredentials struct{}
-
-// Retrieve returns the fixed local credentials.
-func (LocalCredentials) Retrieve(context.Context) (aws.Credentials, error) {
-	return aws.Credentials{AccessKeyID: "fourlanes", SecretAccessKey: "local", Source: "fourlanes dev"}, nil
-}
-
-// awsConfig is a command's AWS configuration: the default chain, or with
-// local the twin's region and LocalCredentials (a developer's own are not
-// needed there).
-func awsConfig(ctx context.Context, local bool) (aws.Config, error) {
-	var opts []func(*config.LoadOptions) error
-	if local {
-		opts = append(opts, config.WithRegion("us-east-1"), config.WithCredentialsProvider(LocalCredentials{}))
-	}
-	return awsenv.Load(ctx, opts...)
-}
-
-// dynamoDB is a DynamoDB client on AWS, or on endpoint (the twin's) when it
-// is set.
-func dynamoDB(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
-	cfg, err := awsConfig(ctx, endpoint != "")
-	if err != nil {
-		return nil, err
-	}
-	return awsenv.DynamoDB(cfg, func(o *dynamodb.Options) {
-		if endpoint != "" {
-			o.BaseEndpoint = &endpoint
-		}
-	}), nil
-}
 
 // DevState is what a running `fourlanes dev` tells the other commands
 // (-local), in .cache/twin/dev.json under the module root.

@@ -32,9 +32,8 @@ func Commands(d *Demo) []cli.Command {
 		{Name: "dev", Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 			return runDev(ctx, d, args, stdout, stderr)
 		}, Usage: devUsage(d)},
-		{Name: "dynamodb", Run: runDynamoDB, Usage: `  fourlanes dynamodb   -listen ADDR [-data DIR] [-conflicts] [-partition-wcu N] [-stream-retention D] [-shard-records N]
-                                            serve the twin's own DynamoDB and DynamoDB Streams (in memory unless -data)
-`},
+		{Name: "dynamodb", Run: runDynamoDB,
+			Usage: cli.UsageLines("dynamodb", dynamoDBSynopsis, "serve the twin's own DynamoDB and DynamoDB Streams (in memory unless -data)")},
 	}
 }
 
@@ -43,7 +42,7 @@ func devUsage(d *Demo) string {
 	if d != nil {
 		what += ", with the application's demo workload"
 	}
-	return "  fourlanes dev        [flags]\n                                            " + what + "\n"
+	return cli.UsageLines("dev", "[flags]", what)
 }
 
 // Demo is an application's demo workload, which `fourlanes dev` runs once
@@ -87,9 +86,9 @@ type devOptions struct {
 }
 
 func runDev(ctx context.Context, d *Demo, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := cli.Flags("dev [flags]", "dev", stderr)
+	fs := cli.Flags("dev", "[flags]", stderr)
 	var o devOptions
-	fs.StringVar(&o.cdkOut, "cdk-out", "", "run the stack of this cloud assembly (e.g. cdk.out from `make synth`) instead of synthesizing")
+	fs.StringVar(&o.cdkOut, "cdk-out", "", "run the stack of this cloud assembly (e.g. cdk.out from make synth) instead of synthesizing")
 	fs.StringVar(&o.app, "app", "", "the CDK app's Go package, relative to the module root (default: the package of cdk.json's \"go run <package>\")")
 	fs.StringVar(&o.functions, "functions", "", "the folder of the application's function mains (<fn>/main.go), relative to the module root (default: functions beside the CDK app's folder, e.g. examples/orders/functions for ./examples/orders/infra)")
 	fs.StringVar(&o.template, "template", "", "run this template file (its assets beside it) instead of synthesizing")
