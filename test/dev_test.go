@@ -84,21 +84,21 @@ func (d *devProc) waitFor(sub string, timeout time.Duration) string {
 
 // run runs another command (cli args…) against the running twin and
 // returns its exit status and output.
-func (d *devProc) run(cli string, args ...string) (int, string) {
+func (d *devProc) run(cli string, args ...string) (code int, stdout, stderr string) {
 	d.t.Helper()
 	c := exec.CommandContext(d.ctx, cli, args...)
 	c.Dir, c.Env = d.root, d.env
-	var o bytes.Buffer
-	c.Stdout = &o
+	var o, e bytes.Buffer
+	c.Stdout, c.Stderr = &o, &e
 	err := c.Run()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		return ee.ExitCode(), o.String()
+		return ee.ExitCode(), o.String(), e.String()
 	}
 	if err != nil {
 		d.t.Fatalf("%s %v: %v", filepath.Base(cli), args, err)
 	}
-	return 0, o.String()
+	return 0, o.String(), e.String()
 }
 
 // stop sends Ctrl-C and checks dev stops cleanly and removes dev.json.
@@ -145,7 +145,7 @@ func TestDevCommand(t *testing.T) {
 
 	// The poison record is fixed; the injected dead letter stays open (its
 	// payload still does not decode), so repair exits 3 and says so.
-	code, rep := d.run(cli, "repair", "-local")
+	code, rep, _ := d.run(cli, "repair", "-local")
 	var report repairReport
 	if err := json.Unmarshal([]byte(rep), &report); err != nil || code != exitFinding {
 		t.Fatalf("repair -local: exit %d, %v: %s", code, err, rep)
@@ -153,12 +153,14 @@ func TestDevCommand(t *testing.T) {
 	if src := report.Sources["changefeed_dlq"]; src.Fixed != 1 {
 		t.Errorf("repair -local: %s", rep)
 	}
-	if code, out := d.run(cli, "reconcile", "-local"); code != 0 || strings.Count(out, `"chain_intact": true`) != 2 {
+	code, out, errOut := d.run(cli, "reconcile", "-local")
+	checkReconcileExit(t, code, out, errOut)
+	if strings.Count(out, `"chain_intact": true`) != 2 {
 		t.Errorf("reconcile -local: exit %d: %s", code, out)
 	}
-	if code, out := d.run(cli, "emit", "-local", "-tenant", "t9", "-type", "order.paid",
+	if code, out, errOut := d.run(cli, "emit", "-local", "-tenant", "t9", "-type", "order.paid",
 		"-payload", `{"order_id":"o1","customer_email":"a@b.example","amount_cents":100,"payment_ref":"p1"}`); code != 0 || !strings.Contains(out, `"seq": 1`) {
-		t.Errorf("emit -local: exit %d: %s", code, out)
+		t.Errorf("emit -local: exit %d: %s%s", code, out, errOut)
 	}
 	d.stop()
 }
@@ -185,12 +187,14 @@ func TestDevCommandOtherApplication(t *testing.T) {
 	d := startDev(t, ctx, fourlanes, "dev", "-app", "./examples/library/infra", "-data", "", "-status-every", "250ms")
 	d.waitFor("synthesizing the CDK app (go run ./examples/library/infra)", 2*time.Minute)
 	d.waitFor("the stack is up", 2*time.Minute)
-	if code, out := d.run(libCLI, "emit", "-local", "-tenant", "t1", "-type", "loan.opened",
+	if code, out, errOut := d.run(libCLI, "emit", "-local", "-tenant", "t1", "-type", "loan.opened",
 		"-payload", `{"loan_id":"l1","book":"b1","member":"m1"}`); code != 0 || !strings.Contains(out, `"seq": 1`) {
-		t.Fatalf("library emit -local: exit %d: %s", code, out)
+		t.Fatalf("library emit -local: exit %d: %s%s", code, out, errOut)
 	}
 	d.waitFor("delivered DURABLE 1", time.Minute)
-	if code, out := d.run(fourlanes, "reconcile", "-local"); code != 0 || strings.Count(out, `"chain_intact": true`) != 1 {
+	code, out, errOut := d.run(fourlanes, "reconcile", "-local")
+	checkReconcileExit(t, code, out, errOut)
+	if strings.Count(out, `"chain_intact": true`) != 1 {
 		t.Errorf("reconcile -local: exit %d: %s", code, out)
 	}
 	d.stop()

@@ -30,7 +30,7 @@ const reconcileSynopsis = "[-url URL | -stack NAME | -local] [-tenant T] [-full]
 
 // runReconcile asks the reconcile Function URL about one tenant or, page
 // after page, every tenant, prints each answer, and exits ExitFinding when
-// any answer reports a broken chain (findings).
+// any answer reports a finding (findings).
 func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := Flags("reconcile", reconcileSynopsis, stderr)
 	u := fs.String("url", os.Getenv(EnvReconcileURL), "reconcile's Function URL (the stack output ReconcileUrl; default $"+EnvReconcileURL+")")
@@ -164,16 +164,24 @@ type reconcilePage struct {
 // reconcileReport is the part of a pkg/reconcile Report, and of a sharded
 // tenant's summary, that findings reads.
 type reconcileReport struct {
-	Tenant       string            `json:"tenant"`
-	ChainIntact  *bool             `json:"chain_intact"`
-	ChainsIntact *bool             `json:"chains_intact"` // a tenant with chain shards: false when any of its chains broke
-	Shards       []reconcileReport `json:"shards"`
+	Tenant          string `json:"tenant"`
+	ChainIntact     *bool  `json:"chain_intact"`
+	ChainsIntact    *bool  `json:"chains_intact"` // a tenant with chain shards: false when any of its chains broke
+	DeadLetterCount int    `json:"dead_letter_count"`
+	Subscriptions   []struct {
+		Subscription   string `json:"subscription"`
+		Unsettled      int64  `json:"unsettled"`
+		EffectsUnknown int    `json:"effects_unknown"`
+	} `json:"subscriptions"`
+	Shards []reconcileReport `json:"shards"`
 }
 
-// findings are what reconcile's answers report wrong, by chain in the
-// order first seen: the reason reconcile exits ExitFinding.
+// findings are what reconcile's answers report wrong, each kind by chain
+// (and subscription) in the order first seen: the reason reconcile exits
+// ExitFinding. A later page about the same chain (a walk resumed from its
+// cursor) replaces the earlier count.
 type findings struct {
-	broken orderedCounts
+	broken, deadLetters, unsettled, unknown orderedCounts
 }
 
 func (f *findings) add(p reconcilePage) {
@@ -190,12 +198,25 @@ func (f *findings) report(r reconcileReport) {
 	if r.ChainIntact != nil && !*r.ChainIntact || r.ChainsIntact != nil && !*r.ChainsIntact {
 		f.broken.set(r.Tenant, 0)
 	}
+	if r.DeadLetterCount > 0 {
+		f.deadLetters.set(r.Tenant, int64(r.DeadLetterCount))
+	}
+	for _, s := range r.Subscriptions {
+		if s.Unsettled > 0 {
+			f.unsettled.set(r.Tenant+" "+s.Subscription, s.Unsettled)
+		}
+		if s.EffectsUnknown > 0 {
+			f.unknown.set(r.Tenant+" "+s.Subscription, int64(s.EffectsUnknown))
+		}
+	}
 	for _, s := range r.Shards {
 		f.report(s)
 	}
 }
 
-func (f *findings) any() bool { return len(f.broken.keys) > 0 }
+func (f *findings) any() bool {
+	return len(f.broken.keys)+len(f.deadLetters.keys)+len(f.unsettled.keys)+len(f.unknown.keys) > 0
+}
 
 // write says on stderr which findings make the exit status 3, one line per kind.
 func (f *findings) write(w io.Writer) {
@@ -205,6 +226,9 @@ func (f *findings) write(w io.Writer) {
 		then string
 	}{
 		{"a chain is broken", &f.broken, "see first_break; for a tenant with chain shards, broken_chains and each report in shards"},
+		{"dead letters", &f.deadLetters, "fourlanes repair replays them; dead_letters lists them"},
+		{"unsettled events", &f.unsettled, "events past the subscription's watermark, in flight or stuck; see subscriptions"},
+		{"effects of unknown outcome", &f.unknown, "fourlanes effects lists them and takes the decision on each"},
 	} {
 		if len(k.c.keys) > 0 {
 			fmt.Fprintf(w, "fourlanes reconcile: %s: %s (%s)\n", k.what, k.c.String(), k.then)
