@@ -7,9 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -86,8 +89,14 @@ func (d *devProc) waitFor(sub string, timeout time.Duration) string {
 // returns its exit status and output.
 func (d *devProc) run(cli string, args ...string) (code int, stdout, stderr string) {
 	d.t.Helper()
+	return d.runWith(d.env, cli, args...)
+}
+
+// runWith is run with the environment env.
+func (d *devProc) runWith(env []string, cli string, args ...string) (code int, stdout, stderr string) {
+	d.t.Helper()
 	c := exec.CommandContext(d.ctx, cli, args...)
-	c.Dir, c.Env = d.root, d.env
+	c.Dir, c.Env = d.root, env
 	var o, e bytes.Buffer
 	c.Stdout, c.Stderr = &o, &e
 	err := c.Run()
@@ -100,6 +109,40 @@ func (d *devProc) run(cli string, args ...string) (code int, stdout, stderr stri
 	}
 	return 0, o.String(), e.String()
 }
+
+// freePorts returns n distinct loopback ports free a moment ago, as flags'
+// values.
+func freePorts(t *testing.T, n int) []string {
+	t.Helper()
+	var ports []string
+	var lns []net.Listener
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return ports
+}
+
+// freePortFlags are dev's port flags, each with a free port: tests run
+// several twins at once, and beside a developer's 'make dev' on the
+// default ports.
+func freePortFlags(t *testing.T) []string {
+	t.Helper()
+	var args []string
+	for i, p := range freePorts(t, len(devPortFlags)) {
+		args = append(args, "-"+devPortFlags[i], p)
+	}
+	return args
+}
+
+var devPortFlags = []string{"dynamodb-port", "sqs-port", "s3-port", "kms-port", "lambda-port", "reconcile-port"}
 
 // stop sends Ctrl-C and checks dev stops cleanly and removes dev.json.
 func (d *devProc) stop() {
@@ -135,10 +178,13 @@ func TestDevCommand(t *testing.T) {
 	_, _, cli := assemble(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	d := startDev(t, ctx, cli, "dev", "-tenants", "2", "-orders", "2", "-status-every", "250ms")
+	ports := freePortFlags(t) // -dynamodb-port P0 -sqs-port P1 …, in devPortFlags' order
+	port := func(flag string) string { return ports[2*slices.Index(devPortFlags, flag)+1] }
+	d := startDev(t, ctx, cli, append([]string{"dev", "-tenants", "2", "-orders", "2", "-status-every", "250ms"}, ports...)...)
+	d.waitFor("dev: building 6 functions for this machine", 30*time.Second)
 	urlLine := d.waitFor("reconcile URL", 2*time.Minute)
-	if !strings.Contains(urlLine, "http://127.0.0.1:") {
-		t.Errorf("reconcile URL line: %q", urlLine)
+	if !strings.Contains(urlLine, "http://127.0.0.1:"+port("reconcile-port")+"/") {
+		t.Errorf("reconcile URL line: %q; want the port of -reconcile-port, %s", urlLine, port("reconcile-port"))
 	}
 	d.waitFor("appended", 30*time.Second) // the status line
 	d.waitFor("the poison record was isolated", time.Minute)
@@ -162,6 +208,7 @@ func TestDevCommand(t *testing.T) {
 		"-payload", `{"order_id":"o1","customer_email":"a@b.example","amount_cents":100,"payment_ref":"p1"}`); code != 0 || !strings.Contains(out, `"seq": 1`) {
 		t.Errorf("emit -local: exit %d: %s%s", code, out, errOut)
 	}
+
 	d.stop()
 }
 
@@ -184,7 +231,7 @@ func TestDevCommandOtherApplication(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the framework's CLI: %v\n%s", err, out)
 	}
-	d := startDev(t, ctx, fourlanes, "dev", "-app", "./examples/library/infra", "-data", "", "-status-every", "250ms")
+	d := startDev(t, ctx, fourlanes, append([]string{"dev", "-app", "./examples/library/infra", "-data", "", "-status-every", "250ms"}, freePortFlags(t)...)...)
 	d.waitFor("synthesizing the CDK app (go run ./examples/library/infra)", 2*time.Minute)
 	d.waitFor("the stack is up", 2*time.Minute)
 	if code, out, errOut := d.run(libCLI, "emit", "-local", "-tenant", "t1", "-type", "loan.opened",
