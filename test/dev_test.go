@@ -18,6 +18,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+
+	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/twin/localaws"
 	"github.com/fourlanes/fourlanes/twin/twintest"
 )
@@ -108,6 +115,19 @@ func (d *devProc) runWith(env []string, cli string, args ...string) (code int, s
 		d.t.Fatalf("%s %v: %v", filepath.Base(cli), args, err)
 	}
 	return 0, o.String(), e.String()
+}
+
+// evalEnv is the environment of a shell that ran eval "$(cli env -local)"
+// in d's environment: what a team's own process started from it gets.
+func (d *devProc) evalEnv(cli string) []string {
+	d.t.Helper()
+	c := exec.CommandContext(d.ctx, "bash", "-c", `eval "$("$0" env -local)" && env -0`, cli)
+	c.Dir, c.Env = d.root, d.env
+	out, err := c.Output()
+	if err != nil {
+		d.t.Fatalf("eval \"$(fourlanes env -local)\": %v", err)
+	}
+	return strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
 }
 
 // freePorts returns n distinct loopback ports free a moment ago, as flags'
@@ -209,6 +229,53 @@ func TestDevCommand(t *testing.T) {
 		t.Errorf("emit -local: exit %d: %s%s", code, out, errOut)
 	}
 
+	// One step for any other process: eval "$(fourlanes env -local)". The
+	// exports name the ports dev was given; with them alone (no -local), the
+	// CLI's AWS SDK reaches the twin's DynamoDB, its reconcile URL signs a
+	// checkpoint with the twin's KMS into its S3, export fetches it, and
+	// verify -checkpoint proves the export extends it.
+	env := d.evalEnv(cli)
+	vars := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	for name, flag := range map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": "dynamodb-port", "AWS_ENDPOINT_URL_SQS": "sqs-port",
+		"AWS_ENDPOINT_URL_S3": "s3-port", "AWS_ENDPOINT_URL_KMS": "kms-port", "AWS_ENDPOINT_URL_LAMBDA": "lambda-port"} {
+		if want := "http://127.0.0.1:" + port(flag); vars[name] != want {
+			t.Errorf("after eval of env -local, %s=%q; want %q (-%s)", name, vars[name], want, flag)
+		}
+	}
+	if code, out, errOut := d.runWith(env, cli, "emit", "-tenant", "t8", "-type", "order.paid",
+		"-payload", `{"order_id":"o8","customer_email":"a@b.example","amount_cents":100,"payment_ref":"p8"}`); code != 0 || !strings.Contains(out, `"seq": 1`) {
+		t.Fatalf("emit with the exports of env -local: exit %d: %s%s", code, out, errOut)
+	}
+	db := dynamodb.New(dynamodb.Options{Region: vars["AWS_REGION"], BaseEndpoint: aws.String(vars["AWS_ENDPOINT_URL_DYNAMODB"]),
+		Credentials: credentials.NewStaticCredentialsProvider(vars["AWS_ACCESS_KEY_ID"], vars["AWS_SECRET_ACCESS_KEY"], "")})
+	head, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(vars[keys.EnvEventsTable]), Key: map[string]ddbtypes.AttributeValue{
+		keys.AttrTenant: &ddbtypes.AttributeValueMemberS{Value: "t8"}, keys.AttrSeq: &ddbtypes.AttributeValueMemberN{Value: strconv.Itoa(keys.HeadSeq)}}})
+	if err != nil || head.Item == nil {
+		t.Fatalf("t8's head row in %s through the exported endpoint: %v, %v", vars[keys.EnvEventsTable], head, err)
+	}
+	code, out, errOut = d.runWith(env, cli, "reconcile", "-tenant", "t8")
+	checkReconcileExit(t, code, out, errOut)
+	file := filepath.Join(t.TempDir(), "t8.jsonl")
+	if code, out, errOut := d.runWith(env, cli, "export", "-tenant", "t8", "-o", file, "-json"); code != 0 || !strings.Contains(out, `"checkpoint":{"file":"`+file+`.checkpoint"`) {
+		t.Fatalf("export with the exports of env -local: exit %d: %s%s", code, out, errOut)
+	}
+	kc := kms.New(kms.Options{Region: vars["AWS_REGION"], BaseEndpoint: aws.String(vars["AWS_ENDPOINT_URL_KMS"]),
+		Credentials: credentials.NewStaticCredentialsProvider(vars["AWS_ACCESS_KEY_ID"], vars["AWS_SECRET_ACCESS_KEY"], "")})
+	pk, err := kc.GetPublicKey(ctx, &kms.GetPublicKeyInput{KeyId: aws.String(vars[keys.EnvCheckpointKey])})
+	if err != nil {
+		t.Fatalf("the checkpoint key's public key (%s=%s) through the exported KMS endpoint: %v", keys.EnvCheckpointKey, vars[keys.EnvCheckpointKey], err)
+	}
+	der := filepath.Join(t.TempDir(), "checkpoint-key.der")
+	if err := os.WriteFile(der, pk.PublicKey, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := d.runWith(env, cli, "verify", "-checkpoint", file+".checkpoint", "-key", der, file); code != 0 || !strings.Contains(out, "OK extends the checkpoint") {
+		t.Errorf("verify -checkpoint of the export: exit %d: %s%s", code, out, errOut)
+	}
 	d.stop()
 }
 

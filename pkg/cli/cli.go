@@ -18,6 +18,7 @@
 //	fourlanes emit -tenant T -type TYPE -payload JSON|@FILE   append one event
 //	fourlanes watermarks [-set-to-head -tenant T|-all -yes]  delivery watermarks against the heads
 //	fourlanes effects [-tenant T] [-redo KEY | -done KEY]    effects of unknown outcome, and the decision on one
+//	fourlanes env -local             the shell exports that reach the running twin
 //	fourlanes version                the CLI's version
 //
 // -stack NAME reads the resources (ReconcileUrl, RepairFunctionName,
@@ -135,6 +136,7 @@ func builtins(a *app.Application) []builtin {
 				return runWatermarks(ctx, a, args, stdout, stderr)
 			}},
 		{"effects", effectsSynopsis, "list the handlers' at-most-once effects of unknown outcome, or decide one", true, runEffects},
+		{"env", envSynopsis, "print the shell exports that let any process reach the running twin of 'fourlanes dev'", false, runEnv},
 		{"version", versionSynopsis, "print the CLI's version", false, runVersion},
 	}
 }

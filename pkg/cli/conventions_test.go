@@ -6,11 +6,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
 // TestVersionOf: the version is the runtime module's as the build recorded
@@ -206,5 +212,91 @@ func TestRepairJSON(t *testing.T) {
 	var r struct{ Fixed, Open int }
 	if err := json.Unmarshal([]byte(out), &r); err != nil || code != ExitFinding || strings.Count(out, "\n") != 1 || r.Fixed != 1 || r.Open != 2 {
 		t.Errorf("repair -json: exit %d, %q (%v); want one line with fixed 1, open 2", code, out, err)
+	}
+}
+
+// devState writes a dev.json for a twin that is this process, in a folder
+// of the test's own.
+func devState(t *testing.T, st DevState) {
+	t.Helper()
+	t.Setenv(EnvTwinDir, t.TempDir())
+	st.PID = os.Getpid()
+	if _, err := WriteDevState(st); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEnvLocal: env -local prints, from the running twin's dev.json, the
+// exports that reach it; a shell that evaluates them has each variable
+// with its value, however it is quoted; -json is the same as one object.
+func TestEnvLocal(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatalf("bash: %v", err)
+	}
+	devState(t, DevState{
+		StackName: "fourlanes-dev", Region: "us-east-1",
+		CloudFormationEndpoint: "http://127.0.0.1:4704", LambdaEndpoint: "http://127.0.0.1:4704", ReconcileURL: "http://127.0.0.1:4705/",
+		RepairFunction: "fourlanes-dev-Repair", DynamoDBEndpoint: "http://127.0.0.1:4700", SQSEndpoint: "http://127.0.0.1:4701",
+		S3Endpoint: "http://127.0.0.1:4702", KMSEndpoint: "http://127.0.0.1:4703", EventsTable: "fourlanes-dev-Events",
+		Outputs: map[string]string{keys.OutputStateTable: "fourlanes-dev-State", keys.OutputCheckpointBucket: "fourlanes-dev-checkpoints",
+			keys.OutputCheckpointKey: "arn:aws:kms:us-east-1:000000000000:key/k1", keys.OutputDashboard: "(unresolved: no dashboards here)"},
+		TableEnv: map[string]string{keys.EnvEventsTable: "fourlanes-dev-Events", "ORDERS_TABLE": "it's $HOME `x` \"q\"", "LOG_LEVEL": "debug"},
+	})
+	want := map[string]string{
+		"AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "fourlanes", "AWS_SECRET_ACCESS_KEY": "local",
+		"AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:4700", "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": "http://127.0.0.1:4700",
+		"AWS_ENDPOINT_URL_SQS": "http://127.0.0.1:4701", "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:4702", "AWS_ENDPOINT_URL_KMS": "http://127.0.0.1:4703",
+		"AWS_ENDPOINT_URL_LAMBDA": "http://127.0.0.1:4704", "AWS_ENDPOINT_URL_CLOUDFORMATION": "http://127.0.0.1:4704",
+		keys.EnvEventsTable: "fourlanes-dev-Events", keys.EnvStateTable: "fourlanes-dev-State", "ORDERS_TABLE": "it's $HOME `x` \"q\"",
+		keys.EnvCheckpointBucket: "fourlanes-dev-checkpoints", keys.EnvCheckpointKey: "arn:aws:kms:us-east-1:000000000000:key/k1",
+		EnvReconcileURL: "http://127.0.0.1:4705/", EnvRepairFunction: "fourlanes-dev-Repair",
+	}
+	code, out, stderr := runCLI(t, "env", "-local")
+	if code != ExitOK {
+		t.Fatalf("env -local: exit %d: %s", code, stderr)
+	}
+	// Evaluate the exports in a shell that has none of them, and read back
+	// what it then has.
+	names := make([]string, 0, len(want))
+	for k := range want {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	script := `eval "$(cat)"; for v in "$@"; do printf '%s=%s\0' "$v" "${!v-(unset)}"; done`
+	sh := exec.Command(bash, append([]string{"-c", script, "bash"}, names...)...)
+	sh.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/home/nobody"}
+	sh.Stdin = strings.NewReader(out)
+	got, err := sh.Output()
+	if err != nil {
+		t.Fatalf("bash eval of env -local's output: %v\n%s", err, out)
+	}
+	evaluated := map[string]string{}
+	for _, kv := range strings.Split(strings.TrimSuffix(string(got), "\x00"), "\x00") {
+		k, v, _ := strings.Cut(kv, "=")
+		evaluated[k] = v
+	}
+	if diff := cmp.Diff(want, evaluated); diff != "" {
+		t.Errorf("a shell after eval \"$(fourlanes env -local)\" (-want +got):\n%s\noutput:\n%s", diff, out)
+	}
+	if strings.Contains(out, "LOG_LEVEL") || strings.Contains(out, "unresolved") {
+		t.Errorf("env -local exports more than the endpoints and resources:\n%s", out)
+	}
+
+	code, out, _ = runCLI(t, "env", "-local", "-json")
+	var asJSON map[string]string
+	if err := json.Unmarshal([]byte(out), &asJSON); err != nil || code != ExitOK {
+		t.Fatalf("env -local -json: exit %d, %q: %v", code, out, err)
+	}
+	if diff := cmp.Diff(want, asJSON); diff != "" {
+		t.Errorf("env -local -json (-want +got):\n%s", diff)
+	}
+
+	if code, _, stderr := runCLI(t, "env"); code != ExitUsage || !strings.Contains(stderr, "pass -local") {
+		t.Errorf("env without -local: exit %d, %q; want a usage error asking for -local", code, stderr)
+	}
+	t.Setenv(EnvTwinDir, t.TempDir())
+	if code, _, stderr := runCLI(t, "env", "-local"); code != ExitError || !strings.Contains(stderr, "no running twin") {
+		t.Errorf("env -local without a twin: exit %d, %q; want an error saying so", code, stderr)
 	}
 }

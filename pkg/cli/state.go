@@ -10,11 +10,14 @@ import (
 	"syscall"
 )
 
-// DevState is what a running `fourlanes dev` tells the other commands
-// (-local), in .cache/twin/dev.json under the module root.
+// DevState is what a running 'fourlanes dev' tells the other commands
+// (-local, and env -local for any process), in .cache/twin/dev.json under
+// the module root.
 type DevState struct {
 	PID       int    `json:"pid"`
 	StackName string `json:"stack_name"`
+	// Region is the twin's (AWS_REGION for its clients); empty: us-east-1.
+	Region string `json:"region,omitempty"`
 	// CloudFormationEndpoint answers DescribeStacks for StackName: with
 	// AWS_ENDPOINT_URL_CLOUDFORMATION set to it, -stack reads the twin's outputs.
 	CloudFormationEndpoint string            `json:"cloudformation_endpoint"`
@@ -24,6 +27,7 @@ type DevState struct {
 	DynamoDBEndpoint       string            `json:"dynamodb_endpoint"`
 	SQSEndpoint            string            `json:"sqs_endpoint"`
 	S3Endpoint             string            `json:"s3_endpoint"`
+	KMSEndpoint            string            `json:"kms_endpoint,omitempty"`
 	EventsTable            string            `json:"events_table"`
 	Outputs                map[string]string `json:"outputs"`
 	// TableEnv are the environment variables naming the application's own

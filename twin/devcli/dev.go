@@ -281,7 +281,8 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 	st := cli.DevState{
 		PID: os.Getpid(), StackName: tw.StackName(), CloudFormationEndpoint: tw.CloudFormationEndpoint(),
 		ReconcileURL: tw.URLs()[ids.reconcile], RepairFunction: repairName, LambdaEndpoint: tw.InvokeEndpoint(),
-		DynamoDBEndpoint: ddbSrv.Endpoint, SQSEndpoint: tw.SQSEndpoint(), S3Endpoint: tw.S3Endpoint(), EventsTable: env[keys.EnvEventsTable], Outputs: tw.Outputs(), TableEnv: env,
+		DynamoDBEndpoint: ddbSrv.Endpoint, SQSEndpoint: tw.SQSEndpoint(), S3Endpoint: tw.S3Endpoint(), KMSEndpoint: tw.KMSEndpoint(),
+		Region: localaws.Region, EventsTable: env[keys.EnvEventsTable], Outputs: tw.Outputs(), TableEnv: env,
 	}
 	statePath, err := cli.WriteDevState(st)
 	if err != nil {
@@ -296,7 +297,7 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 	say("  CloudFormation  %s   (AWS_ENDPOINT_URL_CLOUDFORMATION: DescribeStacks of %s, for -stack %s)", st.CloudFormationEndpoint, st.StackName, st.StackName)
 	// The twin's SQS endpoint, not ElasticMQ's own: it applies per-group deduplication for every
 	// sender and gives receivers the deduplication ids as sent (twin/sqsfront.go).
-	say("  DynamoDB        %s   (%s)   SQS %s   S3 %s   KMS %s", st.DynamoDBEndpoint, where, st.SQSEndpoint, st.S3Endpoint, tw.KMSEndpoint())
+	say("  DynamoDB        %s   (%s)   SQS %s   S3 %s   KMS %s", st.DynamoDBEndpoint, where, st.SQSEndpoint, st.S3Endpoint, st.KMSEndpoint)
 	say("  logs            %s (the twin: invocations, deliveries, retries), %s (the functions)", rel(root, twinLog.Name()), rel(root, fnLog.Name()))
 	say("  try             fourlanes reconcile -local")
 	say("                  fourlanes repair -local")
@@ -305,7 +306,7 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 			say("                  %s", l)
 		}
 	}
-	say("  endpoints for -local in %s", rel(root, statePath))
+	say("  endpoints for -local in %s; for any other process: eval \"$(fourlanes env -local)\"", rel(root, statePath))
 	names := make([]string, 0, len(st.Outputs))
 	for k := range st.Outputs {
 		names = append(names, k)
