@@ -19,6 +19,10 @@ TESTFLAGS ?=
 # bench/RESULTS.md (scratch builds in bench/out/, which git ignores). Runs under with-servers.sh.
 BENCH_CMD ?= $(GO) run ./bench
 
+# make dev: the orders example's build of the CLI, and flags for its dev command.
+DEV_BIN := $(CURDIR)/.cache/bin/orders
+DEV_FLAGS ?=
+
 # The application make builds and deploys: the orders example. Every Lambda
 # is a folder under its functions/ with a main.go.
 APP_DIR := examples/orders
@@ -34,7 +38,8 @@ endif
 # Tools that tests (infra, the twin) may run; absolute, so they work from any package folder.
 export FOURLANES_CDK := $(CDK)
 export FOURLANES_CFN_LINT := $(CURDIR)/.cache/venv/bin/cfn-lint
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# Node: the CDK CLI and jsii (which the CDK's Go bindings run) need a Node LTS the AWS CDK
+# supports, 22 or 24 today (docs/cli.md); on an older one jsii says so, and nothing here hides it.
 
 .PHONY: help deps build test bench lint synth diff deploy dev catalog clean distclean
 
@@ -45,7 +50,7 @@ help:
 	@echo 'make bench    every benchmark side by side in one run -> bench/RESULTS.md'
 	@echo 'make lint     gofmt check and go vet'
 	@echo 'make synth | diff | deploy   build, then the CDK CLI (CDK_FLAGS=... passes flags)'
-	@echo 'make dev      build, then run the local twin with the orders example (go run ./examples/orders/cmd/orders dev)'
+	@echo 'make dev      run the local twin with the orders example (builds its CLI and this machine'"'"'s functions only; DEV_FLAGS=... passes flags)'
 	@echo 'make catalog  regenerate examples/orders/CATALOG.md from the module declarations (the gate checks it is fresh)'
 	@echo 'make clean    remove build/, cdk.out/, bench/out/ (make distclean: .cache/ too)'
 
@@ -86,10 +91,14 @@ synth diff deploy: build
 	@echo '$@: cdk $@ (app from cdk.json)'
 	$(CDK) $@ $(CDK_FLAGS)
 
-dev: build
+# dev builds only what the twin runs: the example's CLI here, then dev builds the functions for this
+# machine (not the linux/arm64 Lambda build, which the twin never runs) and says how far it is.
+dev:
 	@bash scripts/deps.sh elasticmq
+	@echo 'dev: building the orders example'"'"'s CLI (go build ./examples/orders/cmd/orders -> $(DEV_BIN))'
+	@$(GO) build -o $(DEV_BIN) ./examples/orders/cmd/orders
 	@echo 'dev: the local twin starts its own DynamoDB (in-process, state kept in .cache/twin/dynamodb) and ElasticMQ'
-	$(GO) run ./examples/orders/cmd/orders dev
+	$(DEV_BIN) dev $(DEV_FLAGS)
 
 catalog:
 	$(GO) test ./examples/orders -run '^TestCatalogUpToDate$$' -update -count=1

@@ -41,7 +41,7 @@ type auditReport struct {
 
 func (s *stack) audit(t *testing.T, tenant string) auditReport {
 	t.Helper()
-	out := s.run(false, "reconcile", "-url", s.url, "-tenant", tenant)
+	out := s.reconcileCLI("-url", s.url, "-tenant", tenant)
 	var r auditReport
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("reconcile output %q: %v", out, err)

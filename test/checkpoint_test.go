@@ -145,7 +145,7 @@ func TestSignedCheckpointOnTwin(t *testing.T) {
 
 	// Reconcile reports it (the CLI exits with a finding) and does not adopt it.
 	r = reconcileReport{}
-	if out := s.run(true, "reconcile", "-url", s.url, "-tenant", tenant); json.Unmarshal([]byte(out), &r) != nil {
+	if out := s.reconcileCLI("-url", s.url, "-tenant", tenant); json.Unmarshal([]byte(out), &r) != nil {
 		t.Fatalf("reconcile output %q", out)
 	}
 	if r.ChainIntact == nil || *r.ChainIntact || !strings.Contains(string(r.FirstBreak), string(reconcile.ReasonCheckpointMismatch)) {

@@ -101,7 +101,7 @@ func TestOrdersFlowEndToEnd(t *testing.T) {
 		}
 	}
 	// Every tenant at once, paged (the CLI follows the cursor).
-	if out := s.run(false, "reconcile", "-url", s.url); strings.Count(out, `"chain_intact": true`) != len(tenants) {
+	if out := s.reconcileCLI("-url", s.url); strings.Count(out, `"chain_intact": true`) != len(tenants) {
 		t.Errorf("reconcile of every tenant: want %d intact chains, got:\n%s", len(tenants), out)
 	}
 

@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -331,12 +332,97 @@ type reconcileReport struct {
 // reconcile asks the local reconcile URL about tenant through the CLI.
 func (s *stack) reconcile(tenant string) reconcileReport {
 	s.t.Helper()
-	out := s.run(false, "reconcile", "-url", s.url, "-tenant", tenant)
+	out := s.reconcileCLI("-url", s.url, "-tenant", tenant)
 	var r reconcileReport
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		s.t.Fatalf("reconcile output %q: %v", out, err)
 	}
 	return r
+}
+
+// reconcileCLI runs `fourlanes reconcile args...` and returns its standard
+// output. Reconcile exits 3 when an answer reports a finding (a broken
+// chain, dead letters, unsettled events, effects of unknown outcome) and 0
+// when none does: the test fails on any other exit status, and on one that
+// the answers do not bear out (checkReconcileExit).
+func (s *stack) reconcileCLI(args ...string) string {
+	s.t.Helper()
+	code, out, errOut := s.cli2(append([]string{"reconcile"}, args...)...)
+	checkReconcileExit(s.t, code, out, errOut)
+	return out
+}
+
+// checkReconcileExit fails t unless reconcile's exit status is what its
+// answers (stdout) report, and its stderr names each kind of finding.
+func checkReconcileExit(t *testing.T, code int, stdout, stderr string) {
+	t.Helper()
+	found, err := reconcileFindings(stdout)
+	if err != nil {
+		t.Fatalf("fourlanes reconcile: exit %d, stdout is not its answers: %v\nstdout: %s\nstderr: %s", code, err, stdout, stderr)
+	}
+	want := 0
+	if len(found) > 0 {
+		want = exitFinding
+	}
+	if code != want {
+		t.Fatalf("fourlanes reconcile: exit %d, want %d for the findings %v its answers report\nstdout: %s\nstderr: %s", code, want, found, stdout, stderr)
+	}
+	for _, f := range found {
+		if !strings.Contains(stderr, f) {
+			t.Errorf("fourlanes reconcile: stderr %q does not say %q, which its answers report", stderr, f)
+		}
+	}
+}
+
+// reconcileFindings reads reconcile's answers (one JSON document each) as
+// an operator would: the kinds of finding any report in them has, in its
+// own words on stderr. It reads the JSON generically, apart from the CLI's
+// own reading, so that the two check each other.
+func reconcileFindings(stdout string) ([]string, error) {
+	kinds := map[string]bool{}
+	var walk func(r map[string]any)
+	walk = func(r map[string]any) {
+		for _, k := range []string{"chain_intact", "chains_intact"} {
+			if v, ok := r[k].(bool); ok && !v {
+				kinds["a chain is broken"] = true
+			}
+		}
+		if n, _ := r["dead_letter_count"].(float64); n > 0 {
+			kinds["dead letters"] = true
+		}
+		subs, _ := r["subscriptions"].([]any)
+		for _, s := range subs {
+			m, _ := s.(map[string]any)
+			if n, _ := m["unsettled"].(float64); n > 0 {
+				kinds["unsettled events"] = true
+			}
+			if n, _ := m["effects_unknown"].(float64); n > 0 {
+				kinds["effects of unknown outcome"] = true
+			}
+		}
+		for _, k := range []string{"tenants", "shards"} {
+			list, _ := r[k].([]any)
+			for _, x := range list {
+				if m, ok := x.(map[string]any); ok {
+					walk(m)
+				}
+			}
+		}
+	}
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	for dec.More() {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			return nil, err
+		}
+		walk(m)
+	}
+	var out []string
+	for k := range kinds {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // repairReport is the part of dlq-repair's report the tests read.

@@ -341,7 +341,7 @@ func (s *stack) checkLog(t *testing.T, tenant string, want ...envelope.Envelope)
 		VerifiedThrough int64           `json:"verified_through"`
 		FirstBreak      json.RawMessage `json:"first_break"`
 	}
-	out := s.run(false, "reconcile", "-url", s.url, "-tenant", tenant)
+	out := s.reconcileCLI("-url", s.url, "-tenant", tenant)
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("reconcile output %q: %v", out, err)
 	}
@@ -365,7 +365,7 @@ func (s *stack) checkSettled(t *testing.T, tenant string) {
 				EffectsUnknown int    `json:"effects_unknown"`
 			} `json:"subscriptions"`
 		}
-		out := s.run(false, "reconcile", "-url", s.url, "-tenant", tenant)
+		out := s.reconcileCLI("-url", s.url, "-tenant", tenant)
 		if err := json.Unmarshal([]byte(out), &r); err != nil {
 			t.Fatalf("reconcile output %q: %v", out, err)
 		}

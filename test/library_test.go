@@ -220,7 +220,7 @@ func TestLibraryEndToEnd(t *testing.T) {
 			t.Errorf("reconcile %s: %d dead letters %v, want none", tenant, r.DeadLetterCount, r.DeadLetters)
 		}
 	}
-	if out := s.run(false, "reconcile", "-url", s.url); strings.Count(out, `"chain_intact": true`) != len(tenants) {
+	if out := s.reconcileCLI("-url", s.url); strings.Count(out, `"chain_intact": true`) != len(tenants) {
 		t.Errorf("reconcile of every tenant: want %d intact chains, got:\n%s", len(tenants), out)
 	}
 	// The library's own build of the CLI knows its catalog: watermarks
@@ -314,7 +314,7 @@ func TestLibraryReminderOfUnknownOutcome(t *testing.T) {
 				EffectsUnknown int `json:"effects_unknown"`
 			} `json:"subscriptions"`
 		}
-		out := s.run(false, "reconcile", "-url", s.url, "-tenant", tenant)
+		out := s.reconcileCLI("-url", s.url, "-tenant", tenant)
 		if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Subscriptions) != 1 {
 			t.Fatalf("reconcile output %q: %v", out, err)
 		}

@@ -103,7 +103,7 @@ func Synth(ctx context.Context, root, appPkg, outDir, codeRoot string) (string, 
 	}
 	cmd := exec.CommandContext(ctx, "go", "run", appPkg)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CDK_OUTDIR="+outDir, "CDK_CONTEXT_JSON="+string(ctxJSON), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20")
+	cmd.Env = append(os.Environ(), "CDK_OUTDIR="+outDir, "CDK_CONTEXT_JSON="+string(ctxJSON))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

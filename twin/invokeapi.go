@@ -3,9 +3,7 @@ package twin
 import (
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -19,9 +17,9 @@ import (
 // and the AWS CLI with AWS_ENDPOINT_URL_LAMBDA pointed at the twin (and
 // functions of the stack itself) can invoke its functions.
 func (tw *Twin) startInvokeAPI() error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := listen("Lambda (and CloudFormation)", tw.cfg.Ports.Lambda)
 	if err != nil {
-		return fmt.Errorf("invoke API listener: %w", err)
+		return err
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", tw.handleInvoke)

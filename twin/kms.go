@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -167,10 +166,10 @@ func (k *KMS) metadata(key *kmsKey) map[string]any {
 		"KeyUsage": "SIGN_VERIFY", "KeyManager": "CUSTOMER", "Origin": "AWS_KMS", "SigningAlgorithms": []string{"ECDSA_SHA_256"}}
 }
 
-// serve starts h on a loopback port and returns its endpoint URL; Close
-// stops it.
-func (tw *Twin) serve(h http.Handler) (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// serve starts h, the endpoint what, on the loopback port (0: a free one)
+// and returns its endpoint URL; Close stops it.
+func (tw *Twin) serve(what string, port int, h http.Handler) (string, error) {
+	ln, err := listen(what, port)
 	if err != nil {
 		return "", err
 	}

@@ -258,10 +258,10 @@ type localAWS struct {
 func (tw *Twin) startLocalAWS() {
 	tw.local.once.Do(func() {
 		tw.local.kms, tw.local.s3 = NewKMS(), NewS3(tw.cfg.Now)
-		if tw.local.kmsURL, tw.local.err = tw.serve(tw.local.kms); tw.local.err != nil {
+		if tw.local.kmsURL, tw.local.err = tw.serve("KMS", tw.cfg.Ports.KMS, tw.local.kms); tw.local.err != nil {
 			return
 		}
-		tw.local.s3URL, tw.local.err = tw.serve(tw.local.s3)
+		tw.local.s3URL, tw.local.err = tw.serve("S3", tw.cfg.Ports.S3, tw.local.s3)
 	})
 }
 

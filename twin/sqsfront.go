@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -72,7 +71,7 @@ func (f *sqsFront) start(tw *Twin) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := listen("SQS", tw.cfg.Ports.SQS)
 	if err != nil {
 		return err
 	}

@@ -63,8 +63,33 @@ type Config struct {
 	// URLPorts pins the port of a Function URL by the URL resource's
 	// logical ID; others get a free port.
 	URLPorts map[string]int
+	// Ports pins the loopback ports of the twin's own endpoints, so that
+	// their URLs stay the same across restarts ('fourlanes dev' does);
+	// zero: a free port.
+	Ports Ports
 	// Now is the clock the pollers read record ages with; nil means time.Now.
 	Now func() time.Time
+}
+
+// Ports are the loopback ports of a twin's own endpoints (Config.Ports).
+type Ports struct {
+	// Lambda serves the Invoke API and CloudFormation's DescribeStacks
+	// (InvokeEndpoint, CloudFormationEndpoint).
+	Lambda int
+	// SQS is the twin's SQS endpoint in front of ElasticMQ (SQSEndpoint).
+	SQS int
+	S3  int
+	KMS int
+}
+
+// listen listens on the loopback port (0: a free one) for the endpoint
+// what, and says which endpoint and port when it cannot.
+func listen(what string, port int) (net.Listener, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return nil, fmt.Errorf("%s endpoint on port %d: %w", what, port, err)
+	}
+	return ln, nil
 }
 
 // Twin is a stack running locally.
@@ -177,6 +202,18 @@ func (tw *Twin) up(ctx context.Context) error {
 	// The Invoke API first: functions get its endpoint in their environment.
 	if err := tw.startInvokeAPI(); err != nil {
 		return err
+	}
+	// A pinned port is taken now or fails Up, rather than on first use,
+	// where a stack without queues, keys or buckets would never see it.
+	if tw.cfg.Ports.SQS != 0 {
+		if err := tw.startFront(); err != nil {
+			return err
+		}
+	}
+	if tw.cfg.Ports.S3 != 0 || tw.cfg.Ports.KMS != 0 {
+		if tw.startLocalAWS(); tw.local.err != nil {
+			return tw.local.err
+		}
 	}
 	// Data resources and functions in dependency order (ensure follows the
 	// references), then the pollers, which only consume.

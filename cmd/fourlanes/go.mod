@@ -59,8 +59,3 @@ require (
 	google.golang.org/grpc v1.64.1 // indirect
 	google.golang.org/protobuf v1.33.0 // indirect
 )
-
-replace (
-	github.com/fourlanes/fourlanes => ../..
-	github.com/fourlanes/fourlanes/twin => ../../twin
-)

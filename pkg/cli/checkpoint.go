@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -34,8 +35,8 @@ func localCheckpointSource() (checkpointSource, error) {
 // latestCheckpoint returns the newest checkpoint object of tenant at or
 // below maxSeq (an export holds events up to its head only), unverified:
 // `fourlanes verify -checkpoint -key` verifies it, offline. nil if none.
-func latestCheckpoint(ctx context.Context, src checkpointSource, tenant string, maxSeq int64) ([]byte, string, error) {
-	cfg, err := awsConfig(ctx, src.endpoint != "")
+func latestCheckpoint(ctx context.Context, fs *flag.FlagSet, src checkpointSource, tenant string, maxSeq int64) ([]byte, string, error) {
+	cfg, err := awsConfig(ctx, fs, src.endpoint != "")
 	if err != nil {
 		return nil, "", err
 	}

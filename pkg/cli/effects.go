@@ -16,7 +16,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
-const effectsSynopsis = "effects [-table NAME -state-table NAME | -stack NAME | -local] [-tenant T] [-json] [-redo KEY | -done KEY]"
+const effectsSynopsis = "[-table NAME -state-table NAME | -stack NAME | -local] [-tenant T] [-redo KEY | -done KEY] [-json]"
 
 // runEffects lists the effects of unknown outcome (pkg/effect: an AtMostOnce
 // effect whose delivery died between recording and finishing it) that dead
@@ -25,17 +25,21 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	fs := Flags("effects", effectsSynopsis, stderr)
 	table := fs.String("table", os.Getenv(keys.EnvEventsTable), "the events table, to list every tenant (default $"+keys.EnvEventsTable+"; the stack output EventsTableName)")
 	stateTable := fs.String("state-table", os.Getenv(keys.EnvStateTable), "the state table (default $"+keys.EnvStateTable+"; the stack output "+keys.OutputStateTable+")")
-	local := fs.Bool("local", false, "the tables of the twin `fourlanes dev` is running")
+	local := fs.Bool("local", false, "the tables of the twin 'fourlanes dev' is running")
 	stack := fs.String("stack", "", stackHelp+" (EventsTableName, StateTableName)")
 	tenant := fs.String("tenant", "", "only this tenant (every chain of a tenant with chain shards), or only this chain (<tenant>~<k>)")
-	asJSON := fs.Bool("json", false, "one JSON object per effect instead of a table")
+	asJSON := fs.Bool("json", false, "one JSON object per effect instead of a table (with -redo or -done, one object for the decision)")
 	redo := fs.String("redo", "", "decide that the effect KEY did not happen: the next replay of its dead letter (dlq-repair) does it")
 	done := fs.String("done", "", "decide that the effect KEY happened: the next replay of its dead letter completes without doing it")
+	addAWSFlags(fs)
 	if err := Parse(fs, args); err != nil {
 		return 0, err
 	}
 	if fs.NArg() > 0 {
 		return 0, fmt.Errorf("%w: unexpected argument %q", ErrUsage, fs.Arg(0))
+	}
+	if err := checkLocal(fs, *local); err != nil {
+		return 0, err
 	}
 	if *redo != "" && *done != "" {
 		return 0, fmt.Errorf("%w: -redo and -done are two decisions on one effect; pass one", ErrUsage)
@@ -67,7 +71,7 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		return 0, fmt.Errorf("%w: pass -table and -state-table (the stack outputs EventsTableName and %s), -stack NAME, set $%s and $%s, or -local",
 			ErrUsage, keys.OutputStateTable, keys.EnvEventsTable, keys.EnvStateTable)
 	}
-	db, err := dynamoDB(ctx, endpoint)
+	db, err := dynamoDB(ctx, fs, endpoint)
 	if err != nil {
 		return 0, err
 	}
@@ -82,6 +86,9 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		if err != nil {
 			return 0, err
 		}
+		if *asJSON {
+			return ExitOK, json.NewEncoder(stdout).Encode(decidedEffect{Key: key.String(), Tenant: r.Tenant, Seq: r.Seq, Status: string(r.Status)})
+		}
 		fmt.Fprintf(stdout, "effect %s of tenant %s seq %d: %s. The next replay of its dead letter (dlq-repair's schedule, or `fourlanes repair` now) %s.\n",
 			key, r.Tenant, r.Seq, r.Status, map[effect.Status]string{effect.StatusRedo: "does it", effect.StatusDone: "completes without doing it"}[r.Status])
 		return ExitOK, nil
@@ -92,6 +99,14 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	}
 	w := &watermarkTool{log: log}
 	return listEffects(ctx, w, delivery.NewDynamoStore(db, *stateTable), effects, *tenant, *asJSON, stdout)
+}
+
+// decidedEffect is what -redo and -done print with -json.
+type decidedEffect struct {
+	Key    string `json:"key"`
+	Tenant string `json:"tenant"`
+	Seq    int64  `json:"seq"`
+	Status string `json:"status"` // redo or done
 }
 
 func decisionOf(redo, done string) (effect.Status, string) {

@@ -27,8 +27,8 @@ func TestEffectsListAndDecide(t *testing.T) {
 	claims := delivery.NewDynamoStore(db, stateTable)
 	effects := effect.NewDynamoStore(db, stateTable)
 	now := time.Now()
-	var unknownKey effect.Key
-	for i, sub := range []string{"s.email", "s.search"} {
+	var unknownKey, smsKey effect.Key
+	for i, sub := range []string{"s.email", "s.sms", "s.search"} {
 		e, err := store.Emit(tenancy.MustWithTenant(ctx, "t1"), "order.placed", map[string]any{"n": i})
 		if err != nil {
 			t.Fatal(err)
@@ -39,13 +39,18 @@ func TestEffectsListAndDecide(t *testing.T) {
 			t.Fatal(c, err)
 		}
 		dl := delivery.DeadLetter{Tenant: "t1", EventID: e.ID, Subscription: sub, Type: e.Type, Seq: e.Seq, SchemaVersion: 1, Error: "handler failed", DeadAt: now}
-		if sub == "s.email" {
-			unknownKey = effect.Key{EventID: e.ID, Subscription: sub, Name: "email"}
-			dl.Effect, dl.Error = unknownKey.String(), "effect outcome unknown"
-			if _, _, err := effects.Start(ctx, effect.Record{Key: unknownKey, Tenant: "t1", Seq: e.Seq, Status: effect.StatusStarted, Token: "d", UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}, false); err != nil {
+		if sub != "s.search" {
+			key := effect.Key{EventID: e.ID, Subscription: sub, Name: "send"}
+			if sub == "s.email" {
+				unknownKey = key
+			} else {
+				smsKey = key
+			}
+			dl.Effect, dl.Error = key.String(), "effect outcome unknown"
+			if _, _, err := effects.Start(ctx, effect.Record{Key: key, Tenant: "t1", Seq: e.Seq, Status: effect.StatusStarted, Token: "d", UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}, false); err != nil {
 				t.Fatal(err)
 			}
-			if err := effects.MarkUnknown(ctx, unknownKey, "d", now); err != nil {
+			if err := effects.MarkUnknown(ctx, key, "d", now); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -63,8 +68,9 @@ func TestEffectsListAndDecide(t *testing.T) {
 		}
 		got = append(got, u)
 	}
-	if code != ExitFinding || len(got) != 1 || got[0].Key != unknownKey.String() || got[0].Status != "unknown" || got[0].Subscription != "s.email" || got[0].Seq != 1 {
-		t.Fatalf("effects: exit %d, %+v; want exit %d and the one unknown effect %s\n%s", code, got, ExitFinding, unknownKey, stderr)
+	if code != ExitFinding || len(got) != 2 || got[0].Key != unknownKey.String() || got[0].Status != "unknown" || got[0].Subscription != "s.email" || got[0].Seq != 1 ||
+		got[1].Key != smsKey.String() || got[1].Seq != 2 {
+		t.Fatalf("effects: exit %d, %+v; want exit %d and the unknown effects %s and %s\n%s", code, got, ExitFinding, unknownKey, smsKey, stderr)
 	}
 	if code, out, _ := runCLI(t, append([]string{"effects", "-tenant", "t1"}, tables...)...); code != ExitFinding || !strings.Contains(out, "EFFECT KEY") || !strings.Contains(out, unknownKey.String()) {
 		t.Errorf("effects -tenant t1: exit %d, %q", code, out)
@@ -82,6 +88,13 @@ func TestEffectsListAndDecide(t *testing.T) {
 	}
 	if r, _, _ := effects.Get(ctx, unknownKey); r.Status != effect.StatusDone {
 		t.Errorf("after -done the record is %q", r.Status)
+	}
+	// -json: the decision as one object.
+	code, out, stderr = runCLI(t, append([]string{"effects", "-json", "-redo", smsKey.String()}, tables...)...)
+	var decided decidedEffect
+	if err := json.Unmarshal([]byte(out), &decided); err != nil || code != ExitOK || strings.Count(out, "\n") != 1 ||
+		decided != (decidedEffect{Key: smsKey.String(), Tenant: "t1", Seq: 2, Status: "redo"}) {
+		t.Fatalf("-json -redo: exit %d, %q (%v), %q; want one line {key, tenant t1, seq 2, status redo}", code, out, err, stderr)
 	}
 	// Decided already: a second decision is refused, and the record stays.
 	if code, _, stderr := runCLI(t, append([]string{"effects", "-redo", unknownKey.String()}, tables...)...); code != ExitError || !strings.Contains(stderr, "is done") {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,21 +18,28 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
+const emitSynopsis = "-tenant T -type TYPE -payload (JSON | @FILE | @-) [-shard-key K] [-table NAME | -stack NAME | -local] [-json]"
+
 func runEmit(ctx context.Context, a *app.Application, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := Flags("emit", "emit -tenant T -type TYPE -payload (JSON | @FILE | @-) [-shard-key K] [-table NAME | -stack NAME | -local]", stderr)
+	fs := Flags("emit", emitSynopsis, stderr)
 	tenant := fs.String("tenant", "", "the tenant (required)")
 	typ := fs.String("type", "", "the event type, one the application declares (required)")
 	payload := fs.String("payload", "", "the payload, a JSON object fitting the type's current schema (required): inline, or @FILE to read it from FILE, @- from stdin")
 	table := fs.String("table", os.Getenv(keys.EnvEventsTable), "the events table (default $"+keys.EnvEventsTable+"; the stack output EventsTableName)")
 	actor := fs.String("actor", "fourlanes-cli", "the actor recorded on the event")
 	shardKey := fs.String("shard-key", "", "the id of the aggregate the event is about; required for a tenant with chain shards (the application's ChainShards), which it picks the chain of")
-	local := fs.Bool("local", false, "append to the twin `fourlanes dev` is running")
+	local := fs.Bool("local", false, "append to the twin 'fourlanes dev' is running")
 	stack := fs.String("stack", "", stackHelp+" (EventsTableName)")
+	asJSON := fs.Bool("json", false, "print the appended event (its envelope) on one line instead of indented; the members are the same")
+	addAWSFlags(fs)
 	if err := Parse(fs, args); err != nil {
 		return 0, err
 	}
 	if fs.NArg() > 0 {
 		return 0, fmt.Errorf("%w: unexpected argument %q", ErrUsage, fs.Arg(0))
+	}
+	if err := checkLocal(fs, *local); err != nil {
+		return 0, err
 	}
 	if *tenant == "" || *typ == "" || *payload == "" {
 		return 0, fmt.Errorf("%w: -tenant, -type and -payload are required", ErrUsage)
@@ -58,7 +66,7 @@ func runEmit(ctx context.Context, a *app.Application, args []string, stdout, std
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
-	store, err := openStore(ctx, eventstore.Config{Catalog: cat, Shards: a.ChainShards}, *table, *local)
+	store, err := openStore(ctx, fs, eventstore.Config{Catalog: cat, Shards: a.ChainShards}, *table, *local)
 	if err != nil {
 		return 0, err
 	}
@@ -73,7 +81,12 @@ func runEmit(ctx context.Context, a *app.Application, args []string, stdout, std
 	if err != nil {
 		return 0, err
 	}
-	b, err := json.MarshalIndent(e, "", "  ")
+	var b []byte
+	if *asJSON {
+		b, err = json.Marshal(e)
+	} else {
+		b, err = json.MarshalIndent(e, "", "  ")
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -121,9 +134,9 @@ func readPayload(arg string, stdin io.Reader) (map[string]any, error) {
 }
 
 // openStore opens the events table for the CLI (cfg.Catalog nil for a reader): table in AWS with the
-// default credentials, or with local the table of the twin `fourlanes dev`
-// is running; cfg.Table is set from one of them.
-func openStore(ctx context.Context, cfg eventstore.Config, table string, local bool) (*eventstore.Store, error) {
+// default credentials (or those of --profile of fs), or with local the table
+// of the twin 'fourlanes dev' is running; cfg.Table is set from one of them.
+func openStore(ctx context.Context, fs *flag.FlagSet, cfg eventstore.Config, table string, local bool) (*eventstore.Store, error) {
 	var endpoint string
 	if local {
 		st, err := readState()
@@ -135,7 +148,7 @@ func openStore(ctx context.Context, cfg eventstore.Config, table string, local b
 	if table == "" {
 		return nil, fmt.Errorf("%w: no events table: pass -table (the stack output EventsTableName), -stack NAME, set $%s, or -local", ErrUsage, keys.EnvEventsTable)
 	}
-	db, err := dynamoDB(ctx, endpoint)
+	db, err := dynamoDB(ctx, fs, endpoint)
 	if err != nil {
 		return nil, err
 	}

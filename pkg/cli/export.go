@@ -3,6 +3,8 @@ package cli
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,15 +17,46 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
+const exportSynopsis = "-tenant T [-o FILE] [-table NAME | -stack NAME | -local] [-checkpoint-bucket B] [-checkpoint-out FILE.checkpoint] [-json]"
+
+// exportSummary is what export reports with -json: its members are the
+// documented output (docs/cli.md).
+type exportSummary struct {
+	Tenant string `json:"tenant"`
+	// Exported is false when the tenant has no events (no head row):
+	// nothing was written.
+	Exported bool   `json:"exported"`
+	File     string `json:"file"` // "-": stdout
+	Events   int64  `json:"events"`
+	LastSeq  int64  `json:"last_seq"`
+	LastHash string `json:"last_hash,omitempty"`
+	// OtherChains are the tenant's chain shards, each exported on its own;
+	// OtherChainsError says why they could not be looked up.
+	OtherChains      []string `json:"other_chains"`
+	OtherChainsError string   `json:"other_chains_error,omitempty"`
+	// Checkpoint is the signed checkpoint written beside the export; nil
+	// when none was (no bucket, stdout, or none at or below the head).
+	Checkpoint *exportedCheckpoint `json:"checkpoint"`
+}
+
+type exportedCheckpoint struct {
+	File   string `json:"file"`
+	Bucket string `json:"bucket"`
+	Key    string `json:"key"`
+	Seq    int64  `json:"seq"`
+}
+
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := Flags("export", "export -tenant T [-o FILE] [-table NAME | -stack NAME | -local] [-checkpoint-bucket B] [-checkpoint-out FILE.checkpoint]", stderr)
+	fs := Flags("export", exportSynopsis, stderr)
 	tenant := fs.String("tenant", "", "the tenant whose chain to export, or one chain shard's (<tenant>~<k>) (required)")
 	out := fs.String("o", "-", "the file to write (JSON Lines); - writes stdout")
 	table := fs.String("table", os.Getenv(keys.EnvEventsTable), "the events table (default $"+keys.EnvEventsTable+"; the stack output EventsTableName)")
-	local := fs.Bool("local", false, "export from the twin `fourlanes dev` is running")
+	local := fs.Bool("local", false, "export from the twin 'fourlanes dev' is running")
 	stack := fs.String("stack", "", stackHelp+" (EventsTableName, and CheckpointBucketName if it has one)")
 	cpBucket := fs.String("checkpoint-bucket", os.Getenv(keys.EnvCheckpointBucket), "the bucket of signed checkpoints (default $"+keys.EnvCheckpointBucket+"; the stack output CheckpointBucketName; -local: the twin's)")
 	cpOut := fs.String("checkpoint-out", "", "where to write the newest signed checkpoint the export reaches (default FILE.checkpoint; none for stdout)")
+	asJSON := fs.Bool("json", false, "print a summary of the export as one JSON object on stdout (needs -o FILE: the export is not on stdout then); the messages stay on stderr")
+	addAWSFlags(fs)
 	if err := Parse(fs, args); err != nil {
 		return 0, err
 	}
@@ -36,6 +69,12 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if err := tenancy.CheckChain(*tenant); err != nil {
 		return 0, fmt.Errorf("%w: -tenant: %v", ErrUsage, err)
 	}
+	if *asJSON && *out == "-" {
+		return 0, fmt.Errorf("%w: -json prints the summary on stdout, where -o - writes the export: pass -o FILE", ErrUsage)
+	}
+	if err := checkLocal(fs, *local); err != nil {
+		return 0, err
+	}
 	so, err := openStack(ctx, fs, *stack, *local)
 	if err != nil {
 		return 0, err
@@ -44,19 +83,29 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		return 0, err
 	}
 	so.fillOptional("checkpoint-bucket", cpBucket, keys.OutputCheckpointBucket)
-	store, err := openStore(ctx, eventstore.Config{}, *table, *local) // reading needs no catalog
+	store, err := openStore(ctx, fs, eventstore.Config{}, *table, *local) // reading needs no catalog
 	if err != nil {
 		return 0, err
+	}
+	sum := exportSummary{Tenant: *tenant, File: *out, OtherChains: []string{}}
+	report := func() (int, error) {
+		if *asJSON {
+			if err := json.NewEncoder(stdout).Encode(sum); err != nil {
+				return 0, err
+			}
+		}
+		return ExitOK, nil
 	}
 
 	// An export is one chain (fourlanes verify checks one chain); a tenant
 	// with chain shards has more, each exported on its own. Finding them
 	// needs dynamodb:BatchGetItem, which a role granted before chain shards
 	// may lack: then the export still runs, and says what it could not check.
-	var others []string
 	chains, lookupErr := store.ChainsOf(ctx, *tenant)
 	if lookupErr == nil {
-		others = chains[1:]
+		sum.OtherChains = chains[1:]
+	} else {
+		sum.OtherChainsError = lookupErr.Error()
 	}
 
 	// Write to a temporary file beside the target and rename it into place
@@ -71,9 +120,9 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 			fmt.Fprintf(stderr, "WARNING: could not look for tenant %s's other chains (chain shards): %v; "+
 				"if it has any, export each with -tenant <tenant>~<k>\n", *tenant, lookupErr)
 		}
-		if len(others) > 0 {
+		if len(sum.OtherChains) > 0 {
 			fmt.Fprintf(stderr, "WARNING: tenant %s has %d more chains (chain shards): %s; export each with -tenant <chain>\n",
-				*tenant, len(others), strings.Join(others, " "))
+				*tenant, len(sum.OtherChains), strings.Join(sum.OtherChains, " "))
 		}
 	}
 	bw := bufio.NewWriterSize(w, 1<<20)
@@ -89,27 +138,30 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		abort()
 		fmt.Fprintf(stderr, "tenant %s has no events (no head row): nothing exported\n", *tenant)
 		warnShards()
-		return ExitOK, nil
+		sum.File = ""
+		return report()
 	}
 	if err := commit(); err != nil {
 		return 0, err
 	}
+	sum.Exported, sum.Events, sum.LastSeq, sum.LastHash = true, res.Events, res.Head.LastSeq, res.Head.LastHash
 	fmt.Fprintf(stderr, "exported tenant %s: %d events, head last_seq %d last_hash %s, to %s\n", *tenant, res.Events, res.Head.LastSeq, res.Head.LastHash, *out)
 	warnShards()
-	if err := exportCheckpoint(ctx, *tenant, res.Head.LastSeq, *out, *cpOut, *cpBucket, *local, stderr); err != nil {
+	if sum.Checkpoint, err = exportCheckpoint(ctx, fs, *tenant, res.Head.LastSeq, *out, *cpOut, *cpBucket, *local, stderr); err != nil {
 		return 0, err
 	}
-	return ExitOK, nil
+	return report()
 }
 
 // exportCheckpoint writes, beside the export, the newest signed checkpoint
-// at or below its head, for `fourlanes verify -checkpoint`.
-func exportCheckpoint(ctx context.Context, tenant string, headSeq int64, out, cpOut, bucket string, local bool, stderr io.Writer) error {
+// at or below its head, for 'fourlanes verify -checkpoint', and returns
+// what it wrote (nil: none).
+func exportCheckpoint(ctx context.Context, fs *flag.FlagSet, tenant string, headSeq int64, out, cpOut, bucket string, local bool, stderr io.Writer) (*exportedCheckpoint, error) {
 	src := checkpointSource{bucket: bucket}
 	if local {
 		var err error
 		if src, err = localCheckpointSource(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if cpOut == "" && out != "-" {
@@ -117,23 +169,23 @@ func exportCheckpoint(ctx context.Context, tenant string, headSeq int64, out, cp
 	}
 	if src.bucket == "" || cpOut == "" {
 		fmt.Fprintf(stderr, "no signed checkpoint written (no -checkpoint-bucket, or stdout without -checkpoint-out)\n")
-		return nil
+		return nil, nil
 	}
-	note, key, err := latestCheckpoint(ctx, src, tenant, headSeq)
+	note, key, err := latestCheckpoint(ctx, fs, src, tenant, headSeq)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if note == nil {
 		fmt.Fprintf(stderr, "tenant %s has no signed checkpoint at or below seq %d in %s: run reconcile\n", tenant, headSeq, src.bucket)
-		return nil
+		return nil, nil
 	}
 	if err := os.WriteFile(cpOut, note, 0o644); err != nil {
-		return err
+		return nil, err
 	}
 	seq, _ := reconcile.CheckpointSeqOfKey(key)
 	fmt.Fprintf(stderr, "signed checkpoint at seq %d (s3://%s/%s) to %s: check with fourlanes verify -checkpoint %s -key PUBLIC_KEY.pem %s\n",
 		seq, src.bucket, key, cpOut, cpOut, out)
-	return nil
+	return &exportedCheckpoint{File: cpOut, Bucket: src.bucket, Key: key, Seq: seq}, nil
 }
 
 // output opens where an export goes: stdout for "-", else a temporary file

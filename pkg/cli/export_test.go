@@ -1,14 +1,17 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 )
 
@@ -29,12 +32,29 @@ func TestExportThenVerify(t *testing.T) {
 			t.Fatalf("emit: exit %d: %s", code, stderr)
 		}
 	}
+	// emit -json: the event on one line.
+	code, out, stderr := runCLI(t, "emit", "-json", "-table", table, "-tenant", "other", "-type", "order.paid", "-payload", `{"order_id":"o-1"}`)
+	var e envelope.Envelope
+	if err := json.Unmarshal([]byte(out), &e); err != nil || code != ExitOK || strings.Count(out, "\n") != 1 || e.Seq != 1 || e.Type != "order.paid" {
+		t.Fatalf("emit -json: exit %d, %q (%v) %s; want one line, the event at seq 1", code, out, err, stderr)
+	}
+
 	file := filepath.Join(t.TempDir(), "acme.jsonl")
-	code, _, stderr := runCLI(t, "export", "-table", table, "-tenant", "acme", "-o", file)
+	code, out, stderr = runCLI(t, "export", "-table", table, "-tenant", "acme", "-o", file, "-json")
 	if code != ExitOK || !strings.Contains(stderr, "exported tenant acme: 3 events, head last_seq 3") {
 		t.Fatalf("export: exit %d: %s", code, stderr)
 	}
-	code, out, stderr := runCLI(t, "verify", file)
+	var sum exportSummary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || strings.Count(out, "\n") != 1 {
+		t.Fatalf("export -json: %q: %v; want one JSON line", out, err)
+	}
+	if want := (exportSummary{Tenant: "acme", Exported: true, File: file, Events: 3, LastSeq: 3, LastHash: sum.LastHash, OtherChains: []string{}}); len(sum.LastHash) != 64 || !reflect.DeepEqual(sum, want) {
+		t.Errorf("export -json: %+v; want %+v with a hash", sum, want)
+	}
+	if code, _, stderr := runCLI(t, "export", "-table", table, "-tenant", "acme", "-json"); code != ExitUsage || !strings.Contains(stderr, "pass -o FILE") {
+		t.Errorf("export -json to stdout: exit %d, %q; want a usage error asking for -o FILE", code, stderr)
+	}
+	code, out, stderr = runCLI(t, "verify", file)
 	if code != ExitOK || !strings.Contains(out, "OK tenant acme: 3 events verified from genesis; head last_seq 3 matches") {
 		t.Fatalf("verify: exit %d: %s %s", code, out, stderr)
 	}
@@ -52,8 +72,9 @@ func TestExportThenVerify(t *testing.T) {
 		t.Errorf("tampered export: exit %d: %s", code, out)
 	}
 	empty := filepath.Join(t.TempDir(), "none.jsonl")
-	if code, _, stderr := runCLI(t, "export", "-table", table, "-tenant", "nobody", "-o", empty); code != ExitOK || !strings.Contains(stderr, "no events") {
-		t.Errorf("empty tenant: exit %d: %s", code, stderr)
+	if code, out, stderr := runCLI(t, "export", "-table", table, "-tenant", "nobody", "-o", empty, "-json"); code != ExitOK || !strings.Contains(stderr, "no events") ||
+		!strings.Contains(out, `"exported":false`) {
+		t.Errorf("empty tenant: exit %d: %s %s; want exported false", code, out, stderr)
 	}
 	if _, err := os.Stat(empty); !os.IsNotExist(err) {
 		t.Errorf("empty tenant: %s exists (%v); want no file", empty, err)

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -31,13 +32,41 @@ func (a *allowFlag) Set(v string) error {
 // exit status is 3 when there is one. -catalog writes the generated catalog
 // (Markdown); -check-catalog fails when that file is not what the source
 // generates.
+const gateSynopsis = "[-C DIR] [-allow TYPE=REASON]... [-catalog FILE | -check-catalog FILE] [-json] [PACKAGES (default ./...)]"
+
+// gateReport is what gate prints with -json: its members are the
+// documented output (docs/cli.md).
+type gateReport struct {
+	Modules    int             `json:"modules"`
+	Emits      int             `json:"emits"`
+	Files      int             `json:"files"`
+	Violations []gateViolation `json:"violations"`
+	// Catalog is the -catalog or -check-catalog file; nil without either.
+	Catalog *gateCatalog `json:"catalog"`
+}
+
+type gateViolation struct {
+	File    string `json:"file"` // relative to -C
+	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+	Check   int    `json:"check"` // 1-4, or 0 for a malformed declaration
+	Message string `json:"message"`
+}
+
+type gateCatalog struct {
+	File    string `json:"file"`
+	Written bool   `json:"written"` // -catalog
+	Fresh   bool   `json:"fresh"`   // -check-catalog: the file is what the declarations generate (true after -catalog)
+}
+
 func runGate(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := Flags("gate", "gate [-C DIR] [-allow TYPE=REASON]... [-catalog FILE | -check-catalog FILE] [PACKAGES]", stderr)
+	fs := Flags("gate", gateSynopsis, stderr)
 	dir := fs.String("C", ".", "the module to check (a folder with go.mod or below one)")
 	write := fs.String("catalog", "", "write the generated catalog (Markdown) to this file")
 	check := fs.String("check-catalog", "", "fail (exit 3) when this file differs from the generated catalog")
 	var allow allowFlag
 	fs.Var(&allow, "allow", "a declared type that may have no producer, as TYPE=REASON (repeatable)")
+	asJSON := fs.Bool("json", false, "print one JSON object (counts, violations, the catalog file's state) instead of a line per violation")
 	if err := Parse(fs, args); err != nil {
 		return 0, err
 	}
@@ -55,8 +84,12 @@ func runGate(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if err != nil {
 		return 0, err
 	}
+	rep := gateReport{Modules: len(r.Modules), Emits: len(r.Emits), Files: len(r.Files), Violations: []gateViolation{}}
 	for _, v := range r.Violations {
-		fmt.Fprintln(stdout, v.String())
+		rep.Violations = append(rep.Violations, gateViolation{File: v.Pos.Filename, Line: v.Pos.Line, Column: v.Pos.Column, Check: v.Check, Message: v.Msg})
+		if !*asJSON {
+			fmt.Fprintln(stdout, v.String())
+		}
 	}
 	code := ExitOK
 	if len(r.Violations) > 0 {
@@ -68,14 +101,23 @@ func runGate(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		if err := os.WriteFile(*write, md, 0o644); err != nil {
 			return 0, err
 		}
+		rep.Catalog = &gateCatalog{File: *write, Written: true, Fresh: true}
 	case *check != "":
 		got, err := os.ReadFile(*check)
 		if err != nil {
 			return 0, fmt.Errorf("-check-catalog: %w", err)
 		}
-		if !bytes.Equal(got, md) {
-			fmt.Fprintf(stdout, "%s: not what the declarations generate: regenerate it with `gate -catalog %s`\n", *check, filepath.ToSlash(*check))
+		rep.Catalog = &gateCatalog{File: *check, Fresh: bytes.Equal(got, md)}
+		if !rep.Catalog.Fresh {
+			if !*asJSON {
+				fmt.Fprintf(stdout, "%s: not what the declarations generate: regenerate it with `gate -catalog %s`\n", *check, filepath.ToSlash(*check))
+			}
 			code = ExitFinding
+		}
+	}
+	if *asJSON {
+		if err := json.NewEncoder(stdout).Encode(rep); err != nil {
+			return 0, err
 		}
 	}
 	fmt.Fprintf(stderr, "catalog gate: %d modules, %d emits, %d files read, %d violations\n", len(r.Modules), len(r.Emits), len(r.Files), len(r.Violations))

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,6 +33,15 @@ func TestGateCommand(t *testing.T) {
 		t.Fatalf("gate on a fixture that emits an undeclared type: exit %d, stdout %q, stderr %q; want exit %d and the violation with its file", code, out, stderr, ExitFinding)
 	}
 
+	code, out, _ = runCLI(t, "gate", "-json", "-C", root, "./pkg/catalog/gate/testdata/undeclared/...")
+	var rep gateReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != ExitFinding || strings.Count(out, "\n") != 1 || len(rep.Violations) == 0 || rep.Catalog != nil {
+		t.Fatalf("gate -json: exit %d, %q (%v); want exit %d and one line with the violations", code, out, err, ExitFinding)
+	}
+	if v := rep.Violations[0]; !strings.Contains(v.File, "pkg/catalog/gate/testdata/undeclared/") || v.Line == 0 || v.Column == 0 || !strings.Contains(out, "widget.exploded") {
+		t.Errorf("gate -json violation %+v: want its file, line, column and message", v)
+	}
+
 	md := filepath.Join(t.TempDir(), "CATALOG.md")
 	if code, out, stderr := runCLI(t, "gate", "-C", root, "-catalog", md, "./examples/library/..."); code != ExitOK {
 		t.Fatalf("gate -catalog: exit %d, stdout %q, stderr %q", code, out, stderr)
@@ -48,6 +58,11 @@ func TestGateCommand(t *testing.T) {
 	}
 	if code, out, _ := runCLI(t, "gate", "-C", root, "-check-catalog", md, "./examples/library/..."); code != ExitFinding || !strings.Contains(out, "not what the declarations generate") {
 		t.Errorf("gate -check-catalog on a stale catalog: exit %d, stdout %q; want exit %d naming the file", code, out, ExitFinding)
+	}
+	code, out, _ = runCLI(t, "gate", "-json", "-C", root, "-check-catalog", md, "./examples/library/...")
+	rep = gateReport{}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != ExitFinding || rep.Catalog == nil || *rep.Catalog != (gateCatalog{File: md}) || len(rep.Violations) != 0 || rep.Modules == 0 {
+		t.Errorf("gate -json -check-catalog on a stale catalog: exit %d, %q (%v); want exit %d, catalog {file, fresh false}, modules read", code, out, err, ExitFinding)
 	}
 	if code, _, stderr := runCLI(t, "gate", "-allow", "no-reason"); code != ExitUsage || !strings.Contains(stderr, "want TYPE=REASON") {
 		t.Errorf("gate -allow without a reason: exit %d, stderr %q; want a usage error", code, stderr)

@@ -18,7 +18,7 @@ import (
 	"text/template"
 )
 
-const initSynopsis = "init DIR -module PATH [-name NAME] [-fourlanes CHECKOUT] [-no-tidy]"
+const initSynopsis = "DIR -module PATH [-name NAME] [-fourlanes CHECKOUT] [-no-tidy]"
 
 // template holds the application `fourlanes init` writes: files named as
 // they are written, with .tmpl appended (so that none is Go source here),

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -165,5 +166,86 @@ func TestReconcileFlagsReachHandler(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "reconcile", "-url", srv.URL+"/", "-mode", "full"); code != ExitUsage || !strings.Contains(stderr, "flag provided but not defined: -mode") {
 		t.Errorf("-mode: exit %d, %q", code, stderr)
+	}
+}
+
+// TestReconcileExitsOnFindings: reconcile exits 3 when an answer reports a
+// broken chain, dead letters, unsettled events or effects of unknown
+// outcome (in a page of tenants, a tenant's own report or a chain shard's),
+// and says on stderr which, by tenant; an answer with none exits 0. -json
+// prints each answer on one line, the same members.
+func TestReconcileExitsOnFindings(t *testing.T) {
+	intact := `"chain_intact":true,"dead_letter_count":0,"subscriptions":[{"subscription":"s.email","unsettled":0,"effects_unknown":0}]`
+	for _, tc := range []struct {
+		name   string
+		answer string
+		code   int
+		stderr []string
+	}{
+		{"nothing found", `{"tenant":"t1",` + intact + `,"cursor":null}`, ExitOK, nil},
+		{"a page of tenants, nothing found", `{"complete":true,"cursor":null,"tenants":[{"tenant":"t1",` + intact + `},{"tenant":"t2",` + intact + `}]}`, ExitOK, nil},
+		{"dead letters", `{"tenant":"t1","chain_intact":true,"dead_letter_count":2,"dead_letters":["a","b"],"cursor":null}`,
+			ExitFinding, []string{"dead letters: t1 (2)"}},
+		{"unsettled events", `{"tenant":"t1","chain_intact":true,"subscriptions":[{"subscription":"s.email","unsettled":4}],"cursor":null}`,
+			ExitFinding, []string{"unsettled events: t1 s.email (4)"}},
+		{"effects of unknown outcome", `{"tenant":"t1","chain_intact":true,"subscriptions":[{"subscription":"s.email","effects_unknown":1}],"cursor":null}`,
+			ExitFinding, []string{"effects of unknown outcome: t1 s.email (1)", "fourlanes effects"}},
+		{"a page of tenants with findings", `{"complete":true,"cursor":null,"tenants":[{"tenant":"t1",` + intact + `},` +
+			`{"tenant":"t2","chain_intact":false,"first_break":{"seq":3}},{"tenant":"t3","chain_intact":true,"dead_letter_count":1}]}`,
+			ExitFinding, []string{"a chain is broken: t2 (", "dead letters: t3 (1)"}},
+		{"a chain shard's dead letters", `{"tenant":"hot","chain_intact":true,"shards":[{"tenant":"hot~1","chain_intact":true,"dead_letter_count":5}],` +
+			`"chains":2,"chains_intact":true,"cursor":null}`, ExitFinding, []string{"dead letters: hot~1 (5)"}},
+		{"a sharded tenant broken", `{"tenant":"hot","chain_intact":true,"shards":[],"chains":2,"chains_intact":false,"broken_chains":["hot~1"],"cursor":null}`,
+			ExitFinding, []string{"a chain is broken: hot"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, tc.answer) }))
+			defer srv.Close()
+			code, out, stderr := runCLI(t, "reconcile", "-url", srv.URL+"/")
+			if code != tc.code {
+				t.Errorf("exit %d, want %d; stderr %q", code, tc.code, stderr)
+			}
+			for _, w := range tc.stderr {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr %q; want %q", stderr, w)
+				}
+			}
+			if tc.code == ExitOK && stderr != "" {
+				t.Errorf("nothing found, yet stderr %q", stderr)
+			}
+			if !strings.Contains(out, "\n  \"") {
+				t.Errorf("stdout %q; want the answer indented", out)
+			}
+			code, out, _ = runCLI(t, "reconcile", "-url", srv.URL+"/", "-json")
+			var got, want any
+			if err := json.Unmarshal([]byte(out), &got); err != nil || code != tc.code || strings.Count(out, "\n") != 1 {
+				t.Fatalf("-json: exit %d, %q (%v); want exit %d and one line", code, out, err, tc.code)
+			}
+			if err := json.Unmarshal([]byte(tc.answer), &want); err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("-json: %v; want the answer as it came, %v", got, want)
+			}
+		})
+	}
+}
+
+// TestReconcileFindingsAcrossPages: a walk resumed from its cursor reports
+// the same tenant again; its findings count once, the last count winning,
+// and a long list is cut with how many more there are.
+func TestReconcileFindingsAcrossPages(t *testing.T) {
+	var f findings
+	f.add(reconcilePage{reconcileReport: reconcileReport{Tenant: "t1", DeadLetterCount: 1}})
+	f.add(reconcilePage{reconcileReport: reconcileReport{Tenant: "t1", DeadLetterCount: 3}})
+	var tenants []reconcileReport
+	for i := range 12 {
+		tenants = append(tenants, reconcileReport{Tenant: fmt.Sprintf("u%02d", i), DeadLetterCount: 1})
+	}
+	f.add(reconcilePage{Tenants: tenants})
+	var b strings.Builder
+	f.write(&b)
+	if got := b.String(); !strings.Contains(got, "dead letters: t1 (3), u00 (1),") || !strings.Contains(got, "u08 (1) and 3 more") || strings.Contains(got, "u09") {
+		t.Errorf("got %q; want t1 once with 3, the first ten, and 3 more", got)
 	}
 }

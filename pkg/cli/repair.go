@@ -20,19 +20,26 @@ import (
 // EnvRepairFunction is the default for repair's -function.
 const EnvRepairFunction = "FOURLANES_REPAIR_FUNCTION"
 
+const repairSynopsis = "[-function NAME | -stack NAME | -local] [-payload JSON] [-logs] [-json]"
+
 func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := Flags("repair", "repair [-function NAME | -stack NAME | -local] [-payload JSON]", stderr)
+	fs := Flags("repair", repairSynopsis, stderr)
 	name := fs.String("function", os.Getenv(EnvRepairFunction), "dlq-repair's name or ARN (the stack output RepairFunctionName; default $"+EnvRepairFunction+")")
-	local := fs.Bool("local", false, "invoke the dlq-repair of the twin `fourlanes dev` is running")
+	local := fs.Bool("local", false, "invoke the dlq-repair of the twin 'fourlanes dev' is running")
 	stack := fs.String("stack", "", stackHelp+" (RepairFunctionName)")
 	payload := fs.String("payload", "{}", "the invocation's event (JSON)")
 	logs := fs.Bool("logs", false, "print the end of the invocation's log to stderr")
 	timeout := fs.Duration("timeout", 6*time.Minute, "give up after this long (dlq-repair runs up to 5 minutes)")
+	asJSON := fs.Bool("json", false, "print dlq-repair's report on one line instead of indented; the members are the same")
+	addAWSFlags(fs)
 	if err := Parse(fs, args); err != nil {
 		return 0, err
 	}
 	if fs.NArg() > 0 {
 		return 0, fmt.Errorf("%w: unexpected argument %q", ErrUsage, fs.Arg(0))
+	}
+	if err := checkLocal(fs, *local); err != nil {
+		return 0, err
 	}
 	if !json.Valid([]byte(*payload)) {
 		return 0, fmt.Errorf("%w: -payload is not JSON", ErrUsage)
@@ -57,7 +64,7 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	cfg, err := awsConfig(ctx, endpoint != "")
+	cfg, err := awsConfig(ctx, fs, endpoint != "")
 	if err != nil {
 		return 0, fmt.Errorf("AWS configuration: %w", err)
 	}
@@ -82,9 +89,14 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		}
 	}
 	var pretty bytes.Buffer
-	if json.Indent(&pretty, out.Payload, "", "  ") != nil {
+	if *asJSON {
+		err = json.Compact(&pretty, out.Payload)
+	} else {
+		err = json.Indent(&pretty, out.Payload, "", "  ")
+	}
+	if err != nil {
 		pretty.Reset()
-		pretty.Write(out.Payload)
+		pretty.Write(bytes.TrimSpace(out.Payload))
 	}
 	if out.FunctionError != nil {
 		fmt.Fprintln(stderr, pretty.String())

@@ -99,7 +99,7 @@ func TestWatermarksShardedTenant(t *testing.T) {
 	chainsListed := func(tenant string) map[string]string {
 		t.Helper()
 		var out bytes.Buffer
-		if code, err := w.list(context.Background(), tenant, &out); err != nil || code != ExitOK {
+		if code, err := w.list(context.Background(), tenant, false, &out); err != nil || code != ExitOK {
 			t.Fatalf("list %s: exit %d, %v", tenant, code, err)
 		}
 		heads := map[string]string{}
@@ -119,7 +119,7 @@ func TestWatermarksShardedTenant(t *testing.T) {
 		t.Errorf("watermarks -tenant cold: chains and heads %s, want %s", got, want)
 	}
 	var out bytes.Buffer
-	if _, err := w.setToHead(context.Background(), "hot", &out); err != nil {
+	if _, err := w.setToHead(context.Background(), "hot", false, &out); err != nil {
 		t.Fatal(err)
 	}
 	if want := fmt.Sprintf("%d watermark(s) set", 3*len(w.subs)); !strings.Contains(out.String(), want) {

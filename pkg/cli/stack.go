@@ -35,7 +35,7 @@ func openStack(ctx context.Context, fs *flag.FlagSet, stack string, local bool) 
 	if local {
 		return nil, fmt.Errorf("%w: -stack and -local both name the stack; pass one", ErrUsage)
 	}
-	cfg, err := awsenv.Load(ctx)
+	cfg, err := awsenv.Load(ctx, awsOptions(fs)...) // --profile, --region (aws.go)
 	if err != nil {
 		return nil, err
 	}

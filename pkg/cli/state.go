@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,53 +8,16 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
-	"github.com/fourlanes/fourlanes/pkg/awsenv"
 )
 
-// LocalCredentials are the credentials the twin's servers accept (any
-// signature; these name where they come from).
-type LocalCredentials struct{}
-
-// Retrieve returns the fixed local credentials.
-func (LocalCredentials) Retrieve(context.Context) (aws.Credentials, error) {
-	return aws.Credentials{AccessKeyID: "fourlanes", SecretAccessKey: "local", Source: "fourlanes dev"}, nil
-}
-
-// awsConfig is a command's AWS configuration: the default chain, or with
-// local the twin's region and LocalCredentials (a developer's own are not
-// needed there).
-func awsConfig(ctx context.Context, local bool) (aws.Config, error) {
-	var opts []func(*config.LoadOptions) error
-	if local {
-		opts = append(opts, config.WithRegion("us-east-1"), config.WithCredentialsProvider(LocalCredentials{}))
-	}
-	return awsenv.Load(ctx, opts...)
-}
-
-// dynamoDB is a DynamoDB client on AWS, or on endpoint (the twin's) when it
-// is set.
-func dynamoDB(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
-	cfg, err := awsConfig(ctx, endpoint != "")
-	if err != nil {
-		return nil, err
-	}
-	return awsenv.DynamoDB(cfg, func(o *dynamodb.Options) {
-		if endpoint != "" {
-			o.BaseEndpoint = &endpoint
-		}
-	}), nil
-}
-
-// DevState is what a running `fourlanes dev` tells the other commands
-// (-local), in .cache/twin/dev.json under the module root.
+// DevState is what a running 'fourlanes dev' tells the other commands
+// (-local, and env -local for any process), in .cache/twin/dev.json under
+// the module root.
 type DevState struct {
 	PID       int    `json:"pid"`
 	StackName string `json:"stack_name"`
+	// Region is the twin's (AWS_REGION for its clients); empty: us-east-1.
+	Region string `json:"region,omitempty"`
 	// CloudFormationEndpoint answers DescribeStacks for StackName: with
 	// AWS_ENDPOINT_URL_CLOUDFORMATION set to it, -stack reads the twin's outputs.
 	CloudFormationEndpoint string            `json:"cloudformation_endpoint"`
@@ -65,6 +27,7 @@ type DevState struct {
 	DynamoDBEndpoint       string            `json:"dynamodb_endpoint"`
 	SQSEndpoint            string            `json:"sqs_endpoint"`
 	S3Endpoint             string            `json:"s3_endpoint"`
+	KMSEndpoint            string            `json:"kms_endpoint,omitempty"`
 	EventsTable            string            `json:"events_table"`
 	Outputs                map[string]string `json:"outputs"`
 	// TableEnv are the environment variables naming the application's own

@@ -13,8 +13,10 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/checkpoint"
 )
 
+const verifySynopsis = "[-tenant T] [-checkpoint FILE.checkpoint -key PUBLIC_KEY.pem] [-json] FILE"
+
 func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := Flags("verify", "verify [-tenant T] [-checkpoint FILE.checkpoint -key PUBLIC_KEY.pem] [-json] FILE", stderr)
+	fs := Flags("verify", verifySynopsis, stderr)
 	tenant := fs.String("tenant", "", "the tenant the chain must belong to (default: the first event's, or the head line's in an export without events)")
 	cpFile := fs.String("checkpoint", "", "a signed checkpoint (from fourlanes export) the chain must extend")
 	keyFile := fs.String("key", "", "the checkpoint signing key's public key, PEM or DER (aws kms get-public-key)")

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,24 +20,29 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
-const watermarksSynopsis = "watermarks [-table NAME -state-table NAME | -stack NAME | -local] [-tenant T] [-set-to-head (-tenant T | -all) -yes]"
+const watermarksSynopsis = "[-table NAME -state-table NAME | -stack NAME | -local] [-tenant T] [-set-to-head (-tenant T | -all) -yes] [-json]"
 
 func runWatermarks(ctx context.Context, a *app.Application, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := Flags("watermarks", watermarksSynopsis, stderr)
 	table := fs.String("table", os.Getenv(keys.EnvEventsTable), "the events table (default $"+keys.EnvEventsTable+"; the stack output EventsTableName)")
 	stateTable := fs.String("state-table", os.Getenv(keys.EnvStateTable), "the state table (default $"+keys.EnvStateTable+"; the stack output "+keys.OutputStateTable+")")
-	local := fs.Bool("local", false, "the tables of the twin `fourlanes dev` is running")
+	local := fs.Bool("local", false, "the tables of the twin 'fourlanes dev' is running")
 	stack := fs.String("stack", "", stackHelp+" (EventsTableName, StateTableName)")
 	tenant := fs.String("tenant", "", "only this tenant (every chain of a tenant with chain shards), or only this chain (<tenant>~<k>)")
+	asJSON := fs.Bool("json", false, "one JSON object per line instead of a table: per chain and subscription, its watermark (or with -set-to-head, what was done)")
 	all := fs.Bool("all", false, "with -set-to-head: every tenant")
 	setToHead := fs.Bool("set-to-head", false, "declare every event through each tenant's head settled for every DURABLE subscription: "+
 		"for a stack upgraded to delivery watermarks, whose earlier deliveries left none (reconcile would report them unsettled from seq 1)")
 	yes := fs.Bool("yes", false, "with -set-to-head: do it (without -yes it refuses)")
+	addAWSFlags(fs)
 	if err := Parse(fs, args); err != nil {
 		return 0, err
 	}
 	if fs.NArg() > 0 {
 		return 0, fmt.Errorf("%w: unexpected argument %q", ErrUsage, fs.Arg(0))
+	}
+	if err := checkLocal(fs, *local); err != nil {
+		return 0, err
 	}
 	if *tenant != "" {
 		if err := tenancy.CheckChain(*tenant); err != nil {
@@ -80,7 +86,7 @@ func runWatermarks(ctx context.Context, a *app.Application, args []string, stdou
 		return 0, fmt.Errorf("%w: pass -table and -state-table (the stack outputs EventsTableName and %s), -stack NAME, set $%s and $%s, or -local",
 			ErrUsage, keys.OutputStateTable, keys.EnvEventsTable, keys.EnvStateTable)
 	}
-	db, err := dynamoDB(ctx, endpoint)
+	db, err := dynamoDB(ctx, fs, endpoint)
 	if err != nil {
 		return 0, err
 	}
@@ -89,9 +95,9 @@ func runWatermarks(ctx context.Context, a *app.Application, args []string, stdou
 		return 0, err
 	}
 	if *setToHead {
-		return w.setToHead(ctx, *tenant, stdout)
+		return w.setToHead(ctx, *tenant, *asJSON, stdout)
 	}
-	return w.list(ctx, *tenant, stdout)
+	return w.list(ctx, *tenant, *asJSON, stdout)
 }
 
 // watermarkTool lists and sets delivery watermarks (pkg/delivery) of the
@@ -149,11 +155,25 @@ func (w *watermarkTool) each(ctx context.Context, tenant string, f func(chain st
 	}
 }
 
+// watermarkLine is one line of the listing; with -json, one object.
+type watermarkLine struct {
+	Tenant         string `json:"tenant"` // the chain: a tenant, or a chain shard <tenant>~<k>
+	Subscription   string `json:"subscription"`
+	Watermark      int64  `json:"watermark"`
+	Head           int64  `json:"head"`
+	Behind         int64  `json:"behind"`
+	EffectsUnknown int    `json:"effects_unknown"`
+	UpdatedAt      string `json:"updated_at,omitempty"` // RFC 3339; absent: no watermark yet
+}
+
 // list prints one line per (tenant, DURABLE subscription): its watermark,
 // the head, and how many events lie between.
-func (w *watermarkTool) list(ctx context.Context, tenant string, stdout io.Writer) (int, error) {
+func (w *watermarkTool) list(ctx context.Context, tenant string, asJSON bool, stdout io.Writer) (int, error) {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tSUBSCRIPTION\tWATERMARK\tHEAD\tBEHIND\tEFFECTS UNKNOWN\tUPDATED")
+	enc := json.NewEncoder(stdout)
+	if !asJSON {
+		fmt.Fprintln(tw, "TENANT\tSUBSCRIPTION\tWATERMARK\tHEAD\tBEHIND\tEFFECTS UNKNOWN\tUPDATED")
+	}
 	err := w.each(ctx, tenant, func(t string) error {
 		head, err := w.log.Head(ctx, t)
 		if err != nil {
@@ -173,11 +193,21 @@ func (w *watermarkTool) list(ctx context.Context, tenant string, stdout io.Write
 		}
 		for _, sub := range w.subs {
 			m, ok := marks[sub]
-			updated := "(none)"
+			l := watermarkLine{Tenant: t, Subscription: sub, Watermark: m.Seq, Head: last, Behind: max(0, last-m.Seq), EffectsUnknown: unknown[sub]}
 			if ok {
-				updated = m.UpdatedAt.UTC().Format(time.RFC3339)
+				l.UpdatedAt = m.UpdatedAt.UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", t, sub, m.Seq, last, max(0, last-m.Seq), unknown[sub], updated)
+			if asJSON {
+				if err := enc.Encode(l); err != nil {
+					return err
+				}
+				continue
+			}
+			updated := l.UpdatedAt
+			if updated == "" {
+				updated = "(none)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", l.Tenant, l.Subscription, l.Watermark, l.Head, l.Behind, l.EffectsUnknown, updated)
 		}
 		return nil
 	})
@@ -213,46 +243,86 @@ func (w *watermarkTool) unknownEffects(ctx context.Context, chain string) (map[s
 	}
 }
 
+// setLine is what -set-to-head did to one chain's watermark of one
+// subscription; with -json, one object. Outcome is one of the outcome*
+// constants.
+type setLine struct {
+	Tenant       string `json:"tenant"`
+	Subscription string `json:"subscription,omitempty"` // empty for a chain without events
+	From         int64  `json:"from"`
+	To           int64  `json:"to"`
+	Outcome      string `json:"outcome"`
+}
+
+// Outcomes of -set-to-head.
+const (
+	outcomeSet      = "set"       // moved to the head
+	outcomeAtHead   = "at_head"   // already there
+	outcomeMoved    = "moved"     // the consumer moved it meanwhile: unchanged
+	outcomeNoEvents = "no_events" // the chain has none
+)
+
 // setToHead moves each watermark below the head up to it, with the same
 // conditional write the consumer uses: a watermark the consumer moved
 // meanwhile is left as it is, and said so.
-func (w *watermarkTool) setToHead(ctx context.Context, tenant string, stdout io.Writer) (int, error) {
+func (w *watermarkTool) setToHead(ctx context.Context, tenant string, asJSON bool, stdout io.Writer) (int, error) {
 	changed := 0
+	enc := json.NewEncoder(stdout)
+	say := func(l setLine) error {
+		if asJSON {
+			return enc.Encode(l)
+		}
+		switch l.Outcome {
+		case outcomeNoEvents:
+			fmt.Fprintf(stdout, "%s: no events; nothing to set\n", l.Tenant)
+		case outcomeAtHead:
+			fmt.Fprintf(stdout, "%s %s: watermark %d, already at the head %d; unchanged\n", l.Tenant, l.Subscription, l.From, l.To)
+		case outcomeMoved:
+			fmt.Fprintf(stdout, "%s %s: watermark moved from %d while this ran (the consumer settled events); unchanged, run again to see it\n", l.Tenant, l.Subscription, l.From)
+		case outcomeSet:
+			fmt.Fprintf(stdout, "%s %s: watermark %d -> %d (the head)\n", l.Tenant, l.Subscription, l.From, l.To)
+		}
+		return nil
+	}
 	err := w.each(ctx, tenant, func(t string) error {
 		head, err := w.log.Head(ctx, t)
 		if err != nil {
 			return err
 		}
 		if head == nil || head.LastSeq == 0 {
-			fmt.Fprintf(stdout, "%s: no events; nothing to set\n", t)
-			return nil
+			return say(setLine{Tenant: t, Outcome: outcomeNoEvents})
 		}
 		marks, err := w.marks.Watermarks(ctx, t)
 		if err != nil {
 			return err
 		}
 		for _, sub := range w.subs {
-			from := marks[sub].Seq
-			if from >= head.LastSeq {
-				fmt.Fprintf(stdout, "%s %s: watermark %d, already at the head %d; unchanged\n", t, sub, from, head.LastSeq)
-				continue
+			l := setLine{Tenant: t, Subscription: sub, From: marks[sub].Seq, To: head.LastSeq}
+			switch {
+			case l.From >= head.LastSeq:
+				l.Outcome = outcomeAtHead
+			default:
+				moved, err := w.marks.Advance(ctx, t, sub, l.From+1, head.LastSeq, w.now())
+				if err != nil {
+					return err
+				}
+				l.Outcome = outcomeMoved
+				if moved {
+					l.Outcome = outcomeSet
+					changed++
+				}
 			}
-			moved, err := w.marks.Advance(ctx, t, sub, from+1, head.LastSeq, w.now())
-			if err != nil {
+			if err := say(l); err != nil {
 				return err
 			}
-			if !moved {
-				fmt.Fprintf(stdout, "%s %s: watermark moved from %d while this ran (the consumer settled events); unchanged, run again to see it\n", t, sub, from)
-				continue
-			}
-			changed++
-			fmt.Fprintf(stdout, "%s %s: watermark %d -> %d (the head)\n", t, sub, from, head.LastSeq)
 		}
 		return nil
 	})
 	if err != nil {
 		return 0, err
 	}
-	fmt.Fprintf(stdout, "%d watermark(s) set to the head\n", changed)
+	if !asJSON {
+		fmt.Fprintf(stdout, "%d watermark(s) set to the head\n", changed)
+	}
 	return ExitOK, nil
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -73,7 +74,7 @@ func TestWatermarksAgainstDynamoDB(t *testing.T) {
 	listed := func() map[string][]string {
 		t.Helper()
 		var out bytes.Buffer
-		if code, err := w.list(ctx, "", &out); err != nil || code != ExitOK {
+		if code, err := w.list(ctx, "", false, &out); err != nil || code != ExitOK {
 			t.Fatalf("list: exit %d, %v", code, err)
 		}
 		rows := map[string][]string{}
@@ -100,7 +101,7 @@ func TestWatermarksAgainstDynamoDB(t *testing.T) {
 	}
 
 	var out bytes.Buffer
-	if _, err := w.setToHead(ctx, "t1", &out); err != nil {
+	if _, err := w.setToHead(ctx, "t1", false, &out); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), fmt.Sprintf("t1 %s: watermark 1 -> 3 (the head)", sub)) ||
@@ -118,7 +119,7 @@ func TestWatermarksAgainstDynamoDB(t *testing.T) {
 	}
 
 	out.Reset()
-	if _, err := w.setToHead(ctx, "", &out); err != nil {
+	if _, err := w.setToHead(ctx, "", false, &out); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "already at the head 3; unchanged") ||
@@ -182,6 +183,44 @@ func TestWatermarksLocal(t *testing.T) {
 	for _, r := range rows {
 		if f := strings.Fields(r); len(f) < 5 || f[0] != "t-local" || strings.Join(f[2:5], " ") != "0 2 2" {
 			t.Errorf("row %q: want t-local <subscription> 0 2 2 (no watermark, head 2)", r)
+		}
+	}
+
+	// -json: an object per chain and subscription; -set-to-head says what
+	// it did to each, and the listing then shows it.
+	jsonLines := func(args ...string) []map[string]any {
+		t.Helper()
+		code, stdout, stderr := runCLI(t, append([]string{"watermarks", "-local", "-tenant", "t-local", "-json"}, args...)...)
+		if code != ExitOK {
+			t.Fatalf("watermarks -json %v: exit %d, %s", args, code, stderr)
+		}
+		var out []map[string]any
+		for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("watermarks -json %v: line %q: %v", args, l, err)
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	lines := jsonLines()
+	if len(lines) != len(rows) {
+		t.Errorf("-json: %d lines, the table %d rows", len(lines), len(rows))
+	}
+	for _, l := range lines {
+		if l["tenant"] != "t-local" || l["watermark"] != 0.0 || l["head"] != 2.0 || l["behind"] != 2.0 || l["effects_unknown"] != 0.0 || l["updated_at"] != nil || l["subscription"] == "" {
+			t.Errorf("-json line %v: want t-local, a subscription, watermark 0, head 2, behind 2, no updated_at", l)
+		}
+	}
+	for _, l := range jsonLines("-set-to-head", "-yes") {
+		if l["outcome"] != outcomeSet || l["from"] != 0.0 || l["to"] != 2.0 {
+			t.Errorf("-set-to-head -json line %v: want outcome set, from 0, to 2", l)
+		}
+	}
+	for _, l := range jsonLines() {
+		if l["watermark"] != 2.0 || l["behind"] != 0.0 || l["updated_at"] == nil {
+			t.Errorf("-json after -set-to-head: %v; want watermark 2, behind 0, updated_at set", l)
 		}
 	}
 

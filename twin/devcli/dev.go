@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,9 +34,8 @@ func Commands(d *Demo) []cli.Command {
 		{Name: "dev", Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 			return runDev(ctx, d, args, stdout, stderr)
 		}, Usage: devUsage(d)},
-		{Name: "dynamodb", Run: runDynamoDB, Usage: `  fourlanes dynamodb   -listen ADDR [-data DIR] [-conflicts] [-partition-wcu N] [-stream-retention D] [-shard-records N]
-                                            serve the twin's own DynamoDB and DynamoDB Streams (in memory unless -data)
-`},
+		{Name: "dynamodb", Run: runDynamoDB,
+			Usage: cli.UsageLines("dynamodb", dynamoDBSynopsis, "serve the twin's own DynamoDB and DynamoDB Streams (in memory unless -data)")},
 	}
 }
 
@@ -43,8 +44,22 @@ func devUsage(d *Demo) string {
 	if d != nil {
 		what += ", with the application's demo workload"
 	}
-	return "  fourlanes dev        [flags]\n                                            " + what + "\n"
+	return cli.UsageLines("dev", devSynopsis, what)
 }
+
+const devSynopsis = "[-app PKG] [-functions DIR] [-data DIR] [-dynamodb-port N] [-sqs-port N] [-s3-port N] [-kms-port N] [-lambda-port N] [-reconcile-port N] [flags]"
+
+// The ports 'fourlanes dev' listens on by default, on loopback: fixed, so
+// that the endpoints (dev.json, fourlanes env -local) stay the same across
+// restarts. Each has a flag; 0 picks a free port.
+const (
+	DefaultDynamoDBPort  = 4700 // DynamoDB and DynamoDB Streams
+	DefaultSQSPort       = 4701 // the twin's SQS endpoint (ElasticMQ behind it takes a free port)
+	DefaultS3Port        = 4702
+	DefaultKMSPort       = 4703
+	DefaultLambdaPort    = 4704 // the Lambda Invoke API and CloudFormation's DescribeStacks
+	DefaultReconcilePort = 4705 // reconcile's Function URL
+)
 
 // Demo is an application's demo workload, which `fourlanes dev` runs once
 // the stack is up (-demo=false skips it).
@@ -81,15 +96,38 @@ type devOptions struct {
 	// application's function mains, both relative to the module root.
 	app, functions string
 	demo           bool
-	port           int
+	ports          devPorts
 	every          time.Duration
 	data           string // the DynamoDB's state folder; empty: in memory
 }
 
+// devPorts are dev's port flags.
+type devPorts struct {
+	dynamoDB, sqs, s3, kms, lambda, reconcile int
+}
+
+// byFlag lists the ports by the flag that sets each.
+func (p *devPorts) byFlag() []portFlag {
+	return []portFlag{
+		{"dynamodb-port", "DynamoDB and DynamoDB Streams", &p.dynamoDB, DefaultDynamoDBPort},
+		{"sqs-port", "SQS (the twin's endpoint in front of ElasticMQ)", &p.sqs, DefaultSQSPort},
+		{"s3-port", "S3", &p.s3, DefaultS3Port},
+		{"kms-port", "KMS", &p.kms, DefaultKMSPort},
+		{"lambda-port", "the Lambda Invoke API and CloudFormation DescribeStacks", &p.lambda, DefaultLambdaPort},
+		{"reconcile-port", "reconcile's Function URL", &p.reconcile, DefaultReconcilePort},
+	}
+}
+
+type portFlag struct {
+	flag, what string
+	port       *int
+	def        int
+}
+
 func runDev(ctx context.Context, d *Demo, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := cli.Flags("dev [flags]", "dev", stderr)
+	fs := cli.Flags("dev", devSynopsis, stderr)
 	var o devOptions
-	fs.StringVar(&o.cdkOut, "cdk-out", "", "run the stack of this cloud assembly (e.g. cdk.out from `make synth`) instead of synthesizing")
+	fs.StringVar(&o.cdkOut, "cdk-out", "", "run the stack of this cloud assembly (e.g. cdk.out from make synth) instead of synthesizing")
 	fs.StringVar(&o.app, "app", "", "the CDK app's Go package, relative to the module root (default: the package of cdk.json's \"go run <package>\")")
 	fs.StringVar(&o.functions, "functions", "", "the folder of the application's function mains (<fn>/main.go), relative to the module root (default: functions beside the CDK app's folder, e.g. examples/orders/functions for ./examples/orders/infra)")
 	fs.StringVar(&o.template, "template", "", "run this template file (its assets beside it) instead of synthesizing")
@@ -99,7 +137,9 @@ func runDev(ctx context.Context, d *Demo, args []string, stdout, stderr io.Write
 			d.Flags(fs)
 		}
 	}
-	fs.IntVar(&o.port, "reconcile-port", 0, "serve reconcile's Function URL on this port (0: any free port)")
+	for _, p := range o.ports.byFlag() {
+		fs.IntVar(p.port, p.flag, p.def, "serve "+p.what+" on this loopback port (0: a free port, another on every restart)")
+	}
 	fs.DurationVar(&o.every, "status-every", time.Second, "how often the status line refreshes")
 	defaultData := ""
 	if dir, err := cli.TwinDir(); err == nil {
@@ -115,7 +155,35 @@ func runDev(ctx context.Context, d *Demo, args []string, stdout, stderr io.Write
 	if o.template != "" && o.cdkOut != "" {
 		return 0, fmt.Errorf("%w: -template and -cdk-out: pick one", cli.ErrUsage)
 	}
+	// Before minutes of building: a port another process holds fails now.
+	if err := checkPorts(o.ports.byFlag()); err != nil {
+		return 0, err
+	}
 	return devMain(ctx, d, o, stdout, stderr)
+}
+
+// checkPorts refuses a port out of range or given to two endpoints, and one
+// that another process listens on, naming the flag to change.
+func checkPorts(ports []portFlag) error {
+	taken := map[int]string{}
+	for _, p := range ports {
+		switch n := *p.port; {
+		case n < 0 || n > 65535:
+			return fmt.Errorf("%w: -%s %d: want a port, 1-65535, or 0 for a free one", cli.ErrUsage, p.flag, n)
+		case n == 0:
+			continue
+		case taken[n] != "":
+			return fmt.Errorf("%w: -%s and -%s are both %d: give each endpoint its own port", cli.ErrUsage, taken[n], p.flag, n)
+		}
+		taken[*p.port] = p.flag
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(*p.port))
+		if err != nil {
+			return fmt.Errorf("-%s %d: cannot listen on it for %s (%w): another 'fourlanes dev' may be running; "+
+				"stop it, or pass -%s with a free port (0: any, another on every restart)", p.flag, *p.port, p.what, err, p.flag)
+		}
+		ln.Close()
+	}
+	return nil
 }
 
 func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Writer) (int, error) {
@@ -135,19 +203,21 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 
 	// 1. Functions for this machine, and the template.
 	start := time.Now()
-	defaultApp, err := resolveApp(root, &o)
-	if err != nil {
+	if err := resolveApp(root, &o); err != nil {
 		return 0, err
 	}
 	fns, err := twin.FunctionNames(root, o.functions)
 	if err != nil {
 		return 0, err
 	}
-	say("dev: building %d functions for this machine into %s", len(fns), rel(root, hostBin))
-	if err := twin.BuildHost(ctx, root, o.functions, hostBin, fns); err != nil {
+	tty := isTerminal(stdout)
+	err = step(stdout, tty, fmt.Sprintf("building %d functions for this machine into %s", len(fns), rel(root, hostBin)), func() error {
+		return twin.BuildHost(ctx, root, o.functions, hostBin, fns)
+	})
+	if err != nil {
 		return 0, err
 	}
-	tmpl, code, err := devTemplate(ctx, root, dir, hostBin, fns, o, defaultApp, say)
+	tmpl, code, err := devTemplate(ctx, root, dir, hostBin, o, func(what string, f func() error) error { return step(stdout, tty, what, f) })
 	if err != nil {
 		return 0, err
 	}
@@ -168,9 +238,9 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 		where = "state kept in " + rel(root, o.data)
 	}
 	say("dev: starting the DynamoDB (%s) and ElasticMQ", where)
-	ddbSrv, err := localaws.ServeDynamoDB(ctx, "127.0.0.1:0", ddb.Options{DataDir: o.data, Logger: twinLogger.With("server", "dynamodb")})
+	ddbSrv, err := localaws.ServeDynamoDB(ctx, "127.0.0.1:"+strconv.Itoa(o.ports.dynamoDB), ddb.Options{DataDir: o.data, Logger: twinLogger.With("server", "dynamodb")})
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%w (-dynamodb-port)", err)
 	}
 	defer ddbSrv.Stop()
 	sqsSrv, err := localaws.StartElasticMQ(ctx)
@@ -185,11 +255,9 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 		return 0, err
 	}
 	defer fnLog.Close()
-	ports := map[string]int{}
-	if o.port != 0 {
-		for _, r := range tmpl.OfType(cfn.TypeURL) {
-			ports[r.LogicalID] = o.port
-		}
+	urlPorts, err := reconcileURLPort(tmpl, code, o.ports.reconcile)
+	if err != nil {
+		return 0, err
 	}
 	tw, err := twin.Up(ctx, twin.Config{
 		Template: tmpl, StackName: "fourlanes-dev",
@@ -197,10 +265,11 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 		Code:           code,
 		Logger:         twinLogger,
 		FunctionOutput: fnLog,
-		URLPorts:       ports,
+		URLPorts:       urlPorts,
+		Ports:          twin.Ports{Lambda: o.ports.lambda, SQS: o.ports.sqs, S3: o.ports.s3, KMS: o.ports.kms},
 	})
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%w (the port flags: -lambda-port, -sqs-port, -s3-port, -kms-port, -reconcile-port)", err)
 	}
 	defer tw.Close()
 	ids, err := findIDs(tw)
@@ -212,7 +281,8 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 	st := cli.DevState{
 		PID: os.Getpid(), StackName: tw.StackName(), CloudFormationEndpoint: tw.CloudFormationEndpoint(),
 		ReconcileURL: tw.URLs()[ids.reconcile], RepairFunction: repairName, LambdaEndpoint: tw.InvokeEndpoint(),
-		DynamoDBEndpoint: ddbSrv.Endpoint, SQSEndpoint: tw.SQSEndpoint(), S3Endpoint: tw.S3Endpoint(), EventsTable: env[keys.EnvEventsTable], Outputs: tw.Outputs(), TableEnv: env,
+		DynamoDBEndpoint: ddbSrv.Endpoint, SQSEndpoint: tw.SQSEndpoint(), S3Endpoint: tw.S3Endpoint(), KMSEndpoint: tw.KMSEndpoint(),
+		Region: localaws.Region, EventsTable: env[keys.EnvEventsTable], Outputs: tw.Outputs(), TableEnv: env,
 	}
 	statePath, err := cli.WriteDevState(st)
 	if err != nil {
@@ -227,7 +297,7 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 	say("  CloudFormation  %s   (AWS_ENDPOINT_URL_CLOUDFORMATION: DescribeStacks of %s, for -stack %s)", st.CloudFormationEndpoint, st.StackName, st.StackName)
 	// The twin's SQS endpoint, not ElasticMQ's own: it applies per-group deduplication for every
 	// sender and gives receivers the deduplication ids as sent (twin/sqsfront.go).
-	say("  DynamoDB        %s   (%s)   SQS %s", st.DynamoDBEndpoint, where, st.SQSEndpoint)
+	say("  DynamoDB        %s   (%s)   SQS %s   S3 %s   KMS %s", st.DynamoDBEndpoint, where, st.SQSEndpoint, st.S3Endpoint, st.KMSEndpoint)
 	say("  logs            %s (the twin: invocations, deliveries, retries), %s (the functions)", rel(root, twinLog.Name()), rel(root, fnLog.Name()))
 	say("  try             fourlanes reconcile -local")
 	say("                  fourlanes repair -local")
@@ -236,7 +306,7 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 			say("                  %s", l)
 		}
 	}
-	say("  endpoints for -local in %s", rel(root, statePath))
+	say("  endpoints for -local in %s; for any other process: eval \"$(fourlanes env -local)\"", rel(root, statePath))
 	names := make([]string, 0, len(st.Outputs))
 	for k := range st.Outputs {
 		names = append(names, k)
@@ -274,7 +344,6 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 	}
 
 	// 4. The status line until Ctrl-C.
-	tty := isTerminal(stdout)
 	tick := time.NewTicker(o.every)
 	defer tick.Stop()
 	var lastLine string
@@ -307,9 +376,10 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 	}
 }
 
-// devTemplate synthesizes the stack (or reads the template it is given)
-// and returns it with the resolver of each function's host binary.
-func devTemplate(ctx context.Context, root, dir, hostBin string, fns []string, o devOptions, defaultApp bool, say func(string, ...any)) (*cfn.Template, twin.CodeResolver, error) {
+// devTemplate synthesizes the stack, its code assets the host binaries in
+// hostBin, through step (or reads the template it is given) and returns it
+// with the resolver of each function's host binary.
+func devTemplate(ctx context.Context, root, dir, hostBin string, o devOptions, step func(what string, f func() error) error) (*cfn.Template, twin.CodeResolver, error) {
 	build := filepath.Join(root, "build")
 	switch {
 	case o.template != "":
@@ -323,38 +393,96 @@ func devTemplate(ctx context.Context, root, dir, hostBin string, fns []string, o
 		t, err := cfn.Load(p)
 		return t, twin.CodeFromBuild(build, hostBin), err
 	}
-	// Stage the Lambda build (make build, of cdk.json's app) when it is
-	// complete, so the template is the one `make synth` makes; else, and for
-	// another app, the host binaries.
-	codeRoot := hostBin
-	if defaultApp {
-		codeRoot = build
-		for _, fn := range fns {
-			if _, err := os.Stat(filepath.Join(build, fn, "bootstrap")); err != nil {
-				codeRoot = hostBin
-				say("dev: %s is missing (run `make build` for the Lambda build); staging this machine's binaries as the code assets", rel(root, filepath.Join(build, fn, "bootstrap")))
-				break
-			}
-		}
-	}
 	out := filepath.Join(dir, "cdk.out")
-	say("dev: synthesizing the CDK app (go run %s) into %s", o.app, rel(root, out))
-	p, err := twin.Synth(ctx, root, o.app, out, codeRoot)
+	var p string
+	err := step(fmt.Sprintf("synthesizing the CDK app (go run %s) into %s", o.app, rel(root, out)), func() error {
+		var err error
+		p, err = twin.Synth(ctx, root, o.app, out, hostBin)
+		return err
+	})
 	if err != nil {
 		return nil, nil, err
 	}
 	t, err := cfn.Load(p)
-	return t, twin.CodeFromBuild(codeRoot, hostBin), err
+	return t, twin.CodeFromBuild(hostBin, hostBin), err
+}
+
+// step says what it does, runs f, and while f runs says how long it has
+// taken (a cold build compiles the AWS SDK and the CDK's bindings: minutes;
+// f ends with the context its commands run under):
+// on a terminal one line that counts the seconds, elsewhere a line every
+// 15 seconds; then how long it took.
+func step(w io.Writer, tty bool, what string, f func() error) error {
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	every := 15 * time.Second
+	if tty {
+		every = time.Second
+		fmt.Fprintf(w, "dev: %s ...", what)
+	} else {
+		fmt.Fprintf(w, "dev: %s ...\n", what)
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			took := time.Since(start).Round(100 * time.Millisecond)
+			if tty {
+				fmt.Fprint(w, "\r\033[K")
+			}
+			if err == nil {
+				fmt.Fprintf(w, "dev: %s: done in %v\n", what, took)
+			}
+			return err
+		case <-tick.C:
+			took := time.Since(start).Round(time.Second)
+			hint := ""
+			if took >= 30*time.Second {
+				hint = " (the first build compiles the AWS SDK and the CDK's Go bindings; later ones reuse Go's build cache)"
+			}
+			if tty {
+				fmt.Fprintf(w, "\r\033[Kdev: %s ... %v%s", what, took, hint)
+			} else {
+				fmt.Fprintf(w, "dev: %s ... %v so far%s\n", what, took, hint)
+			}
+		}
+	}
+}
+
+// reconcileURLPort pins the port of reconcile's Function URL, the one whose
+// target is built from functions/reconcile; port 0 leaves it free.
+func reconcileURLPort(t *cfn.Template, code twin.CodeResolver, port int) (map[string]int, error) {
+	if port == 0 {
+		return nil, nil
+	}
+	for _, u := range t.OfType(cfn.TypeURL) {
+		target, _ := u.Prop("TargetFunctionArn")
+		for _, id := range t.References(target) {
+			fn, ok := t.Resources[id]
+			if !ok || fn.Type != cfn.TypeFunction {
+				continue
+			}
+			bin, err := code(t, fn)
+			if err != nil {
+				return nil, err
+			}
+			if filepath.Base(filepath.Dir(bin)) == keys.FnReconcile {
+				return map[string]int{u.LogicalID: port}, nil
+			}
+		}
+	}
+	return nil, nil // a stack without reconcile's URL: nothing to pin
 }
 
 // resolveApp fills o.app from cdk.json and o.functions beside it, when not
-// given, and reports whether the app is cdk.json's (whose Lambda build,
-// make build, dev may stage).
-func resolveApp(root string, o *devOptions) (defaultApp bool, err error) {
-	fromJSON, jsonErr := cdkjson.AppPackage(root)
+// given.
+func resolveApp(root string, o *devOptions) error {
 	if o.app == "" {
-		if jsonErr != nil {
-			return false, fmt.Errorf("%w (or pass -app PACKAGE)", jsonErr)
+		fromJSON, err := cdkjson.AppPackage(root)
+		if err != nil {
+			return fmt.Errorf("%w (or pass -app PACKAGE)", err)
 		}
 		o.app = fromJSON
 	}
@@ -362,10 +490,10 @@ func resolveApp(root string, o *devOptions) (defaultApp bool, err error) {
 		o.functions = filepath.Join(filepath.Dir(filepath.Clean(o.app)), "functions")
 	}
 	if fns, _ := twin.FunctionNames(root, o.functions); len(fns) == 0 {
-		return false, fmt.Errorf("%w: no function mains in %s (<fn>/main.go): pass -functions DIR, the folder of the application's function mains",
+		return fmt.Errorf("%w: no function mains in %s (<fn>/main.go): pass -functions DIR, the folder of the application's function mains",
 			cli.ErrUsage, filepath.Join(root, o.functions))
 	}
-	return jsonErr == nil && filepath.Clean(o.app) == filepath.Clean(fromJSON), nil
+	return nil
 }
 
 // stackIDs are the logical IDs dev reports on, found in the template by what they are.

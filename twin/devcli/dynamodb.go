@@ -15,10 +15,12 @@ import (
 	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
+const dynamoDBSynopsis = "-listen ADDR [-data DIR] [-conflicts] [-partition-wcu N] [-stream-retention D] [-shard-records N]"
+
 // runDynamoDB serves the project's own DynamoDB (twin/ddb): the DynamoDB and
 // DynamoDB Streams JSON 1.0 APIs on one port, until SIGINT or SIGTERM.
 func runDynamoDB(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := cli.Flags("dynamodb -listen ADDR [flags]", "dynamodb", stderr)
+	fs := cli.Flags("dynamodb", dynamoDBSynopsis, stderr)
 	listen := fs.String("listen", "127.0.0.1:8000", "address to listen on (port 0: any free port; the endpoint printed is the real one)")
 	data := fs.String("data", "", "keep tables, items and streams in this folder, so they survive a restart (default: in memory)")
 	conflicts := fs.Bool("conflicts", false, "fail concurrent transactions on one item with TransactionConflict, as AWS does, instead of queueing them")

@@ -213,20 +213,20 @@ func TestResolveApp(t *testing.T) {
 	write("other/fns/stream-filter/main.go", "package main\n")
 
 	o := devOptions{}
-	def, err := resolveApp(root, &o)
-	if err != nil || !def || o.app != "./svc/infra" || o.functions != filepath.Join("svc", "functions") {
-		t.Errorf("defaults: app %q functions %q default %v err %v; want ./svc/infra, svc/functions, true", o.app, o.functions, def, err)
+	err := resolveApp(root, &o)
+	if err != nil || o.app != "./svc/infra" || o.functions != filepath.Join("svc", "functions") {
+		t.Errorf("defaults: app %q functions %q err %v; want ./svc/infra, svc/functions", o.app, o.functions, err)
 	}
 	o = devOptions{app: "./other/infra", functions: "other/fns"}
-	if def, err := resolveApp(root, &o); err != nil || def {
-		t.Errorf("-app ./other/infra -functions other/fns: default %v err %v; want another app, no error", def, err)
+	if err := resolveApp(root, &o); err != nil || o.app != "./other/infra" || o.functions != "other/fns" {
+		t.Errorf("-app ./other/infra -functions other/fns: app %q functions %q err %v; want them kept, no error", o.app, o.functions, err)
 	}
 	o = devOptions{app: "./other/infra"}
-	if _, err := resolveApp(root, &o); !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "-functions") {
+	if err := resolveApp(root, &o); !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "-functions") {
 		t.Errorf("-app without mains beside it: %v; want a usage error naming -functions", err)
 	}
 	write("cdk.json", `{"app": "npx ts-node bin/app.ts", "context": {}}`)
-	if _, err := resolveApp(root, &devOptions{}); err == nil || !strings.Contains(err.Error(), "go run") || !strings.Contains(err.Error(), "-app") {
+	if err := resolveApp(root, &devOptions{}); err == nil || !strings.Contains(err.Error(), "go run") || !strings.Contains(err.Error(), "-app") {
 		t.Errorf("a cdk.json app that is not go run: %v; want an error saying so and naming -app", err)
 	}
 }
