@@ -2,23 +2,26 @@ package backbone
 
 import (
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
-	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
-// Stack output names: pkg/keys spells them, for the CLI that reads them.
+// Output names (pkg/keys spells them, for the CLI that reads them). A
+// backbone declares each after its prefix (Backbone.OutputName).
 const (
 	OutputReconcileURL          = keys.OutputReconcileURL
 	OutputReconcileCallerPolicy = keys.OutputReconcileCallerPolicy
@@ -31,30 +34,48 @@ const (
 	OutputPipeDLQ               = keys.OutputPipeDLQ
 	OutputChangeFeedDLQ         = keys.OutputChangeFeedDLQ
 	OutputAlarmTopic            = keys.OutputAlarmTopic
+	OutputCheckpointBucket      = keys.OutputCheckpointBucket
+	OutputCheckpointKey         = keys.OutputCheckpointKey
 )
 
-// Props configures the backbone.
+// UnprefixedID is the construct id that keeps a stack deployed with the
+// backbone before it was a construct (NewBackbone(stack, props)) as it is:
+// CDK leaves the id "Default" out of logical IDs, and so does the backbone's
+// prefix, so New(stack, UnprefixedID, props) synthesizes the same logical
+// IDs and output names. One backbone per stack can have it.
+const UnprefixedID = keys.HiddenID
+
+// Props configures a backbone.
 type Props struct {
-	// StackProps are the stack's, when an application's stack function (the
-	// example's stack.NewStack) creates it; NewBackbone ignores them.
-	awscdk.StackProps
 	// App is the application the backbone runs: its modules decide which
 	// tables each function reads and which streams feed changefeed.
 	App app.Application
 	// Tracked holds each tracked entity's table (the application's own), by
 	// entity name (catalog.Entity.Name). Each must have a stream with
-	// NEW_AND_OLD_IMAGES.
+	// NEW_AND_OLD_IMAGES. GrantEmit covers their writes in Emit's
+	// transaction.
 	Tracked map[string]awsdynamodb.ITable
 	// Tables holds the table of each environment variable the application's
 	// modules read (App.Env), by variable name. A variable that names a
 	// tracked entity's table (its TableEnv) may be left out.
 	Tables map[string]awsdynamodb.ITable
-	// Tags are added to every resource of the stack (Tags.Of); nil means
-	// app=<App.Name>.
+	// Tags are added to every resource of the backbone (Tags.Of, on the
+	// construct, not on the rest of the stack); nil means app=<App.Name>.
 	Tags map[string]string
 	// CodeRoot holds build/<function>/bootstrap (the app passes "build").
 	CodeRoot string
-	// AlarmEmail, when set, is subscribed to the stack's alarm topic.
+	// Tracing is the functions' X-Ray mode: the zero value means
+	// awslambda.Tracing_ACTIVE (as before the prop existed);
+	// awslambda.Tracing_DISABLED turns tracing off (no X-Ray permissions, and
+	// the functions do not instrument their AWS SDK calls);
+	// awslambda.Tracing_PASS_THROUGH traces what arrives sampled.
+	Tracing awslambda.Tracing
+	// AlarmTopic, when set, is the topic every alarm notifies (ALARM and
+	// OK), one of the team's own say; nil creates one (output
+	// AlarmTopicArn either way).
+	AlarmTopic awssns.ITopic
+	// AlarmEmail, when set, is subscribed to the alarm topic (AlarmTopic, or
+	// the one the backbone creates).
 	AlarmEmail string
 	// ReserveConcurrency reserves 2 for reconcile and 1 for dlq-repair. An
 	// account whose concurrency quota is still 10 cannot reserve any: set it
@@ -79,28 +100,64 @@ type Props struct {
 	// DurableMaxConcurrency caps durable-consumer's concurrency from the
 	// queue; zero means 10.
 	DurableMaxConcurrency float64
+	// FailOnTeamFindings makes cdk-nag's findings on the stack's other
+	// resources (the team's) errors that fail the synthesis, as findings on
+	// the backbone's own resources are. By default they are warnings, in the
+	// synthesis output and in the stack's nag report
+	// (AwsSolutions-<stack>-NagReport.csv), and the synthesis goes on.
+	FailOnTeamFindings bool
 }
 
-// Backbone is the whole fourlanes backbone, running one application.
+// Backbone is the whole fourlanes backbone, running one application: a
+// construct a team adds to its own stack, beside its tables and services.
+// Its resources' names are generated and its outputs and pinned logical IDs
+// begin with its prefix (keys.BackbonePrefix of its construct path), so a
+// stack holds as many as it needs.
 type Backbone struct {
-	Log        *EventLog
-	Durable    *DurableLane
-	ChangeFeed *ChangeFeed
-	Reconcile  *Reconcile
-	Repair     *Repair
-	Tamper     *TamperWatch
-	Alarms     *Alarms
-	Schedules  *Schedules
+	constructs.Construct
+	Log         *EventLog
+	Durable     *DurableLane
+	ChangeFeed  *ChangeFeed
+	Reconcile   *Reconcile
+	Checkpoints *Checkpoints
+	Repair      *Repair
+	Tamper      *TamperWatch
+	Alarms      *Alarms
+	Schedules   *Schedules
+
+	prefix  string
+	tracked []trackedTable
 }
 
-// NewBackbone adds the backbone to scope (a team's own stack, say), wired to
-// props.App: a stream mapping on each tracked table, and on each function
-// that runs a lane the environment of the modules bound there, with read and
-// write on their tables. What props lack (a tracked table, a stream, an
-// environment variable's table) fails the synthesis with an error that says
-// what to give.
-func NewBackbone(scope constructs.Construct, props *Props) *Backbone {
-	p := *props
+// New adds a backbone with the given id to scope (a team's own stack, say),
+// wired to props.App: a stream mapping on each tracked table, and on each
+// function that runs a lane the environment of the modules bound there, with
+// read and write on their tables. What props lack (a tracked table, a
+// stream, an environment variable's table) fails the synthesis with an error
+// that says what to give. It applies cdk-nag's AwsSolutions pack to the
+// stack (see Props.FailOnTeamFindings).
+func New(scope constructs.Construct, id string, props *Props) *Backbone {
+	var p Props
+	if props != nil {
+		p = *props
+	}
+	c := constructs.NewConstruct(scope, jsii.String(id))
+	b := &Backbone{Construct: c}
+	fail := func(format string, a ...any) {
+		awscdk.Annotations_Of(c).AddError(jsii.String(fmt.Sprintf("backbone "+*c.Node().Path()+": "+format, a...)))
+	}
+	stack := awscdk.Stack_Of(c)
+	below := pathBelow(stack, c)
+	b.prefix = keys.BackbonePrefix(below)
+	if other := stackChecks(stack).add(*c.Node().Path(), b.prefix, p.FailOnTeamFindings); other != "" {
+		fail("its id %q gives the prefix %q of its logical IDs and outputs, as backbone %s's does in stack %s: give one of them another id",
+			id, b.prefix, other, *stack.StackName())
+		// A prefix of its own, so the synthesis gets as far as reporting it.
+		h := fnv.New32a()
+		h.Write([]byte(*c.Node().Path()))
+		b.prefix = fmt.Sprintf("%sX%08x", b.prefix, h.Sum32())
+	}
+
 	if p.RemovalPolicy == "" {
 		p.RemovalPolicy = awscdk.RemovalPolicy_RETAIN
 	}
@@ -110,72 +167,105 @@ func NewBackbone(scope constructs.Construct, props *Props) *Backbone {
 	if p.DurableMaxConcurrency == 0 {
 		p.DurableMaxConcurrency = 10
 	}
+	switch p.Tracing {
+	case "":
+		p.Tracing = awslambda.Tracing_ACTIVE
+	case awslambda.Tracing_ACTIVE, awslambda.Tracing_PASS_THROUGH, awslambda.Tracing_DISABLED:
+	default:
+		fail("Props.Tracing %q: use awslambda.Tracing_ACTIVE, Tracing_PASS_THROUGH or Tracing_DISABLED (or leave it empty for ACTIVE)", p.Tracing)
+		p.Tracing = awslambda.Tracing_ACTIVE
+	}
 	tags := p.Tags
 	if tags == nil {
 		tags = map[string]string{"app": p.App.Name}
 	}
 	for _, k := range slices.Sorted(maps.Keys(tags)) {
-		awscdk.Tags_Of(awscdk.Stack_Of(scope)).Add(jsii.String(k), jsii.String(tags[k]), nil)
+		awscdk.Tags_Of(c).Add(jsii.String(k), jsii.String(tags[k]), nil)
 	}
 	w := resolve(&p)
 	for _, err := range w.errs {
-		awscdk.Annotations_Of(scope).AddError(jsii.String(err.Error()))
+		fail("%v", err)
 	}
+	b.tracked = w.tracked
 
-	s := &Backbone{}
-	fo := FunctionOptions{CodeRoot: p.CodeRoot, LogRetention: p.LogRetention}
+	fo := FunctionOptions{CodeRoot: p.CodeRoot, LogRetention: p.LogRetention, Tracing: p.Tracing}
 	var reconcileRC, repairRC *float64
 	if p.ReserveConcurrency {
 		reconcileRC, repairRC = jsii.Number(2), jsii.Number(1)
 	}
 
-	s.Log = NewEventLog(scope, "EventLog", &EventLogProps{RemovalPolicy: p.RemovalPolicy})
-	s.Durable = NewDurableLane(scope, "Durable", &DurableLaneProps{
-		Log: s.Log, Functions: fo, ConsumerMaxConcurrency: p.DurableMaxConcurrency, RemovalPolicy: p.RemovalPolicy,
+	b.Log = NewEventLog(c, "EventLog", &EventLogProps{RemovalPolicy: p.RemovalPolicy, LogicalIDPrefix: b.prefix})
+	b.Durable = NewDurableLane(c, "Durable", &DurableLaneProps{
+		Log: b.Log, Functions: fo, ConsumerMaxConcurrency: p.DurableMaxConcurrency, RemovalPolicy: p.RemovalPolicy,
 	})
-	s.ChangeFeed = NewChangeFeed(scope, "ChangeFeed", &ChangeFeedProps{Log: s.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy})
-	s.Reconcile = NewReconcile(scope, "Reconcile", &ReconcileProps{Log: s.Log, Functions: fo, ReservedConcurrency: reconcileRC})
-	NewCheckpoints(scope, "Checkpoints", &CheckpointsProps{Reconcile: s.Reconcile})
-	s.Repair = NewRepair(scope, "Repair", &RepairProps{
-		Log: s.Log, Durable: s.Durable, ChangeFeed: s.ChangeFeed, Functions: fo, ReservedConcurrency: repairRC,
+	b.ChangeFeed = NewChangeFeed(c, "ChangeFeed", &ChangeFeedProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy})
+	b.Reconcile = NewReconcile(c, "Reconcile", &ReconcileProps{Log: b.Log, Functions: fo, ReservedConcurrency: reconcileRC})
+	b.Checkpoints = NewCheckpoints(c, "Checkpoints", &CheckpointsProps{Log: b.Log, Reconcile: b.Reconcile})
+	b.Repair = NewRepair(c, "Repair", &RepairProps{
+		Log: b.Log, Durable: b.Durable, ChangeFeed: b.ChangeFeed, Functions: fo, ReservedConcurrency: repairRC,
 	})
-	s.Durable.OnlyBackboneSends(s.Repair.Function.Role)
-	s.Tamper = NewTamperWatch(scope, "TamperWatch", &TamperWatchProps{Log: s.Log, Functions: fo})
+	b.Durable.OnlyBackboneSends(b.Repair.Function.Role)
+	b.Tamper = NewTamperWatch(c, "TamperWatch", &TamperWatchProps{Log: b.Log, Functions: fo})
 
 	for _, t := range w.tracked {
-		s.ChangeFeed.Track(t.entity, t.table)
-		s.Repair.Track(t.entity, t.table)
+		b.ChangeFeed.Track(t.entity, t.table)
+		b.Repair.Track(t.entity, t.table)
+	}
+	if arns := b.trackedArns(); len(arns) > 0 {
+		b.Log.EmitterPolicy.AddStatements(trackedWritePermission(arns).statement())
 	}
 	if p.PerPairClaimsGone {
-		for _, f := range []Function{s.Durable.DurableConsumer, s.Repair.Function} {
+		for _, f := range []Function{b.Durable.DurableConsumer, b.Repair.Function} {
 			f.Fn.AddEnvironment(jsii.String(keys.EnvPerPairClaims), jsii.String(keys.PerPairClaimsGone), nil)
 		}
 	}
-	useTables(s.Durable.DurableConsumer, w.env[catalog.Durable])
-	useTables(s.ChangeFeed.Changefeed, w.env[catalog.BestEffort])
-	useTables(s.Repair.Function, w.env[catalog.Durable], w.env[catalog.BestEffort])
+	useTables(b.Durable.DurableConsumer, w.env[catalog.Durable])
+	useTables(b.ChangeFeed.Changefeed, w.env[catalog.BestEffort])
+	useTables(b.Repair.Function, w.env[catalog.Durable], w.env[catalog.BestEffort])
 
-	s.Alarms = NewAlarms(scope, "Alarms", &AlarmsProps{
-		Log: s.Log, Durable: s.Durable, ChangeFeed: s.ChangeFeed, Reconcile: s.Reconcile, Repair: s.Repair,
-		TamperWatch: s.Tamper, AlarmEmail: p.AlarmEmail, TrackedStreams: w.streams(p.App.Name),
+	b.Alarms = NewAlarms(c, "Alarms", &AlarmsProps{
+		Log: b.Log, Durable: b.Durable, ChangeFeed: b.ChangeFeed, Reconcile: b.Reconcile, Repair: b.Repair,
+		TamperWatch: b.Tamper, Topic: p.AlarmTopic, AlarmEmail: p.AlarmEmail, TrackedStreams: w.streams(p.App.Name),
 	})
-	s.Schedules = NewSchedules(scope, "Schedules", &SchedulesProps{Reconcile: s.Reconcile, Repair: s.Repair})
+	b.Schedules = NewSchedules(c, "Schedules", &SchedulesProps{Reconcile: b.Reconcile, Repair: b.Repair})
 
 	out := func(name, description string, value *string) {
-		awscdk.NewCfnOutput(scope, jsii.String(name), &awscdk.CfnOutputProps{Value: value, Description: jsii.String(description)})
+		o := awscdk.NewCfnOutput(c, jsii.String(name), &awscdk.CfnOutputProps{Value: value, Description: jsii.String(description)})
+		o.OverrideLogicalId(jsii.String(b.OutputName(name)))
 	}
-	out(OutputReconcileURL, "reconcile Function URL (AWS_IAM: sign requests with SigV4, service lambda)", s.Reconcile.URL.Url())
-	out(OutputReconcileCallerPolicy, "Managed policy to attach to whoever calls the reconcile URL", s.Reconcile.CallerPolicy.ManagedPolicyArn())
-	out(OutputEmitterPolicy, "Managed policy to attach to services that emit events", s.Log.EmitterPolicy.ManagedPolicyArn())
-	out(OutputRepairFunction, "dlq-repair function name (invoke it to drain the dead-letter queues)", s.Repair.Function.Fn.FunctionName())
-	out(OutputEventsTable, "Events table (the log)", s.Log.Events.TableName())
-	out(OutputStateTable, "State table (claims, delivery watermarks, reconcile's rounds): fourlanes watermarks -state-table", s.Log.State.TableName())
-	out(OutputDashboard, "CloudWatch dashboard", s.Alarms.Dashboard.DashboardName())
-	out(OutputDurableDLQ, "DURABLE FIFO dead-letter queue", s.Durable.DLQ.QueueUrl())
-	out(OutputPipeDLQ, "Pipe dead-letter queue (batch metadata)", s.Durable.PipeDLQ.QueueUrl())
-	out(OutputChangeFeedDLQ, "Change-feed on-failure queue (batch metadata)", s.ChangeFeed.DLQ.QueueUrl())
-	out(OutputAlarmTopic, "SNS topic every alarm notifies (ALARM and OK); subscribe people to it", s.Alarms.Topic.TopicArn())
-	return s
+	out(OutputReconcileURL, "reconcile Function URL (AWS_IAM: sign requests with SigV4, service lambda)", b.Reconcile.URL.Url())
+	out(OutputReconcileCallerPolicy, "Managed policy to attach to whoever calls the reconcile URL", b.Reconcile.CallerPolicy.ManagedPolicyArn())
+	out(OutputEmitterPolicy, "Managed policy to attach to services that emit events", b.Log.EmitterPolicy.ManagedPolicyArn())
+	out(OutputRepairFunction, "dlq-repair function name (invoke it to drain the dead-letter queues)", b.Repair.Function.Fn.FunctionName())
+	out(OutputEventsTable, "Events table (the log)", b.Log.Events.TableName())
+	out(OutputStateTable, "State table (claims, delivery watermarks, reconcile's rounds): fourlanes watermarks -state-table", b.Log.State.TableName())
+	out(OutputDashboard, "CloudWatch dashboard", b.Alarms.Dashboard.DashboardName())
+	out(OutputDurableDLQ, "DURABLE FIFO dead-letter queue", b.Durable.DLQ.QueueUrl())
+	out(OutputPipeDLQ, "Pipe dead-letter queue (batch metadata)", b.Durable.PipeDLQ.QueueUrl())
+	out(OutputChangeFeedDLQ, "Change-feed on-failure queue (batch metadata)", b.ChangeFeed.DLQ.QueueUrl())
+	out(OutputAlarmTopic, "SNS topic every alarm notifies (ALARM and OK); subscribe people to it", b.Alarms.Topic.TopicArn())
+	out(OutputCheckpointBucket, "Object Lock bucket of signed checkpoints (checkpoints/<tenant>/…)", b.Checkpoints.Bucket.BucketName())
+	out(OutputCheckpointKey, "KMS key that signs checkpoints: aws kms get-public-key gives the key fourlanes verify -key takes", b.Checkpoints.Key.KeyArn())
+	return b
+}
+
+// Prefix begins the backbone's output names and pinned logical IDs
+// (keys.BackbonePrefix of its construct path below the stack): "Orders" for
+// New(stack, "Orders", …), "" for New(stack, UnprefixedID, …). The CLI's
+// -backbone flag takes it.
+func (b *Backbone) Prefix() string { return b.prefix }
+
+// OutputName is the name of the backbone's output name (OutputEventsTable,
+// …) in the stack: its prefix, then name.
+func (b *Backbone) OutputName(name string) string { return b.prefix + name }
+
+// pathBelow is c's construct path below its stack ("Orders", "Team/Orders").
+func pathBelow(stack awscdk.Stack, c constructs.IConstruct) string {
+	p, sp := *c.Node().Path(), *stack.Node().Path()
+	if sp == "" {
+		return p
+	}
+	return strings.TrimPrefix(p, sp+"/")
 }
 
 // useTables gives fn each table under its environment variable, with read
@@ -217,7 +307,7 @@ func (w wiring) streams(appName string) string {
 // props' tables; each error says what to give.
 func resolve(p *Props) wiring {
 	w := wiring{env: map[catalog.Lane]map[string]awsdynamodb.ITable{}}
-	fail := func(format string, a ...any) { w.errs = append(w.errs, fmt.Errorf("backbone: "+format, a...)) }
+	fail := func(format string, a ...any) { w.errs = append(w.errs, fmt.Errorf(format, a...)) }
 	if err := p.App.Validate(); err != nil {
 		fail("%v", err)
 	}
@@ -310,12 +400,4 @@ func streamView(t awsdynamodb.ITable) (view awsdynamodb.StreamViewType, known bo
 		}
 	}
 	return "", false
-}
-
-// AddChecks applies cdk-nag's AwsSolutions pack to everything under scope;
-// the app and the tests both call it, so they check the same thing.
-func AddChecks(scope constructs.Construct) {
-	awscdk.Aspects_Of(scope).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{
-		Verbose: jsii.Bool(true),
-	}), nil)
 }

@@ -31,6 +31,11 @@ type FunctionOptions struct {
 	ApplicationLogLevel awslambda.ApplicationLogLevel
 	// SystemLogLevel filters Lambda's own lines (start, report). Default INFO.
 	SystemLogLevel awslambda.SystemLogLevel
+	// Tracing is each function's X-Ray mode; the zero value means ACTIVE.
+	// ACTIVE and PASS_THROUGH also set FOURLANES_TRACING=xray, so the
+	// functions trace their AWS SDK calls (pkg/tracing); DISABLED sets it to
+	// off.
+	Tracing awslambda.Tracing
 }
 
 // functionSpec is what differs between functions.
@@ -76,7 +81,16 @@ func newFunction(scope constructs.Construct, id string, opts FunctionOptions, sp
 	if sysLevel == "" {
 		sysLevel = awslambda.SystemLogLevel_INFO
 	}
-	env := map[string]*string{keys.EnvTracing: jsii.String("xray")}
+	tracing := opts.Tracing
+	if tracing == "" {
+		tracing = awslambda.Tracing_ACTIVE
+	}
+	traced := tracing != awslambda.Tracing_DISABLED
+	mode := "off"
+	if traced {
+		mode = tracingXRay
+	}
+	env := map[string]*string{keys.EnvTracing: jsii.String(mode)}
 	for k, v := range spec.env {
 		env[k] = v
 	}
@@ -89,7 +103,7 @@ func newFunction(scope constructs.Construct, id string, opts FunctionOptions, sp
 		Timeout:                      spec.timeout,
 		MemorySize:                   jsii.Number(spec.memoryMB),
 		Environment:                  &env,
-		Tracing:                      awslambda.Tracing_ACTIVE,
+		Tracing:                      tracing,
 		Role:                         role,
 		LogGroup:                     logs,
 		LoggingFormat:                awslambda.LoggingFormat_JSON,
@@ -97,15 +111,22 @@ func newFunction(scope constructs.Construct, id string, opts FunctionOptions, sp
 		SystemLogLevelV2:             sysLevel,
 		ReservedConcurrentExecutions: spec.reserved,
 	})
-	// Active tracing adds xray:PutTraceSegments and xray:PutTelemetryRecords
-	// on "*" to the role.
-	cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
-		Id:        jsii.String("AwsSolutions-IAM5"),
-		Reason:    jsii.String("X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions; CDK's active tracing grants them on *."),
-		AppliesTo: &[]interface{}{jsii.String("Resource::*")},
-	}}, jsii.Bool(true))
+	if traced {
+		// Tracing adds xray:PutTraceSegments and xray:PutTelemetryRecords on
+		// "*" to the role.
+		cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
+			Id:        jsii.String("AwsSolutions-IAM5"),
+			Reason:    jsii.String("X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions; CDK's active tracing grants them on *."),
+			AppliesTo: &[]interface{}{jsii.String("Resource::*")},
+		}}, jsii.Bool(true))
+	}
 	return Function{name: spec.name, Fn: fn, Role: role, Logs: logs}
 }
+
+// tracingXRay is FOURLANES_TRACING's value that turns on pkg/tracing's X-Ray
+// instrumentation (tracing.ModeXRay; infra does not link the runtime's
+// tracing package).
+const tracingXRay = "xray"
 
 // DynamoDB and SQS action sets. The events table only ever gets
 // logAppendWrite/logAppendRead and tableRead (plus streamRead): see
@@ -163,7 +184,9 @@ func listStreams(role awsiam.IRole) {
 }
 
 // pin fixes the logical ID of a construct's CloudFormation resource, so a
-// refactor of construct paths can never replace a stateful resource.
-func pin(c constructs.Construct, logicalID string) {
-	c.Node().DefaultChild().(awscdk.CfnResource).OverrideLogicalId(jsii.String(logicalID))
+// refactor of construct paths can never replace a stateful resource. New
+// passes its prefix (keys.BackbonePrefix) to every construct it composes, so
+// two backbones in one stack pin different IDs.
+func pin(c constructs.Construct, prefix, logicalID string) {
+	c.Node().DefaultChild().(awscdk.CfnResource).OverrideLogicalId(jsii.String(prefix + logicalID))
 }
