@@ -308,8 +308,12 @@ func (w wiring) streams(appName string) string {
 func resolve(p *Props) wiring {
 	w := wiring{env: map[catalog.Lane]map[string]awsdynamodb.ITable{}}
 	fail := func(format string, a ...any) { w.errs = append(w.errs, fmt.Errorf(format, a...)) }
+	if p.App.Name == "" && len(p.App.Modules) == 0 {
+		fail("Props.App is empty: give the application the backbone runs (an app.Application, as the examples give example.App)")
+		return w
+	}
 	if err := p.App.Validate(); err != nil {
-		fail("%v", err)
+		fail("Props.App: %v", err)
 	}
 	cat, err := p.App.Catalog()
 	if err != nil {

@@ -335,3 +335,25 @@ func functionsOf(b *Backbone) []Function {
 		b.Reconcile.Function, b.Repair.Function, b.Tamper.Function,
 	}
 }
+
+// TestPropsMissing: New without props fails the synthesis, not the
+// program: one error names Props.App, and one per function names its
+// missing bootstrap and Props.CodeRoot.
+func TestPropsMissing(t *testing.T) {
+	a := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	st := awscdk.NewStack(a, jsii.String("Empty"), nil)
+	New(st, "Orders", nil)
+	errs := errorsOf(st)
+	want := []string{"Props.App is empty: give the application the backbone runs"}
+	for _, fn := range keys.Functions {
+		want = append(want, "function "+fn+": "+fn+"/bootstrap is missing: give Props.CodeRoot the folder that holds <function>/bootstrap")
+	}
+	for _, w := range want {
+		if !slices.ContainsFunc(errs, func(e string) bool { return strings.Contains(e, w) }) {
+			t.Errorf("no synthesis error containing %q in %q", w, errs)
+		}
+	}
+	if len(errs) != len(want) {
+		t.Errorf("%d synthesis errors, want %d: %q", len(errs), len(want), errs)
+	}
+}

@@ -2,12 +2,14 @@ package backbone
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
@@ -99,7 +101,7 @@ func newFunction(scope constructs.Construct, id string, opts FunctionOptions, sp
 		Runtime:                      awslambda.Runtime_PROVIDED_AL2023(),
 		Architecture:                 awslambda.Architecture_ARM_64(),
 		Handler:                      jsii.String("bootstrap"),
-		Code:                         awslambda.Code_FromAsset(jsii.String(filepath.Join(opts.CodeRoot, spec.name)), nil),
+		Code:                         functionCode(scope, id, opts.CodeRoot, spec.name),
 		Timeout:                      spec.timeout,
 		MemorySize:                   jsii.Number(spec.memoryMB),
 		Environment:                  &env,
@@ -121,6 +123,23 @@ func newFunction(scope constructs.Construct, id string, opts FunctionOptions, sp
 		}}, jsii.Bool(true))
 	}
 	return Function{name: spec.name, Fn: fn, Role: role, Logs: logs}
+}
+
+// functionCode is <codeRoot>/<name> as the function's code asset. Without
+// its bootstrap, CDK would stop the synthesis at the asset with a
+// JavaScript error; instead the synthesis fails with an error that names
+// Props.CodeRoot and the fix, and the function gets a placeholder that no
+// template of a successful synthesis holds.
+func functionCode(scope constructs.Construct, id, codeRoot, name string) awslambda.Code {
+	dir := filepath.Join(codeRoot, name)
+	if _, err := os.Stat(filepath.Join(dir, "bootstrap")); err == nil {
+		return awslambda.Code_FromAsset(jsii.String(dir), nil)
+	}
+	awscdk.Annotations_Of(scope).AddError(jsii.String(fmt.Sprintf(
+		"function %s: %s is missing: give Props.CodeRoot the folder that holds <function>/bootstrap for every function (the examples pass \"build\"), and build them first (make build)",
+		name, filepath.Join(dir, "bootstrap"))))
+	missing := awss3.Bucket_FromBucketName(scope, jsii.String(id+"MissingCode"), jsii.String("fourlanes-missing-code"))
+	return awslambda.Code_FromBucket(missing, jsii.String(name+".zip"), nil)
 }
 
 // tracingXRay is FOURLANES_TRACING's value that turns on pkg/tracing's X-Ray
