@@ -103,8 +103,8 @@ type Props struct {
 	// FailOnTeamFindings makes cdk-nag's findings on the stack's other
 	// resources (the team's) errors that fail the synthesis, as findings on
 	// the backbone's own resources are. By default they are warnings, in the
-	// synthesis output and in the stack's nag report
-	// (AwsSolutions-<stack>-NagReport.csv), and the synthesis goes on.
+	// synthesis output and in the stack's nag report (the cloud assembly's
+	// AwsSolutions-…-NagReport.csv), and the synthesis goes on.
 	FailOnTeamFindings bool
 }
 
@@ -144,11 +144,10 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	b := &Backbone{Construct: c}
 	fail := func(format string, a ...any) {
-		awscdk.Annotations_Of(c).AddError(jsii.String(fmt.Sprintf("backbone "+*c.Node().Path()+": "+format, a...)))
+		awscdk.Annotations_Of(c).AddError(jsii.String(fmt.Sprintf("backbone %s: %s", *c.Node().Path(), fmt.Sprintf(format, a...))))
 	}
 	stack := awscdk.Stack_Of(c)
-	below := pathBelow(stack, c)
-	b.prefix = keys.BackbonePrefix(below)
+	b.prefix = keys.BackbonePrefix(pathBelow(stack, c))
 	if other := stackChecks(stack).add(*c.Node().Path(), b.prefix, p.FailOnTeamFindings); other != "" {
 		fail("its id %q gives the prefix %q of its logical IDs and outputs, as backbone %s's does in stack %s: give one of them another id",
 			id, b.prefix, other, *stack.StackName())
@@ -255,8 +254,8 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 // -backbone flag takes it.
 func (b *Backbone) Prefix() string { return b.prefix }
 
-// OutputName is the name of the backbone's output name (OutputEventsTable,
-// …) in the stack: its prefix, then name.
+// OutputName is what the stack calls one of the backbone's outputs
+// (OutputEventsTable, …): its prefix, then name.
 func (b *Backbone) OutputName(name string) string { return b.prefix + name }
 
 // pathBelow is c's construct path below its stack ("Orders", "Team/Orders").
