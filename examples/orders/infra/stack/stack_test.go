@@ -96,6 +96,14 @@ func TestPinnedLogicalIDs(t *testing.T) {
 	if diff := cmp.Diff(backbonetest.GetAtt(LogicalOrdersTable, "StreamArn"), src); diff != "" {
 		t.Errorf("%s's EventSourceArn (-want +got):\n%s", logicalOrderESM, diff)
 	}
+	// The backbone's id is UnprefixedID: its outputs keep the names the
+	// stack had before the backbone was a construct, which scripts and the
+	// CLI's -stack read.
+	for _, name := range keys.OutputNames {
+		if _, ok := s.Doc.Outputs()[name]; !ok {
+			t.Errorf("no output %s: the backbone's outputs have a prefix (%q)", name, s.st.Backbone.Prefix())
+		}
+	}
 	if OutputOrdersTable != "OrdersTableName" {
 		t.Errorf("OutputOrdersTable = %q, want OrdersTableName", OutputOrdersTable)
 	}
