@@ -104,7 +104,8 @@ type Props struct {
 	// resources (the team's) errors that fail the synthesis, as findings on
 	// the backbone's own resources are. By default they are warnings, in the
 	// synthesis output and in the stack's nag report (the cloud assembly's
-	// AwsSolutions-…-NagReport.csv), and the synthesis goes on.
+	// AwsSolutions-…-NagReport.csv), and the synthesis goes on. AddChecks
+	// asks the same for every stack of an app.
 	FailOnTeamFindings bool
 }
 
@@ -246,6 +247,15 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	out(OutputCheckpointBucket, "Object Lock bucket of signed checkpoints (checkpoints/<tenant>/…)", b.Checkpoints.Bucket.BucketName())
 	out(OutputCheckpointKey, "KMS key that signs checkpoints: aws kms get-public-key gives the key fourlanes verify -key takes", b.Checkpoints.Key.KeyArn())
 	return b
+}
+
+// NewBackbone is New(scope, UnprefixedID, props): the backbone as NewBackbone
+// made it before it took an id, with the same logical IDs and output names.
+//
+// Deprecated: use New, and give the backbone an id (UnprefixedID for a
+// stack deployed with NewBackbone).
+func NewBackbone(scope constructs.Construct, props *Props) *Backbone {
+	return New(scope, UnprefixedID, props)
 }
 
 // Prefix begins the backbone's output names and pinned logical IDs

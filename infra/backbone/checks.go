@@ -107,3 +107,16 @@ func (l *teamAnnotations) OnNonCompliance(data *cdknag.NagLoggerNonComplianceDat
 		"%s: %s %s (a resource outside the fourlanes backbone: reported, not enforced; backbone.Props.FailOnTeamFindings makes it an error. Fix it, or suppress it with cdknag.NagSuppressions and a reason.)",
 		id, *data.RuleInfo, *data.RuleExplanation)), nil)
 }
+
+// AddChecks makes cdk-nag's findings on every resource of the stacks under
+// scope (an app, a stage or a stack) errors that fail the synthesis: what
+// Props.FailOnTeamFindings asks for one backbone's stack, asked for all of
+// them, and a stack without a backbone gets the AwsSolutions pack too. It
+// finds the stacks when it is called: call it once they exist.
+func AddChecks(scope constructs.IConstruct) {
+	for _, n := range *scope.Node().FindAll(constructs.ConstructOrder_PREORDER) {
+		if *awscdk.Stack_IsStack(n) {
+			stackChecks(awscdk.Stack_Of(n)).failTeam = true
+		}
+	}
+}

@@ -157,3 +157,36 @@ func TestFailOnTeamFindings(t *testing.T) {
 		t.Errorf("the table's missing point-in-time recovery (a WARN rule) is not a warning at %s: %v", tbl, warnings)
 	}
 }
+
+// TestAddChecks: the explicit call makes findings errors in every stack of
+// the app, one without a backbone too; NewBackbone is New with
+// UnprefixedID.
+func TestAddChecks(t *testing.T) {
+	st, fn, _ := teamStack(t, false)
+	app := awscdk.Stage_Of(st)
+	other := awscdk.NewStack(app, jsii.String("Plain"), nil)
+	lone := awslambda.NewFunction(other, jsii.String("Lone"), &awslambda.FunctionProps{
+		Runtime: awslambda.Runtime_PROVIDED_AL2023(),
+		Handler: jsii.String("bootstrap"),
+		Code:    awslambda.Code_FromAsset(jsii.String(t.TempDir()), nil),
+	})
+	AddChecks(app)
+	for _, c := range []struct {
+		st   awscdk.Stack
+		role awslambda.Function
+	}{{st, fn}, {other, lone}} {
+		var errs []string
+		for _, m := range *assertions.Annotations_FromStack(c.st).FindError(jsii.String("*"), assertions.Match_AnyValue()) {
+			errs = append(errs, fmt.Sprintf("%s: %v", *m.Id, m.Entry.Data))
+		}
+		role := "/" + *c.role.Role().Node().DefaultChild().Node().Path()
+		if !hasWarning(errs, role, "AwsSolutions-IAM4") {
+			t.Errorf("stack %s: no error for %s's managed policy: %v", *c.st.StackName(), role, errs)
+		}
+	}
+
+	b := NewBackbone(awscdk.NewStack(app, jsii.String("Old"), nil), &Props{App: libraryApp})
+	if b.Prefix() != "" || *b.Node().Id() != UnprefixedID {
+		t.Errorf("NewBackbone: id %q, prefix %q; want %q and none", *b.Node().Id(), b.Prefix(), UnprefixedID)
+	}
+}
