@@ -10,17 +10,13 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
-	"github.com/fourlanes/fourlanes/pkg/obs"
 )
-
-// PipesNamespace is where EventBridge Pipes publish their metrics (dimension
-// PipeName); the CloudWatch "enriched metrics" reference lists it.
-const PipesNamespace = "AWS/EventBridge/Pipes"
 
 // Alarm thresholds.
 const (
@@ -71,8 +67,8 @@ func camel(name string) string {
 	return b.String()
 }
 
-// LogicalAlarmTopic pins the alarm topic: its subscriptions (confirmed by
-// a person) belong to it.
+// LogicalAlarmTopic pins the alarm topic the backbone creates: its
+// subscriptions (confirmed by a person) belong to it.
 const LogicalAlarmTopic = "AlarmTopic"
 
 // AlarmsProps names what to watch.
@@ -83,19 +79,22 @@ type AlarmsProps struct {
 	Reconcile   *Reconcile
 	Repair      *Repair
 	TamperWatch *TamperWatch
+	// Topic is the topic every alarm notifies (ALARM and OK); nil creates
+	// one, pinned as LogicalAlarmTopic after the log's prefix.
+	Topic awssns.ITopic
 	// AlarmEmail, when set, subscribes this address to the alarm topic
 	// (AWS mails a confirmation link first).
 	AlarmEmail string
 	// TrackedStreams names the streams changefeed reads, for the alarms'
-	// descriptions (NewBackbone: the application's tracked entities).
+	// descriptions (New: the application's tracked entities).
 	TrackedStreams string
 }
 
-// Alarms are the stack's alarms, the topic every one of them notifies (ALARM
-// and OK), and the dashboard.
+// Alarms are the backbone's alarms, the topic every one of them notifies
+// (ALARM and OK), and the dashboard.
 type Alarms struct {
 	constructs.Construct
-	Topic awssns.Topic
+	Topic awssns.ITopic
 	// ByName holds every alarm under the construct id it was created with.
 	ByName    map[string]awscloudwatch.Alarm
 	Dashboard awscloudwatch.Dashboard
@@ -109,42 +108,25 @@ func (p *AlarmsProps) functions() []Function {
 	}
 }
 
-// emfQuery is a Metrics Insights query over an EMF metric, whatever the
-// dimensions it is counted with: it reads the metric's Service series (one
-// per function), which every function writes beside the metric's own
-// dimension set (obs.PerInvocation). FROM the bare namespace would see both
-// sets and SUM each value twice.
-func emfQuery(stat, metric string, period awscdk.Duration) awscloudwatch.MathExpression {
-	return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-		Expression:   jsii.String(EMFQuery(stat, metric)),
-		Label:        jsii.String(metric),
-		Period:       period,
-		UsingMetrics: &map[string]awscloudwatch.IMetric{},
-	})
-}
-
-// EMFQuery is the Metrics Insights expression emfQuery alarms and graphs on.
-func EMFQuery(stat, metric string) string {
-	return fmt.Sprintf(`SELECT %s(%s) FROM SCHEMA(%q, %s)`, stat, metric, keys.MetricNamespace, obs.ServiceDimension)
-}
-
 // NewAlarms creates the alarms and the dashboard.
 func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarms {
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	a := &Alarms{Construct: c, ByName: map[string]awscloudwatch.Alarm{}}
-	oneMin := awscdk.Duration_Minutes(jsii.Number(1))
-	fiveMin := awscdk.Duration_Minutes(jsii.Number(5))
-	fifteenMin := awscdk.Duration_Minutes(jsii.Number(15))
+	oneMin, fiveMin, fifteenMin := minutes(1), minutes(5), minutes(15)
 
 	var all []awscloudwatch.IAlarm // as created, for the dashboard
-	// Publishing requires TLS (cdk-nag AwsSolutions-SNS3). No KMS key:
-	// CloudWatch alarms cannot publish to a topic encrypted with the AWS
-	// managed key (aws/sns), and alarm messages carry no tenant data.
-	topic := awssns.NewTopic(c, jsii.String("Topic"), &awssns.TopicProps{
-		DisplayName: jsii.String("fourlanes alarms"),
-		EnforceSSL:  jsii.Bool(true),
-	})
-	pin(topic, LogicalAlarmTopic)
+	topic := props.Topic
+	if topic == nil {
+		// Publishing requires TLS (cdk-nag AwsSolutions-SNS3). No KMS key:
+		// CloudWatch alarms cannot publish to a topic encrypted with the AWS
+		// managed key (aws/sns), and alarm messages carry no tenant data.
+		own := awssns.NewTopic(c, jsii.String("Topic"), &awssns.TopicProps{
+			DisplayName: jsii.String("fourlanes alarms"),
+			EnforceSSL:  jsii.Bool(true),
+		})
+		pin(own, props.Log.LogicalIDPrefix(), LogicalAlarmTopic)
+		topic = own
+	}
 	a.Topic = topic
 	if props.AlarmEmail != "" {
 		topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(props.AlarmEmail), nil))
@@ -170,30 +152,10 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		alarmMissing(name, description, metric, threshold, periods, awscloudwatch.TreatMissingData_NOT_BREACHING)
 	}
 
-	pipeName := props.Durable.Pipe.Ref()
-	pipeMetric := func(name, stat string) awscloudwatch.Metric {
-		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace:     jsii.String(PipesNamespace),
-			MetricName:    jsii.String(name),
-			DimensionsMap: &map[string]*string{"PipeName": pipeName},
-			Statistic:     jsii.String(stat),
-			Period:        fiveMin,
-		})
-	}
-	changefeedIteratorAge := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-		Namespace:     jsii.String("AWS/Lambda"),
-		MetricName:    jsii.String("IteratorAge"),
-		DimensionsMap: &map[string]*string{"FunctionName": props.ChangeFeed.Changefeed.Fn.FunctionName()},
-		Statistic:     jsii.String("Maximum"),
-		Period:        oneMin,
-	})
+	pipe := props.Durable.Pipe
+	changefeedIteratorAge := iteratorAge(props.ChangeFeed.Changefeed)
 	pipeRecordAge := emfQuery("MAX", keys.MetricPipeRecordAge, oneMin)
-	visible := func(q interface {
-		MetricApproximateNumberOfMessagesVisible(*awscloudwatch.MetricOptions) awscloudwatch.Metric
-	}) awscloudwatch.Metric {
-		return q.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: oneMin})
-	}
-	oldest := props.Durable.Queue.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: oneMin})
+	oldest := oldestMessage(props.Durable.Queue, oneMin)
 	deadLettered := emfQuery("SUM", keys.MetricDeadLettered, fiveMin)
 	chainBreaks := emfQuery("SUM", keys.MetricChainBreaks, fiveMin)
 	rejected := emfQuery("SUM", keys.MetricRejectedRecords, fiveMin)
@@ -212,10 +174,10 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		pipeRecordAge, lagThresholdMs, 5)
 	alarm("PipeExecutionFailed",
 		"The events Pipe failed executions (filter, stream-filter enrichment or the FIFO target). It retries with bisect up to 10 times, then dead-letters to the Pipe DLQ. Check the Pipe's log group and stream-filter's logs.",
-		pipeMetric("ExecutionFailed", "Sum"), 1, 1)
+		pipeMetric(pipe, "ExecutionFailed", "Sum"), 1, 1)
 	alarm("PipeExecutionTimeout",
 		"The events Pipe timed out executions (enrichment and target must finish within 5 minutes). Check stream-filter's duration.",
-		pipeMetric("ExecutionTimeout", "Sum"), 1, 1)
+		pipeMetric(pipe, "ExecutionTimeout", "Sum"), 1, 1)
 	alarm("StreamFilterRejected",
 		"stream-filter rejected stream records (EMF RejectedRecords, by Reason: hash_mismatch, broken_link, undeclared, undecodable, unstamped_head). The Pipe retries, bisects and finally dead-letters the batch. Read the Reason in stream-filter's logs before draining.",
 		rejected, 1, 1)
@@ -294,13 +256,7 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 	alarm("TamperDetected",
 		"An event row of the log was overwritten or deleted, or a head row changed other than by its own advance (EMF TamperDetected, by Change; tamper-watch's ERROR lines name the tenant, the seq and what changed). This is a data-integrity incident: find who wrote (CloudTrail data events on the events table), then call reconcile for the tenant.",
 		tampered, 1, 1)
-	tamperIteratorAge := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-		Namespace:     jsii.String("AWS/Lambda"),
-		MetricName:    jsii.String("IteratorAge"),
-		DimensionsMap: &map[string]*string{"FunctionName": props.TamperWatch.Function.Fn.FunctionName()},
-		Statistic:     jsii.String("Maximum"),
-		Period:        oneMin,
-	})
+	tamperIteratorAge := iteratorAge(props.TamperWatch.Function)
 	alarm("TamperWatchIteratorAge",
 		"tamper-watch is more than a minute behind the events stream for 3 minutes: changes to the log are not being seen as they happen. Check tamper-watch's errors; it never skips a record, so a failing batch holds its shard until fixed.",
 		tamperIteratorAge, tamperLagThresholdMs, 3)
@@ -320,13 +276,11 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 	// Every dead-letter queue: a message left there too long.
 	for _, q := range []struct {
 		name  string
-		queue interface {
-			MetricApproximateAgeOfOldestMessage(*awscloudwatch.MetricOptions) awscloudwatch.Metric
-		}
+		queue awssqs.IQueue
 	}{{"DurableDLQ", props.Durable.DLQ}, {"PipeDLQ", props.Durable.PipeDLQ}, {"ChangeFeedDLQ", props.ChangeFeed.DLQ}} {
 		alarm(q.name+"OldestMessage",
 			fmt.Sprintf("A message has waited in the %s for more than 6 hours: the scheduled dlq-repair (hourly) is not draining it. For the Pipe and change-feed queues the records leave their stream 24 hours after they were written; repair needs them before then. Run dlq-repair and read its report (README, 'Runbook: draining the dead-letter queues').", q.name),
-			q.queue.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: fiveMin}),
+			oldestMessage(q.queue, fiveMin),
 			dlqAgeThresholdS, 1)
 	}
 
@@ -344,14 +298,14 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		Expression:   jsii.String("IF(FILL(writes, 0) > 0 AND FILL(piped, 0) == 0, 1, 0)"),
 		Label:        jsii.String("log written, Pipe idle"),
 		Period:       fiveMin,
-		UsingMetrics: &map[string]awscloudwatch.IMetric{"writes": logWrites, "piped": pipeMetric("EventCount", "Sum")},
+		UsingMetrics: &map[string]awscloudwatch.IMetric{"writes": logWrites, "piped": pipeMetric(pipe, "EventCount", "Sum")},
 	})
 	alarm("PipeStopped",
 		"The events table was written for 10 minutes while the events Pipe handled no event: the Pipe is stopped, disabled (AWS disables a Pipe after continuous 4xx errors; see its StateReason), or cannot read the stream. Events are not reaching the DURABLE lane; they stay in the stream for 24 hours. Start or fix the Pipe (aws pipes describe-pipe).",
 		pipeStalled, 1, 2)
 	alarm("PipeExecutionThrottled",
 		"The events Pipe's executions were throttled (AWS/EventBridge/Pipes ExecutionThrottled): the DURABLE lane falls behind. Check the Pipe's concurrency and stream-filter's throttles.",
-		pipeMetric("ExecutionThrottled", "Sum"), 1, 1)
+		pipeMetric(pipe, "ExecutionThrottled", "Sum"), 1, 1)
 
 	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
 		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &metrics, Width: jsii.Number(8)})
@@ -366,7 +320,7 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		Widgets: &[]*[]awscloudwatch.IWidget{
 			{awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{Title: jsii.String("fourlanes alarms"), Alarms: alarmRefs(all), Width: jsii.Number(24)})},
 			{
-				graph("Pipe: events and failures", pipeMetric("EventCount", "Sum"), pipeMetric("ExecutionFailed", "Sum"), pipeMetric("ExecutionTimeout", "Sum")),
+				graph("Pipe: events and failures", pipeMetric(pipe, "EventCount", "Sum"), pipeMetric(pipe, "ExecutionFailed", "Sum"), pipeMetric(pipe, "ExecutionTimeout", "Sum")),
 				graph("Pipe: record age (ms)", pipeRecordAge),
 				graph("changefeed: IteratorAge (ms)", changefeedIteratorAge),
 			},

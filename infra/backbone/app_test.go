@@ -80,6 +80,37 @@ type libraryStack struct {
 // replace its tables) before the backbone is added.
 func synthLibrary(t *testing.T, edit func(st awscdk.Stack, p *Props)) *libraryStack {
 	t.Helper()
+	var books, loans, shelf awsdynamodb.ITable
+	var b *Backbone
+	st := newLibraryStack(t, func(st awscdk.Stack, p *Props) {
+		books, loans, shelf = p.Tracked["BOOK"], p.Tables[envLoans], p.Tables[envShelf]
+		if edit != nil {
+			edit(st, p)
+		}
+	}, func(bb *Backbone) { b = bb })
+	ls := &libraryStack{st: st, stack: b}
+	ls.booksID, ls.loansID, ls.shelfID = ls.id(books), ls.id(loans), ls.id(shelf)
+	for _, m := range *assertions.Annotations_FromStack(st).FindError(jsii.String("*"), assertions.Match_AnyValue()) {
+		ls.errors = append(ls.errors, fmt.Sprint(m.Entry.Data))
+	}
+	if len(ls.errors) == 0 {
+		raw, err := json.Marshal(assertions.Template_FromStack(st, nil).ToJSON())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, &ls.doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ls
+}
+
+// newLibraryStack builds the library's stack in an app of its own, its
+// functions' code staged from stand-ins, without synthesizing it: edit
+// changes its props (and may add to the stack) before the backbone is added
+// with UnprefixedID, after gets the backbone.
+func newLibraryStack(t *testing.T, edit func(st awscdk.Stack, p *Props), after func(*Backbone)) awscdk.Stack {
+	t.Helper()
 	code := t.TempDir()
 	if err := backbonetest.WriteCode(code); err != nil {
 		t.Fatal(err)
@@ -97,21 +128,11 @@ func synthLibrary(t *testing.T, edit func(st awscdk.Stack, p *Props)) *librarySt
 	if edit != nil {
 		edit(st, p)
 	}
-	ls := &libraryStack{st: st, stack: NewBackbone(st, p)}
-	ls.booksID, ls.loansID, ls.shelfID = ls.id(books), ls.id(loans), ls.id(shelf)
-	for _, m := range *assertions.Annotations_FromStack(st).FindError(jsii.String("*"), assertions.Match_AnyValue()) {
-		ls.errors = append(ls.errors, fmt.Sprint(m.Entry.Data))
+	b := New(st, UnprefixedID, p)
+	if after != nil {
+		after(b)
 	}
-	if len(ls.errors) == 0 {
-		raw, err := json.Marshal(assertions.Template_FromStack(st, nil).ToJSON())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(raw, &ls.doc); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return ls
+	return st
 }
 
 // testTable is a table of the library's, with a stream of view unless it is

@@ -53,6 +53,7 @@ type ChangeFeed struct {
 	Changefeed Function
 	// Mappings holds each tracked entity's stream mapping, by entity name.
 	Mappings map[string]awslambda.EventSourceMapping
+	prefix   string
 }
 
 // NewChangeFeed creates the change-feed table, the function and its
@@ -60,6 +61,7 @@ type ChangeFeed struct {
 func NewChangeFeed(scope constructs.Construct, id string, props *ChangeFeedProps) *ChangeFeed {
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	removal := props.RemovalPolicy
+	prefix := props.Log.LogicalIDPrefix()
 
 	feed := awsdynamodb.NewTable(c, jsii.String("ChangeFeed"), &awsdynamodb.TableProps{
 		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(keys.AttrPK), Type: awsdynamodb.AttributeType_STRING},
@@ -70,7 +72,7 @@ func NewChangeFeed(scope constructs.Construct, id string, props *ChangeFeedProps
 		DeletionProtection:  jsii.Bool(true),
 		RemovalPolicy:       removal,
 	})
-	pin(feed, LogicalChangeFeedTable)
+	pin(feed, prefix, LogicalChangeFeedTable)
 	cdknag.NagSuppressions_AddResourceSuppressions(feed, &[]*cdknag.NagPackSuppression{{
 		Id:     jsii.String("AwsSolutions-DDB3"),
 		Reason: jsii.String("Change-feed rows expire by TTL and are derived from the tracked tables' streams; those tables, their source, are the application's (and should have point-in-time recovery)."),
@@ -82,7 +84,7 @@ func NewChangeFeed(scope constructs.Construct, id string, props *ChangeFeedProps
 		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
 		RemovalPolicy:   removal,
 	})
-	pin(dlq, LogicalChangeFeedDLQ)
+	pin(dlq, prefix, LogicalChangeFeedDLQ)
 	suppressIsDLQ(dlq, "It is the changefeed mappings' on-failure destination: it receives metadata of batches that exhausted their retries; dlq-repair drains it.")
 
 	fn := newFunction(c, "Changefeed", props.Functions, functionSpec{
@@ -99,13 +101,13 @@ func NewChangeFeed(scope constructs.Construct, id string, props *ChangeFeedProps
 	allow(fn.Role, concat(tableRead, tableWrite), props.Log.State.TableArn())
 	listStreams(fn.Role)
 
-	return &ChangeFeed{Construct: c, ChangeFeed: feed, DLQ: dlq, Changefeed: fn, Mappings: map[string]awslambda.EventSourceMapping{}}
+	return &ChangeFeed{Construct: c, ChangeFeed: feed, DLQ: dlq, Changefeed: fn, Mappings: map[string]awslambda.EventSourceMapping{}, prefix: prefix}
 }
 
 // Track maps a tracked entity's table stream to changefeed: the function
 // gets the table's name under the entity's TableEnv, reads the table and its
 // stream, and the mapping is pinned as LogicalChangeFeedESM + the entity's
-// name. The table must have a stream (NewBackbone checks).
+// name (after the log's prefix). The table must have a stream (New checks).
 func (c *ChangeFeed) Track(e catalog.Entity, table awsdynamodb.ITable) awslambda.EventSourceMapping {
 	fn := c.Changefeed
 	fn.Fn.AddEnvironment(jsii.String(e.TableEnv), table.TableName(), nil)
@@ -124,7 +126,7 @@ func (c *ChangeFeed) Track(e catalog.Entity, table awsdynamodb.ITable) awslambda
 		ParallelizationFactor:   jsii.Number(1),
 		OnFailure:               awslambdaeventsources.NewSqsDlq(c.DLQ),
 	})
-	pin(mapping, LogicalChangeFeedESM+alnum(e.Name))
+	pin(mapping, c.prefix, LogicalChangeFeedESM+alnum(e.Name))
 	// The mapping is created only once the role may read the stream.
 	mapping.Node().AddDependency(fn.Role)
 	c.Mappings[e.Name] = mapping

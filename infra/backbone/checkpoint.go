@@ -20,12 +20,6 @@ const (
 	LogicalCheckpointBucket = "CheckpointBucket"
 )
 
-// Stack outputs of the checkpoint resources (spelled in pkg/keys).
-const (
-	OutputCheckpointBucket = keys.OutputCheckpointBucket
-	OutputCheckpointKey    = keys.OutputCheckpointKey
-)
-
 // CheckpointKeyAdminActions are what the account (its IAM principals with
 // IAM permission for them, the deploying CloudFormation role among them) may
 // do to the checkpoint key: everything that keeps it manageable, explicitly
@@ -89,7 +83,22 @@ const CheckpointRetentionDays = 365
 
 // CheckpointsProps wires signed checkpoints to reconcile.
 type CheckpointsProps struct {
+	// Log is the log whose checkpoints these are: its LogicalIDPrefix
+	// begins the key's and the bucket's pinned IDs, and names the log in
+	// every checkpoint (CheckpointLog).
+	Log       *EventLog
 	Reconcile *Reconcile
+}
+
+// CheckpointLog is the name of the log that every checkpoint's note carries
+// (its origin line and key name): fourlanes/<stack name>, and
+// /<prefix> after it for a backbone with a prefix (keys.BackbonePrefix), so
+// two backbones in one stack sign checkpoints of two different logs.
+func CheckpointLog(stackName, prefix string) string {
+	if prefix == "" {
+		return "fourlanes/" + stackName
+	}
+	return "fourlanes/" + stackName + "/" + prefix
 }
 
 // Checkpoints is where reconcile anchors what it verified: a KMS signing
@@ -107,10 +116,11 @@ type Checkpoints struct {
 // NewCheckpoints creates the key and the bucket, grants reconcile exactly
 // kms:Sign and kms:GetPublicKey on the key and s3:PutObject, s3:GetObject,
 // s3:ListBucket on the bucket, and gives it CHECKPOINT_BUCKET,
-// CHECKPOINT_KEY_ID and CHECKPOINT_LOG (fourlanes/<stack name>).
+// CHECKPOINT_KEY_ID and CHECKPOINT_LOG (CheckpointLog).
 func NewCheckpoints(scope constructs.Construct, id string, props *CheckpointsProps) *Checkpoints {
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	fn := props.Reconcile.Function
+	prefix := props.Log.LogicalIDPrefix()
 	key := awskms.NewKey(c, jsii.String("SigningKey"), &awskms.KeyProps{
 		Policy:        CheckpointKeyPolicy(fn.Role),
 		Description:   jsii.String("fourlanes: signs reconcile's checkpoints (ECDSA P-256, C2SP signed notes)"),
@@ -119,7 +129,7 @@ func NewCheckpoints(scope constructs.Construct, id string, props *CheckpointsPro
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
 		PendingWindow: awscdk.Duration_Days(jsii.Number(30)),
 	})
-	pin(key, LogicalCheckpointKey)
+	pin(key, prefix, LogicalCheckpointKey)
 
 	bucket := awss3.NewBucket(c, jsii.String("Bucket"), &awss3.BucketProps{
 		ObjectLockEnabled:          jsii.Bool(true),
@@ -131,7 +141,7 @@ func NewCheckpoints(scope constructs.Construct, id string, props *CheckpointsPro
 		ObjectOwnership:            awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
 		RemovalPolicy:              awscdk.RemovalPolicy_RETAIN,
 	})
-	pin(bucket, LogicalCheckpointBucket)
+	pin(bucket, prefix, LogicalCheckpointBucket)
 	objects := bucket.ArnForObjects(jsii.String("*"))
 	// Object Lock keeps every version; these two denials keep the key space
 	// too: no delete marker can hide a checkpoint, and no new version can
@@ -158,21 +168,16 @@ func NewCheckpoints(scope constructs.Construct, id string, props *CheckpointsPro
 	allow(fn.Role, []string{"s3:ListBucket"}, bucket.BucketArn())
 	fn.Fn.AddEnvironment(jsii.String(keys.EnvCheckpointBucket), bucket.BucketName(), nil)
 	fn.Fn.AddEnvironment(jsii.String(keys.EnvCheckpointKey), key.KeyArn(), nil)
-	fn.Fn.AddEnvironment(jsii.String(keys.EnvCheckpointLog), jsii.String("fourlanes/"+*awscdk.Aws_STACK_NAME()), nil)
+	fn.Fn.AddEnvironment(jsii.String(keys.EnvCheckpointLog), jsii.String(CheckpointLog(*awscdk.Aws_STACK_NAME(), prefix)), nil)
 
 	cdknag.NagSuppressions_AddResourceSuppressions(fn.Role, &[]*cdknag.NagPackSuppression{{
 		Id:        jsii.String("AwsSolutions-IAM5"),
 		Reason:    jsii.String("reconcile writes one object per signed checkpoint under checkpoints/ (keys named by tenant and seq); it may put (never overwrite: the bucket policy requires If-None-Match) and get there, nothing else."),
-		AppliesTo: &[]interface{}{cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::<` + LogicalCheckpointBucket + `\.Arn>\/checkpoints\/\*$/g`)}},
+		AppliesTo: &[]interface{}{cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::<` + prefix + LogicalCheckpointBucket + `\.Arn>\/checkpoints\/\*$/g`)}},
 	}}, jsii.Bool(true))
 	cdknag.NagSuppressions_AddResourceSuppressions(bucket, &[]*cdknag.NagPackSuppression{{
 		Id:     jsii.String("AwsSolutions-S1"),
 		Reason: jsii.String("server access logs would need a second bucket; the objects are write-once (Object Lock COMPLIANCE, deletes and overwrites denied to every principal), so there is no change to log, and reads are of signed, public statements."),
 	}}, jsii.Bool(true))
-	st := awscdk.Stack_Of(c)
-	awscdk.NewCfnOutput(st, jsii.String(OutputCheckpointBucket), &awscdk.CfnOutputProps{Value: bucket.BucketName(),
-		Description: jsii.String("Object Lock bucket of signed checkpoints (checkpoints/<tenant>/…)")})
-	awscdk.NewCfnOutput(st, jsii.String(OutputCheckpointKey), &awscdk.CfnOutputProps{Value: key.KeyArn(),
-		Description: jsii.String("KMS key that signs checkpoints: aws kms get-public-key gives the key fourlanes verify -key takes")})
 	return &Checkpoints{Construct: c, Key: key, Bucket: bucket}
 }

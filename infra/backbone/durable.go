@@ -105,7 +105,8 @@ func NewDurableLane(scope constructs.Construct, id string, props *DurableLanePro
 		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
 		RemovalPolicy:   props.RemovalPolicy,
 	})
-	pin(pipeDLQ, LogicalPipeDLQ)
+	prefix := log.LogicalIDPrefix()
+	pin(pipeDLQ, prefix, LogicalPipeDLQ)
 	suppressIsDLQ(pipeDLQ, "It is the Pipe's DeadLetterConfig target: it receives batch metadata the Pipe could not deliver; dlq-repair drains it.")
 
 	fifo := func(cid string, dlq *awssqs.DeadLetterQueue, visibility awscdk.Duration, retention float64) awssqs.Queue {
@@ -125,9 +126,9 @@ func NewDurableLane(scope constructs.Construct, id string, props *DurableLanePro
 	}
 	visibility := awscdk.Duration_Seconds(jsii.Number(visibilityFactor * durableConsumerTimeoutSeconds))
 	dlq := fifo("DurableDLQ", nil, visibility, 14)
-	pin(dlq, LogicalDurableDLQ)
+	pin(dlq, prefix, LogicalDurableDLQ)
 	queue := fifo("DurableQueue", &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(durableMaxReceiveCount)}, visibility, 4)
-	pin(queue, LogicalDurableQueue)
+	pin(queue, prefix, LogicalDurableQueue)
 
 	streamFilter := newFunction(c, "StreamFilter", props.Functions, functionSpec{
 		name:        keys.FnStreamFilter,
@@ -215,7 +216,7 @@ func NewDurableLane(scope constructs.Construct, id string, props *DurableLanePro
 			CloudwatchLogsLogDestination: &awspipes.CfnPipe_CloudwatchLogsLogDestinationProperty{LogGroupArn: pipeLogs.LogGroupArn()},
 		},
 	})
-	pipe.OverrideLogicalId(jsii.String(LogicalEventsPipe))
+	pipe.OverrideLogicalId(jsii.String(prefix + LogicalEventsPipe))
 
 	return &DurableLane{
 		Construct: c, Queue: queue, DLQ: dlq, PipeDLQ: pipeDLQ, Pipe: pipe, PipeRole: pipeRole, PipeLogs: pipeLogs,

@@ -20,6 +20,11 @@ const (
 type EventLogProps struct {
 	// RemovalPolicy of both tables.
 	RemovalPolicy awscdk.RemovalPolicy
+	// LogicalIDPrefix begins the pinned logical IDs of the log's stateful
+	// resources and of those of every construct built on it (New passes the
+	// backbone's keys.BackbonePrefix): "" pins EventsTable, "Orders" pins
+	// OrdersEventsTable.
+	LogicalIDPrefix string
 }
 
 // EventLog is the per-tenant, hash-chained, insert-only events table, the
@@ -34,9 +39,16 @@ type EventLog struct {
 	// PutItem and ConditionCheckItem only inside TransactWriteItems, GetItem
 	// and Query. It has no UpdateItem, DeleteItem, BatchWriteItem or PartiQL
 	// action: the head moves by a conditional Put in the same transaction as
-	// the events.
+	// the events. New adds the tracked tables' transactional writes, so it
+	// holds what Backbone.GrantEmit grants, for principals outside the CDK
+	// app.
 	EmitterPolicy awsiam.ManagedPolicy
+	prefix        string
 }
+
+// LogicalIDPrefix is EventLogProps.LogicalIDPrefix: the constructs built on
+// the log pin their logical IDs with it too.
+func (l *EventLog) LogicalIDPrefix() string { return l.prefix }
 
 // logDenied are the actions the events table's resource policy denies to
 // every principal, whatever their identity policies allow: nothing in the
@@ -60,9 +72,9 @@ var logDenied = []string{
 // transactional operations" uses this condition
 // (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html).
 // A single-item PutItem carries no enclosing operation, so it is not allowed.
-func transactionOnly() *map[string]interface{} {
-	return &map[string]interface{}{
-		"ForAnyValue:StringEquals": map[string]interface{}{"dynamodb:EnclosingOperation": []string{"TransactWriteItems"}},
+func transactionOnly() map[string]map[string]any {
+	return map[string]map[string]any{
+		"ForAnyValue:StringEquals": {"dynamodb:EnclosingOperation": []string{"TransactWriteItems"}},
 	}
 }
 
@@ -106,7 +118,7 @@ func NewEventLog(scope constructs.Construct, id string, props *EventLogProps) *E
 		ResourcePolicy:     LogResourcePolicy(),
 		RemovalPolicy:      removal,
 	})
-	pin(events, LogicalEventsTable)
+	pin(events, props.LogicalIDPrefix, LogicalEventsTable)
 
 	state := awsdynamodb.NewTable(c, jsii.String("State"), &awsdynamodb.TableProps{
 		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(keys.AttrPK), Type: awsdynamodb.AttributeType_STRING},
@@ -120,24 +132,15 @@ func NewEventLog(scope constructs.Construct, id string, props *EventLogProps) *E
 		DeletionProtection: jsii.Bool(true),
 		RemovalPolicy:      removal,
 	})
-	pin(state, LogicalStateTable)
+	pin(state, props.LogicalIDPrefix, LogicalStateTable)
 
+	// The description stays as it is: CloudFormation replaces a managed
+	// policy whose description changes, and a principal attached to it by
+	// ARN would lose it.
 	emitter := awsiam.NewManagedPolicy(c, jsii.String("EmitterPolicy"), &awsiam.ManagedPolicyProps{
 		Description: jsii.String("fourlanes: append events to the log (Emit): Put and ConditionCheck only inside TransactWriteItems, GetItem, Query. No UpdateItem, DeleteItem, BatchWriteItem or PartiQL."),
-		Statements: &[]awsiam.PolicyStatement{
-			awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-				Sid:        jsii.String("AppendInsideTransactWriteItems"),
-				Actions:    jsii.Strings(logAppendWrite...),
-				Resources:  &[]*string{events.TableArn()},
-				Conditions: transactionOnly(),
-			}),
-			awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-				Sid:       jsii.String("ReadTheHeadAndTheLog"),
-				Actions:   jsii.Strings(logAppendRead...),
-				Resources: &[]*string{events.TableArn()},
-			}),
-		},
+		Statements:  statements(logEmitPermissions(events.TableArn())),
 	})
 
-	return &EventLog{Construct: c, Events: events, State: state, EmitterPolicy: emitter}
+	return &EventLog{Construct: c, Events: events, State: state, EmitterPolicy: emitter, prefix: props.LogicalIDPrefix}
 }

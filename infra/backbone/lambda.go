@@ -2,12 +2,14 @@ package backbone
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
@@ -31,6 +33,11 @@ type FunctionOptions struct {
 	ApplicationLogLevel awslambda.ApplicationLogLevel
 	// SystemLogLevel filters Lambda's own lines (start, report). Default INFO.
 	SystemLogLevel awslambda.SystemLogLevel
+	// Tracing is each function's X-Ray mode; the zero value means ACTIVE.
+	// ACTIVE and PASS_THROUGH also set FOURLANES_TRACING=xray, so the
+	// functions trace their AWS SDK calls (pkg/tracing); DISABLED sets it to
+	// off.
+	Tracing awslambda.Tracing
 }
 
 // functionSpec is what differs between functions.
@@ -76,7 +83,16 @@ func newFunction(scope constructs.Construct, id string, opts FunctionOptions, sp
 	if sysLevel == "" {
 		sysLevel = awslambda.SystemLogLevel_INFO
 	}
-	env := map[string]*string{keys.EnvTracing: jsii.String("xray")}
+	tracing := opts.Tracing
+	if tracing == "" {
+		tracing = awslambda.Tracing_ACTIVE
+	}
+	traced := tracing != awslambda.Tracing_DISABLED
+	mode := "off"
+	if traced {
+		mode = tracingXRay
+	}
+	env := map[string]*string{keys.EnvTracing: jsii.String(mode)}
 	for k, v := range spec.env {
 		env[k] = v
 	}
@@ -85,11 +101,11 @@ func newFunction(scope constructs.Construct, id string, opts FunctionOptions, sp
 		Runtime:                      awslambda.Runtime_PROVIDED_AL2023(),
 		Architecture:                 awslambda.Architecture_ARM_64(),
 		Handler:                      jsii.String("bootstrap"),
-		Code:                         awslambda.Code_FromAsset(jsii.String(filepath.Join(opts.CodeRoot, spec.name)), nil),
+		Code:                         functionCode(scope, id, opts.CodeRoot, spec.name),
 		Timeout:                      spec.timeout,
 		MemorySize:                   jsii.Number(spec.memoryMB),
 		Environment:                  &env,
-		Tracing:                      awslambda.Tracing_ACTIVE,
+		Tracing:                      tracing,
 		Role:                         role,
 		LogGroup:                     logs,
 		LoggingFormat:                awslambda.LoggingFormat_JSON,
@@ -97,15 +113,39 @@ func newFunction(scope constructs.Construct, id string, opts FunctionOptions, sp
 		SystemLogLevelV2:             sysLevel,
 		ReservedConcurrentExecutions: spec.reserved,
 	})
-	// Active tracing adds xray:PutTraceSegments and xray:PutTelemetryRecords
-	// on "*" to the role.
-	cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
-		Id:        jsii.String("AwsSolutions-IAM5"),
-		Reason:    jsii.String("X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions; CDK's active tracing grants them on *."),
-		AppliesTo: &[]interface{}{jsii.String("Resource::*")},
-	}}, jsii.Bool(true))
+	if traced {
+		// Tracing adds xray:PutTraceSegments and xray:PutTelemetryRecords on
+		// "*" to the role.
+		cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
+			Id:        jsii.String("AwsSolutions-IAM5"),
+			Reason:    jsii.String("X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions; CDK's active tracing grants them on *."),
+			AppliesTo: &[]interface{}{jsii.String("Resource::*")},
+		}}, jsii.Bool(true))
+	}
 	return Function{name: spec.name, Fn: fn, Role: role, Logs: logs}
 }
+
+// functionCode is <codeRoot>/<name> as the function's code asset. Without
+// its bootstrap, CDK would stop the synthesis at the asset with a
+// JavaScript error; instead the synthesis fails with an error that names
+// Props.CodeRoot and the fix, and the function gets a placeholder that no
+// template of a successful synthesis holds.
+func functionCode(scope constructs.Construct, id, codeRoot, name string) awslambda.Code {
+	dir := filepath.Join(codeRoot, name)
+	if _, err := os.Stat(filepath.Join(dir, "bootstrap")); err == nil {
+		return awslambda.Code_FromAsset(jsii.String(dir), nil)
+	}
+	awscdk.Annotations_Of(scope).AddError(jsii.String(fmt.Sprintf(
+		"function %s: %s is missing: give Props.CodeRoot the folder that holds <function>/bootstrap for every function (the examples pass \"build\"), and build them first (make build)",
+		name, filepath.Join(dir, "bootstrap"))))
+	missing := awss3.Bucket_FromBucketName(scope, jsii.String(id+"MissingCode"), jsii.String("fourlanes-missing-code"))
+	return awslambda.Code_FromBucket(missing, jsii.String(name+".zip"), nil)
+}
+
+// tracingXRay is FOURLANES_TRACING's value that turns on pkg/tracing's X-Ray
+// instrumentation (tracing.ModeXRay; infra does not link the runtime's
+// tracing package).
+const tracingXRay = "xray"
 
 // DynamoDB and SQS action sets. The events table only ever gets
 // logAppendWrite/logAppendRead and tableRead (plus streamRead): see
@@ -163,7 +203,9 @@ func listStreams(role awsiam.IRole) {
 }
 
 // pin fixes the logical ID of a construct's CloudFormation resource, so a
-// refactor of construct paths can never replace a stateful resource.
-func pin(c constructs.Construct, logicalID string) {
-	c.Node().DefaultChild().(awscdk.CfnResource).OverrideLogicalId(jsii.String(logicalID))
+// refactor of construct paths can never replace a stateful resource. New
+// passes its prefix (keys.BackbonePrefix) to every construct it composes, so
+// two backbones in one stack pin different IDs.
+func pin(c constructs.Construct, prefix, logicalID string) {
+	c.Node().DefaultChild().(awscdk.CfnResource).OverrideLogicalId(jsii.String(prefix + logicalID))
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/jsii-runtime-go"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -94,20 +95,51 @@ func TestNoPolicyRewritesTheLog(t *testing.T) {
 	if v := logViolations(gs); len(v) > 0 {
 		t.Errorf("policies allow rewriting the log:\n%s", strings.Join(v, "\n"))
 	}
-	// Only the emitter policy may put items into the log.
-	var writers []string
+	// Only the emitter policy and the team's emitter (GrantEmit) may put
+	// items into the log, and only inside TransactWriteItems.
+	if diff := cmp.Diff(s.logPutters(), logPutters(t, gs)); diff != "" {
+		t.Errorf("policies that can PutItem on the log (-want +got):\n%s", diff)
+	}
+}
+
+// logPutters are the policies that may PutItem on the log: the emitter
+// policy and the bench's (GrantEmit), sorted.
+func (s *synthesized) logPutters() []string {
+	return sorted([]string{s.id(s.stack.Log.EmitterPolicy), s.id(s.stack.Bench.Role().Node().TryFindChild(jsii.String("DefaultPolicy")))})
+}
+
+// logPutters lists the policies with a statement that allows PutItem on the
+// log, sorted; each such statement must hold only inside TransactWriteItems.
+func logPutters(t *testing.T, gs []grant) []string {
+	t.Helper()
+	var out []string
 	for _, g := range gs {
 		for _, res := range g.Resources {
 			for _, a := range g.Actions {
-				if actionAllows(a, "dynamodb:PutItem") && touches(res, LogicalEventsTable) {
-					writers = append(writers, g.Policy)
+				if !actionAllows(a, "dynamodb:PutItem") || !touches(res, LogicalEventsTable) {
+					continue
+				}
+				out = append(out, g.Policy)
+				if !cmp.Equal(g.Condition, anyJSON(transactionOnly())) {
+					t.Errorf("%s allows PutItem on the log with condition %v, want only inside TransactWriteItems", g.Policy, g.Condition)
 				}
 			}
 		}
 	}
-	if diff := cmp.Diff([]string{s.id(s.stack.Log.EmitterPolicy)}, writers); diff != "" {
-		t.Errorf("policies that can PutItem on the log (-want +got):\n%s", diff)
+	return sorted(out)
+}
+
+// anyJSON is v as the template holds it (plain JSON values).
+func anyJSON(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
 	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		panic(err)
+	}
+	return out
 }
 
 // TestLogViolationsDetects proves the checker above is not vacuous.
@@ -157,6 +189,16 @@ func TestEmitterPolicyIsExactlyEmit(t *testing.T) {
 			"Sid": "ReadTheHeadAndTheLog", "Effect": "Allow",
 			"Action":   []any{"dynamodb:GetItem", "dynamodb:Query"},
 			"Resource": events,
+		},
+		// The tracked table's writes in Emit's transaction (what GrantEmit
+		// gives a team's service).
+		map[string]any{
+			"Sid": "WriteTrackedTablesInsideTransactWriteItems", "Effect": "Allow",
+			"Action":   []any{"dynamodb:ConditionCheckItem", "dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+			"Resource": getAtt(s.id(s.stack.Widgets), "Arn"),
+			"Condition": map[string]any{"ForAnyValue:StringEquals": map[string]any{
+				"dynamodb:EnclosingOperation": []any{"TransactWriteItems"},
+			}},
 		},
 	}
 	if diff := cmp.Diff(want, doc["Statement"]); diff != "" {
@@ -214,19 +256,10 @@ func TestLogResourcePolicy(t *testing.T) {
 // which history was the real one.
 func TestWhatPutItemCanStillDo(t *testing.T) {
 	s := synth(t)
-	// 1. PutItem on the log is allowed (inside a transaction) by exactly one
-	// policy, and denied by no resource policy.
-	var putters []string
-	for _, g := range grants(s.Doc) {
-		for _, res := range g.Resources {
-			for _, a := range g.Actions {
-				if actionAllows(a, "dynamodb:PutItem") && touches(res, LogicalEventsTable) {
-					putters = append(putters, g.Policy)
-				}
-			}
-		}
-	}
-	if diff := cmp.Diff([]string{s.id(s.stack.Log.EmitterPolicy)}, putters); diff != "" {
+	// 1. PutItem on the log is allowed (inside a transaction) by exactly the
+	// emitter policy and the grants of GrantEmit, and denied by no resource
+	// policy.
+	if diff := cmp.Diff(s.logPutters(), logPutters(t, grants(s.Doc))); diff != "" {
 		t.Errorf("policies that can PutItem on the log (-want +got):\n%s", diff)
 	}
 	// 2. An overwrite reaches tamper-watch: its mapping reads the events

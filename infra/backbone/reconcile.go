@@ -27,7 +27,8 @@ type Reconcile struct {
 	URL      awslambda.FunctionUrl
 	// CallerPolicy lets a principal call the URL: since October 2025 a URL
 	// with AWS_IAM auth needs both lambda:InvokeFunctionUrl and
-	// lambda:InvokeFunction (the latter only via the URL).
+	// lambda:InvokeFunction (the latter only via the URL). It holds what
+	// Backbone.GrantReconcile grants, for principals outside the CDK app.
 	CallerPolicy awsiam.ManagedPolicy
 }
 
@@ -55,18 +56,7 @@ func NewReconcile(scope constructs.Construct, id string, props *ReconcileProps) 
 
 	caller := awsiam.NewManagedPolicy(c, jsii.String("CallerPolicy"), &awsiam.ManagedPolicyProps{
 		Description: jsii.String("fourlanes: call the reconcile Function URL (SigV4)"),
-		Statements: &[]awsiam.PolicyStatement{
-			awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-				Actions:    jsii.Strings("lambda:InvokeFunctionUrl"),
-				Resources:  jsii.Strings(*fn.Fn.FunctionArn()),
-				Conditions: &map[string]interface{}{"StringEquals": map[string]interface{}{"lambda:FunctionUrlAuthType": "AWS_IAM"}},
-			}),
-			awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-				Actions:    jsii.Strings("lambda:InvokeFunction"),
-				Resources:  jsii.Strings(*fn.Fn.FunctionArn()),
-				Conditions: &map[string]interface{}{"Bool": map[string]interface{}{"lambda:InvokedViaFunctionUrl": "true"}},
-			}),
-		},
+		Statements:  statements(reconcileCallerPermissions(fn.Fn.FunctionArn())),
 	})
 	return &Reconcile{Construct: c, Function: fn, URL: url, CallerPolicy: caller}
 }

@@ -30,7 +30,6 @@ var shared = backbonetest.Shared(filepath.Join("..", ".."), func(app awscdk.App,
 		AlarmEmail:         testAlarmEmail,
 		ReserveConcurrency: true,
 	})
-	AddChecks(app)
 	return stack.Stack, stack
 })
 

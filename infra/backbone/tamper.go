@@ -80,7 +80,7 @@ func NewTamperWatch(scope constructs.Construct, id string, props *TamperWatchPro
 			{"pattern": jsii.String(TamperFilterPattern())},
 		},
 	})
-	pin(mapping, LogicalTamperESM)
+	pin(mapping, props.Log.LogicalIDPrefix(), LogicalTamperESM)
 	mapping.Node().AddDependency(fn.Role)
 	return &TamperWatch{Construct: c, Function: fn, Mapping: mapping}
 }

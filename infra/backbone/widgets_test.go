@@ -2,23 +2,29 @@ package backbone
 
 import (
 	"context"
+	"path/filepath"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
 // These tests deploy an application of their own, a widget workshop, the way
 // a team would: its modules declared as any application declares them, its
-// tables in its own stack, and the backbone added with NewBackbone.
+// tables and its own service in its own stack, and the backbone added with
+// New.
 //
 //	widgets     writes the widgets table (the tracked entity WIDGET, with
-//	            its stream) and emits widget.made
+//	            its stream) and emits widget.made, from the team's bench
+//	            function (granted GrantEmit)
 //	inspection  DURABLE: one inspection per widget event (its records in the
 //	            backbone's state table, so it reads no table of its own)
 //	listing     BEST_EFFORT: projects WIDGET changes into the listing table
@@ -95,17 +101,28 @@ var widgetApp = app.Application{
 	},
 }
 
-// widgetStack is the workshop's stack: its tables and the backbone.
+// widgetStack is the workshop's stack: its tables, its own service and the
+// people who read and reconcile, and the backbone.
 type widgetStack struct {
 	awscdk.Stack
 	*Backbone
 	Widgets awsdynamodb.Table // WIDGET's table, with its stream
 	Listing awsdynamodb.Table // the listing module's projection
+	// Bench is the team's service: a plain Lambda function, as a team writes
+	// one (CDK's default role, with AWS's basic execution managed policy),
+	// that emits widget.made in the same transaction as its widget writes
+	// (GrantEmit).
+	Bench awslambda.Function
+	// Auditor exports and verifies (GrantRead); Operator calls reconcile
+	// (GrantReconcile).
+	Auditor, Operator awsiam.Role
 }
 
 // newWidgetStack builds the workshop's stack as a team would: a plain stack,
-// its own tables, and NewBackbone with props' App, Tracked and Tables set to
-// the workshop's.
+// its own tables and service, and New with props' App, Tracked and Tables
+// set to the workshop's. The backbone has the id UnprefixedID, as a stack
+// deployed before New had ids keeps: the pinned logical IDs and output names
+// below are those.
 func newWidgetStack(scope constructs.Construct, id string, props *Props) *widgetStack {
 	st := awscdk.NewStack(scope, jsii.String(id), &awscdk.StackProps{
 		Description: jsii.String("fourlanes backbone tests: the widget workshop"),
@@ -132,5 +149,22 @@ func newWidgetStack(scope constructs.Construct, id string, props *Props) *widget
 	p.App = widgetApp
 	p.Tracked = map[string]awsdynamodb.ITable{widgetEntity: widgets}
 	p.Tables = map[string]awsdynamodb.ITable{envListingTable: listing}
-	return &widgetStack{Stack: st, Backbone: NewBackbone(st, &p), Widgets: widgets, Listing: listing}
+	b := New(st, UnprefixedID, &p)
+
+	bench := awslambda.NewFunction(st, jsii.String("Bench"), &awslambda.FunctionProps{
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String("bootstrap"),
+		Code:         awslambda.Code_FromAsset(jsii.String(filepath.Join(p.CodeRoot, keys.FnStreamFilter)), nil),
+		Environment:  &map[string]*string{envWidgetsTable: widgets.TableName(), keys.EnvEventsTable: b.Log.Events.TableName()},
+	})
+	b.GrantEmit(bench)
+	widgets.GrantReadData(bench)
+	person := func(id string) awsiam.Role {
+		return awsiam.NewRole(st, jsii.String(id), &awsiam.RoleProps{AssumedBy: awsiam.NewAccountRootPrincipal()})
+	}
+	auditor, operator := person("Auditor"), person("Operator")
+	b.GrantRead(auditor)
+	b.GrantReconcile(operator)
+	return &widgetStack{Stack: st, Backbone: b, Widgets: widgets, Listing: listing, Bench: bench, Auditor: auditor, Operator: operator}
 }

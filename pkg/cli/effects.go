@@ -16,7 +16,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
-const effectsSynopsis = "[-table NAME -state-table NAME | -stack NAME | -local] [-tenant T] [-redo KEY | -done KEY] [-json]"
+const effectsSynopsis = "[-table NAME -state-table NAME | -stack NAME [-backbone ID] | -local] [-tenant T] [-redo KEY | -done KEY] [-json]"
 
 // runEffects lists the effects of unknown outcome (pkg/effect: an AtMostOnce
 // effect whose delivery died between recording and finishing it) that dead
@@ -27,6 +27,7 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	stateTable := fs.String("state-table", os.Getenv(keys.EnvStateTable), "the state table (default $"+keys.EnvStateTable+"; the stack output "+keys.OutputStateTable+")")
 	local := fs.Bool("local", false, "the tables of the twin 'fourlanes dev' is running")
 	stack := fs.String("stack", "", stackHelp+" (EventsTableName, StateTableName)")
+	fs.String(backboneFlag, "", backboneHelp)
 	tenant := fs.String("tenant", "", "only this tenant (every chain of a tenant with chain shards), or only this chain (<tenant>~<k>)")
 	asJSON := fs.Bool("json", false, "one JSON object per effect instead of a table (with -redo or -done, one object for the decision)")
 	redo := fs.String("redo", "", "decide that the effect KEY did not happen: the next replay of its dead letter (dlq-repair) does it")

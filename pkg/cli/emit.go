@@ -18,7 +18,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
-const emitSynopsis = "-tenant T -type TYPE -payload (JSON | @FILE | @-) [-shard-key K] [-table NAME | -stack NAME | -local] [-json]"
+const emitSynopsis = "-tenant T -type TYPE -payload (JSON | @FILE | @-) [-shard-key K] [-table NAME | -stack NAME [-backbone ID] | -local] [-json]"
 
 func runEmit(ctx context.Context, a *app.Application, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := Flags("emit", emitSynopsis, stderr)
@@ -30,6 +30,7 @@ func runEmit(ctx context.Context, a *app.Application, args []string, stdout, std
 	shardKey := fs.String("shard-key", "", "the id of the aggregate the event is about; required for a tenant with chain shards (the application's ChainShards), which it picks the chain of")
 	local := fs.Bool("local", false, "append to the twin 'fourlanes dev' is running")
 	stack := fs.String("stack", "", stackHelp+" (EventsTableName)")
+	fs.String(backboneFlag, "", backboneHelp)
 	asJSON := fs.Bool("json", false, "print the appended event (its envelope) on one line instead of indented; the members are the same")
 	addAWSFlags(fs)
 	if err := Parse(fs, args); err != nil {

@@ -17,7 +17,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
-const exportSynopsis = "-tenant T [-o FILE] [-table NAME | -stack NAME | -local] [-checkpoint-bucket B] [-checkpoint-out FILE.checkpoint] [-json]"
+const exportSynopsis = "-tenant T [-o FILE] [-table NAME | -stack NAME [-backbone ID] | -local] [-checkpoint-bucket B] [-checkpoint-out FILE.checkpoint] [-json]"
 
 // exportSummary is what export reports with -json: its members are the
 // documented output (docs/cli.md).
@@ -53,6 +53,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	table := fs.String("table", os.Getenv(keys.EnvEventsTable), "the events table (default $"+keys.EnvEventsTable+"; the stack output EventsTableName)")
 	local := fs.Bool("local", false, "export from the twin 'fourlanes dev' is running")
 	stack := fs.String("stack", "", stackHelp+" (EventsTableName, and CheckpointBucketName if it has one)")
+	fs.String(backboneFlag, "", backboneHelp)
 	cpBucket := fs.String("checkpoint-bucket", os.Getenv(keys.EnvCheckpointBucket), "the bucket of signed checkpoints (default $"+keys.EnvCheckpointBucket+"; the stack output CheckpointBucketName; -local: the twin's)")
 	cpOut := fs.String("checkpoint-out", "", "where to write the newest signed checkpoint the export reaches (default FILE.checkpoint; none for stdout)")
 	asJSON := fs.Bool("json", false, "print a summary of the export as one JSON object on stdout (needs -o FILE: the export is not on stdout then); the messages stay on stderr")

@@ -26,7 +26,7 @@ import (
 // EnvReconcileURL is the default for reconcile's -url.
 const EnvReconcileURL = "FOURLANES_RECONCILE_URL"
 
-const reconcileSynopsis = "[-url URL | -stack NAME | -local] [-tenant T] [-full] [-limit N] [-max-events N] [-cursor C] [-json]"
+const reconcileSynopsis = "[-url URL | -stack NAME [-backbone ID] | -local] [-tenant T] [-full] [-limit N] [-max-events N] [-cursor C] [-json]"
 
 // runReconcile asks the reconcile Function URL about one tenant or, page
 // after page, every tenant, prints each answer, and exits ExitFinding when
@@ -36,6 +36,7 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	u := fs.String("url", os.Getenv(EnvReconcileURL), "reconcile's Function URL (the stack output ReconcileUrl; default $"+EnvReconcileURL+")")
 	local := fs.Bool("local", false, "use the URL of the twin 'fourlanes dev' is running")
 	stack := fs.String("stack", "", stackHelp+" (ReconcileUrl)")
+	fs.String(backboneFlag, "", backboneHelp)
 	tenant := fs.String("tenant", "", "one tenant (every chain of a tenant with chain shards) or one chain (<tenant>~<k>); without it every tenant, page after page")
 	full := fs.Bool("full", false, "walk every chain from genesis instead of from its checkpoint (?full=true)")
 	cursor := fs.String("cursor", "", "resume from a cursor an earlier answer returned")

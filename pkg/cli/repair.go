@@ -20,13 +20,14 @@ import (
 // EnvRepairFunction is the default for repair's -function.
 const EnvRepairFunction = "FOURLANES_REPAIR_FUNCTION"
 
-const repairSynopsis = "[-function NAME | -stack NAME | -local] [-payload JSON] [-logs] [-json]"
+const repairSynopsis = "[-function NAME | -stack NAME [-backbone ID] | -local] [-payload JSON] [-logs] [-json]"
 
 func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := Flags("repair", repairSynopsis, stderr)
 	name := fs.String("function", os.Getenv(EnvRepairFunction), "dlq-repair's name or ARN (the stack output RepairFunctionName; default $"+EnvRepairFunction+")")
 	local := fs.Bool("local", false, "invoke the dlq-repair of the twin 'fourlanes dev' is running")
 	stack := fs.String("stack", "", stackHelp+" (RepairFunctionName)")
+	fs.String(backboneFlag, "", backboneHelp)
 	payload := fs.String("payload", "{}", "the invocation's event (JSON)")
 	logs := fs.Bool("logs", false, "print the end of the invocation's log to stderr")
 	timeout := fs.Duration("timeout", 6*time.Minute, "give up after this long (dlq-repair runs up to 5 minutes)")

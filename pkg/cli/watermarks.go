@@ -20,7 +20,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
-const watermarksSynopsis = "[-table NAME -state-table NAME | -stack NAME | -local] [-tenant T] [-set-to-head (-tenant T | -all) -yes] [-json]"
+const watermarksSynopsis = "[-table NAME -state-table NAME | -stack NAME [-backbone ID] | -local] [-tenant T] [-set-to-head (-tenant T | -all) -yes] [-json]"
 
 func runWatermarks(ctx context.Context, a *app.Application, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := Flags("watermarks", watermarksSynopsis, stderr)
@@ -28,6 +28,7 @@ func runWatermarks(ctx context.Context, a *app.Application, args []string, stdou
 	stateTable := fs.String("state-table", os.Getenv(keys.EnvStateTable), "the state table (default $"+keys.EnvStateTable+"; the stack output "+keys.OutputStateTable+")")
 	local := fs.Bool("local", false, "the tables of the twin 'fourlanes dev' is running")
 	stack := fs.String("stack", "", stackHelp+" (EventsTableName, StateTableName)")
+	fs.String(backboneFlag, "", backboneHelp)
 	tenant := fs.String("tenant", "", "only this tenant (every chain of a tenant with chain shards), or only this chain (<tenant>~<k>)")
 	asJSON := fs.Bool("json", false, "one JSON object per line instead of a table: per chain and subscription, its watermark (or with -set-to-head, what was done)")
 	all := fs.Bool("all", false, "with -set-to-head: every tenant")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -278,11 +279,12 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 	}
 	repairName, _ := tw.FunctionName(ids.repair)
 	env, _ := tw.FunctionEnv(ids.repair)
+	outputs := tw.Outputs()
 	st := cli.DevState{
 		PID: os.Getpid(), StackName: tw.StackName(), CloudFormationEndpoint: tw.CloudFormationEndpoint(),
 		ReconcileURL: tw.URLs()[ids.reconcile], RepairFunction: repairName, LambdaEndpoint: tw.InvokeEndpoint(),
 		DynamoDBEndpoint: ddbSrv.Endpoint, SQSEndpoint: tw.SQSEndpoint(), S3Endpoint: tw.S3Endpoint(), KMSEndpoint: tw.KMSEndpoint(),
-		Region: localaws.Region, EventsTable: env[keys.EnvEventsTable], Outputs: tw.Outputs(), TableEnv: env,
+		Region: localaws.Region, EventsTable: env[keys.EnvEventsTable], Outputs: localOutputs(outputs), TableEnv: env,
 	}
 	statePath, err := cli.WriteDevState(st)
 	if err != nil {
@@ -307,14 +309,14 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 		}
 	}
 	say("  endpoints for -local in %s; for any other process: eval \"$(fourlanes env -local)\"", rel(root, statePath))
-	names := make([]string, 0, len(st.Outputs))
-	for k := range st.Outputs {
+	names := make([]string, 0, len(outputs))
+	for k := range outputs {
 		names = append(names, k)
 	}
 	sort.Strings(names)
 	say("  stack outputs:")
 	for _, k := range names {
-		say("    %-26s %s", k, st.Outputs[k])
+		say("    %-26s %s", k, outputs[k])
 	}
 	say("")
 
@@ -374,6 +376,21 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 			lastLine = line
 		}
 	}
+}
+
+// localOutputs are the stack's outputs as -local reads them: the stack runs
+// one backbone, whose outputs are there under their names in pkg/keys as
+// well (a backbone with the id Backbone declares BackboneEventsTableName;
+// -local reads EventsTableName), beside every output as the stack has it.
+func localOutputs(outputs map[string]string) map[string]string {
+	out := maps.Clone(outputs)
+	if out == nil {
+		out = map[string]string{}
+	}
+	if prefixes := keys.OutputBackbones(outputs); len(prefixes) == 1 {
+		maps.Copy(out, keys.BackboneOutputs(outputs, prefixes[0]))
+	}
+	return out
 }
 
 // devTemplate synthesizes the stack, its code assets the host binaries in

@@ -37,12 +37,11 @@ func main() {
 	}
 	// Environment-agnostic: the template is the same wherever it is
 	// synthesized (tests, CI, a developer's machine) and deployable anywhere.
-	stack.NewStack(app, contextString(app, "stackName", "Fourlanes"), &backbone.Props{
+	stack.NewStack(app, contextString(app, "stackName", "Fourlanes"), &stack.Props{Backbone: backbone.Props{
 		CodeRoot:           codeRoot,
 		AlarmEmail:         contextString(app, "alarmEmail", ""),
 		ReserveConcurrency: contextString(app, "reserveConcurrency", "true") != "false",
-	})
-	backbone.AddChecks(app)
+	}})
 	app.Synth(nil)
 }
 

@@ -143,6 +143,8 @@ type Grant struct {
 	Roles     []string // logical IDs of the roles it is attached to
 	Actions   []string
 	Resources []any
+	// Condition is the statement's Condition (nil: none).
+	Condition any
 	// Not is set when the statement uses NotAction or NotResource, which
 	// checks should treat as "everything".
 	Not bool
@@ -162,7 +164,7 @@ func (t Template) Grants() []Grant {
 			}
 			out = append(out, Grant{
 				Policy: policy, Roles: roles, Actions: Strings(st["Action"]), Resources: List(st["Resource"]),
-				Not: st["NotAction"] != nil || st["NotResource"] != nil,
+				Condition: st["Condition"], Not: st["NotAction"] != nil || st["NotResource"] != nil,
 			})
 		}
 	}

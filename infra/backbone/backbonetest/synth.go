@@ -38,7 +38,7 @@ var (
 // Synthesize synthesizes the stack build returns, in an app with repoRoot's
 // CDK context (NewApp) writing to a fresh folder, its functions' code staged
 // from stand-ins (WriteCode) in another: build gets the app and that code
-// root, creates the stack and adds the checks it wants (backbone.AddChecks).
+// root, and creates the stack (backbone.New adds cdk-nag's checks).
 // Synthesis takes seconds: a test package runs it once (sync.Once) and
 // removes the folders in TestMain through Main.
 func Synthesize(repoRoot string, build func(app awscdk.App, codeRoot string) awscdk.Stack) (res *Synthesis, err error) {

@@ -32,22 +32,35 @@ const OutputOrdersTable = "OrdersTableName"
 // Stack is the example application's stack: its tables and the backbone.
 type Stack struct {
 	awscdk.Stack
-	*backbone.Backbone
-	Orders awsdynamodb.Table
-	Search awsdynamodb.Table
+	Backbone *backbone.Backbone
+	Orders   awsdynamodb.Table
+	Search   awsdynamodb.Table
+}
+
+// Props configures the example's stack: the stack's own props, and the
+// backbone's (its App, Tracked and Tables are the example's; the rest is
+// passed on).
+type Props struct {
+	awscdk.StackProps
+	Backbone backbone.Props
 }
 
 // NewStack creates the example's stack: the orders table (the tracked ORDER
 // entity, with its stream), the search table (the search module's
-// projection) and the backbone running example.App. props' App, Tracked and
-// Tables are the example's; the rest is passed on.
-func NewStack(scope constructs.Construct, id string, props *backbone.Props) *Stack {
-	p := *props
-	sp := p.StackProps
+// projection) and the backbone running example.App.
+//
+// The backbone's id is backbone.UnprefixedID: this is the reference
+// deployment, whose stack existed before the backbone was a construct, and
+// that id keeps every logical ID and output name it had.
+func NewStack(scope constructs.Construct, id string, props *Props) *Stack {
+	sp := props.StackProps
 	if sp.Description == nil {
 		sp.Description = jsii.String("fourlanes: serverless event backbone (insert-only log, Pipe to FIFO, change feed, reconcile, repair)")
 	}
 	st := awscdk.NewStack(scope, jsii.String(id), &sp)
+	p := props.Backbone
+	// The whole stack is the application's: its tables carry the tag too.
+	awscdk.Tags_Of(st).Add(jsii.String("app"), jsii.String(example.App.Name), nil)
 	removal := p.RemovalPolicy
 	if removal == "" {
 		removal = awscdk.RemovalPolicy_RETAIN
@@ -81,7 +94,7 @@ func NewStack(scope constructs.Construct, id string, props *backbone.Props) *Sta
 	p.App = example.App
 	p.Tracked = map[string]awsdynamodb.ITable{ordersmod.Entity: orders}
 	p.Tables = map[string]awsdynamodb.ITable{searchmod.EnvTable: search}
-	b := backbone.NewBackbone(st, &p)
+	b := backbone.New(st, backbone.UnprefixedID, &p)
 	if m, ok := b.ChangeFeed.Mappings[ordersmod.Entity]; ok {
 		pin(m, logicalOrderESM)
 	}

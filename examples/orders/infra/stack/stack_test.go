@@ -37,8 +37,7 @@ func TestMain(m *testing.M) { backbonetest.Main(m) }
 
 var shared = backbonetest.Shared(filepath.Join("..", "..", "..", ".."), func(app awscdk.App, codeRoot string) (awscdk.Stack, *Stack) {
 	// As the example's app (../main.go) builds it.
-	st := NewStack(app, "Fourlanes", &backbone.Props{CodeRoot: codeRoot, ReserveConcurrency: true})
-	backbone.AddChecks(app)
+	st := NewStack(app, "Fourlanes", &Props{Backbone: backbone.Props{CodeRoot: codeRoot, ReserveConcurrency: true}})
 	return st.Stack, st
 })
 
@@ -96,6 +95,14 @@ func TestPinnedLogicalIDs(t *testing.T) {
 	src := backbonetest.Props(s.Doc.Resources("AWS::Lambda::EventSourceMapping")[logicalOrderESM])["EventSourceArn"]
 	if diff := cmp.Diff(backbonetest.GetAtt(LogicalOrdersTable, "StreamArn"), src); diff != "" {
 		t.Errorf("%s's EventSourceArn (-want +got):\n%s", logicalOrderESM, diff)
+	}
+	// The backbone's id is UnprefixedID: its outputs keep the names the
+	// stack had before the backbone was a construct, which scripts and the
+	// CLI's -stack read.
+	for _, name := range keys.OutputNames {
+		if _, ok := s.Doc.Outputs()[name]; !ok {
+			t.Errorf("no output %s: the backbone's outputs have a prefix (%q)", name, s.st.Backbone.Prefix())
+		}
 	}
 	if OutputOrdersTable != "OrdersTableName" {
 		t.Errorf("OutputOrdersTable = %q, want OrdersTableName", OutputOrdersTable)
@@ -208,8 +215,8 @@ func TestWiring(t *testing.T) {
 	for _, e := range s.Errors {
 		t.Errorf("synthesis error: %s", e)
 	}
-	if _, ok := s.st.ChangeFeed.Mappings[ordersmod.Entity]; !ok || len(s.st.ChangeFeed.Mappings) != 1 {
-		t.Errorf("changefeed's mappings %v, want %s's only", s.st.ChangeFeed.Mappings, ordersmod.Entity)
+	if _, ok := s.st.Backbone.ChangeFeed.Mappings[ordersmod.Entity]; !ok || len(s.st.Backbone.ChangeFeed.Mappings) != 1 {
+		t.Errorf("changefeed's mappings %v, want %s's only", s.st.Backbone.ChangeFeed.Mappings, ordersmod.Entity)
 	}
 	if ordersmod.Entity != "ORDER" {
 		t.Errorf("orders tracks %s; the pinned mapping %s is ORDER's", ordersmod.Entity, logicalOrderESM)
@@ -233,12 +240,12 @@ func TestWiring(t *testing.T) {
 		fn    backbone.Function
 		wired bool
 	}{
-		{keys.FnChangefeed, s.st.ChangeFeed.Changefeed, true},
-		{keys.FnDLQRepair, s.st.Repair.Function, true},
-		{keys.FnDurableConsumer, s.st.Durable.DurableConsumer, false},
-		{keys.FnStreamFilter, s.st.Durable.StreamFilter, false},
-		{keys.FnReconcile, s.st.Reconcile.Function, false},
-		{keys.FnTamperWatch, s.st.Tamper.Function, false},
+		{keys.FnChangefeed, s.st.Backbone.ChangeFeed.Changefeed, true},
+		{keys.FnDLQRepair, s.st.Backbone.Repair.Function, true},
+		{keys.FnDurableConsumer, s.st.Backbone.Durable.DurableConsumer, false},
+		{keys.FnStreamFilter, s.st.Backbone.Durable.StreamFilter, false},
+		{keys.FnReconcile, s.st.Backbone.Reconcile.Function, false},
+		{keys.FnTamperWatch, s.st.Backbone.Tamper.Function, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			env := backbonetest.Env(fns[s.id(tt.fn.Fn)])

@@ -283,8 +283,9 @@ func TestFunctions(t *testing.T) {
 			envListingTable:          table(s.id(st.Listing)),
 		}}},
 	}
-	if n := len(s.resources("AWS::Lambda::Function")); n != len(keys.Functions) || len(fns) != len(keys.Functions) {
-		t.Fatalf("%d functions in the template, %d specified here, want %d (keys.Functions)", n, len(fns), len(keys.Functions))
+	// The backbone's, and the team's bench beside them.
+	if n := len(s.resources("AWS::Lambda::Function")); n != len(keys.Functions)+1 || len(fns) != len(keys.Functions) {
+		t.Fatalf("%d functions in the template, %d specified here, want %d (keys.Functions) and the bench", n, len(fns), len(keys.Functions))
 	}
 	logGroups := s.resources("AWS::Logs::LogGroup")
 	for _, name := range keys.Functions {

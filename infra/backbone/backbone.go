@@ -1,0 +1,416 @@
+package backbone
+
+import (
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/fourlanes/fourlanes/pkg/app"
+	"github.com/fourlanes/fourlanes/pkg/catalog"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+)
+
+// Output names (pkg/keys spells them, for the CLI that reads them). A
+// backbone declares each after its prefix (Backbone.OutputName).
+const (
+	OutputReconcileURL          = keys.OutputReconcileURL
+	OutputReconcileCallerPolicy = keys.OutputReconcileCallerPolicy
+	OutputEmitterPolicy         = keys.OutputEmitterPolicy
+	OutputRepairFunction        = keys.OutputRepairFunction
+	OutputEventsTable           = keys.OutputEventsTable
+	OutputStateTable            = keys.OutputStateTable
+	OutputDashboard             = keys.OutputDashboard
+	OutputDurableDLQ            = keys.OutputDurableDLQ
+	OutputPipeDLQ               = keys.OutputPipeDLQ
+	OutputChangeFeedDLQ         = keys.OutputChangeFeedDLQ
+	OutputAlarmTopic            = keys.OutputAlarmTopic
+	OutputCheckpointBucket      = keys.OutputCheckpointBucket
+	OutputCheckpointKey         = keys.OutputCheckpointKey
+)
+
+// UnprefixedID is the construct id that keeps a stack deployed with the
+// backbone before it was a construct (NewBackbone(stack, props)) as it is:
+// CDK leaves the id "Default" out of logical IDs, and so does the backbone's
+// prefix, so New(stack, UnprefixedID, props) synthesizes the same logical
+// IDs and output names. One backbone per stack can have it.
+const UnprefixedID = keys.HiddenID
+
+// Props configures a backbone.
+type Props struct {
+	// App is the application the backbone runs: its modules decide which
+	// tables each function reads and which streams feed changefeed.
+	App app.Application
+	// Tracked holds each tracked entity's table (the application's own), by
+	// entity name (catalog.Entity.Name). Each must have a stream with
+	// NEW_AND_OLD_IMAGES. GrantEmit covers their writes in Emit's
+	// transaction.
+	Tracked map[string]awsdynamodb.ITable
+	// Tables holds the table of each environment variable the application's
+	// modules read (App.Env), by variable name. A variable that names a
+	// tracked entity's table (its TableEnv) may be left out.
+	Tables map[string]awsdynamodb.ITable
+	// Tags are added to every resource of the backbone (Tags.Of, on the
+	// construct, not on the rest of the stack); nil means app=<App.Name>.
+	Tags map[string]string
+	// CodeRoot holds build/<function>/bootstrap (the app passes "build").
+	CodeRoot string
+	// Tracing is the functions' X-Ray mode: the zero value means
+	// awslambda.Tracing_ACTIVE (as before the prop existed);
+	// awslambda.Tracing_DISABLED turns tracing off (no X-Ray permissions, and
+	// the functions do not instrument their AWS SDK calls);
+	// awslambda.Tracing_PASS_THROUGH traces what arrives sampled.
+	Tracing awslambda.Tracing
+	// AlarmTopic, when set, is the topic every alarm notifies (ALARM and
+	// OK), one of the team's own say; nil creates one (output
+	// AlarmTopicArn either way).
+	AlarmTopic awssns.ITopic
+	// AlarmEmail, when set, is subscribed to the alarm topic (AlarmTopic, or
+	// the one the backbone creates).
+	AlarmEmail string
+	// ReserveConcurrency reserves 2 for reconcile and 1 for dlq-repair. An
+	// account whose concurrency quota is still 10 cannot reserve any: set it
+	// false there.
+	ReserveConcurrency bool
+	// PerPairClaimsGone tells durable-consumer and dlq-repair that no per-pair
+	// claim of the layout before the per-event claim item can come back, so
+	// a prefetch reads one item per event instead of 1 + N
+	// (keys.EnvPerPairClaims; pkg/delivery WithoutPerPairClaims). Set it 28
+	// days after upgrading a stack deployed before that layout (a FIFO queue
+	// keeps a message 14 days, its DLQ 14 more), and never after rolling back
+	// to a version that writes per-pair claims; a new stack may set it at once.
+	PerPairClaimsGone bool
+	// RemovalPolicy of tables and queues; the zero value means RETAIN. Every
+	// table has deletion protection (and the events table a resource policy
+	// denying DeleteTable), so DESTROY deletes the queues only: turn
+	// deletion protection off by hand first to delete a table.
+	RemovalPolicy awscdk.RemovalPolicy
+	// LogRetention of every function's and the Pipe's log group; zero means
+	// one month.
+	LogRetention awslogs.RetentionDays
+	// DurableMaxConcurrency caps durable-consumer's concurrency from the
+	// queue; zero means 10.
+	DurableMaxConcurrency float64
+	// FailOnTeamFindings makes cdk-nag's findings on the stack's other
+	// resources (the team's) errors that fail the synthesis, as findings on
+	// the backbone's own resources are. By default they are warnings, in the
+	// synthesis output and in the stack's nag report (the cloud assembly's
+	// AwsSolutions-…-NagReport.csv), and the synthesis goes on. AddChecks
+	// asks the same for every stack of an app.
+	FailOnTeamFindings bool
+}
+
+// Backbone is the whole fourlanes backbone, running one application: a
+// construct a team adds to its own stack, beside its tables and services.
+// Its resources' names are generated and its outputs and pinned logical IDs
+// begin with its prefix (keys.BackbonePrefix of its construct path), so a
+// stack holds as many as it needs.
+type Backbone struct {
+	constructs.Construct
+	Log         *EventLog
+	Durable     *DurableLane
+	ChangeFeed  *ChangeFeed
+	Reconcile   *Reconcile
+	Checkpoints *Checkpoints
+	Repair      *Repair
+	Tamper      *TamperWatch
+	Alarms      *Alarms
+	Schedules   *Schedules
+
+	prefix  string
+	tracked []trackedTable
+}
+
+// New adds a backbone with the given id to scope (a team's own stack, say),
+// wired to props.App: a stream mapping on each tracked table, and on each
+// function that runs a lane the environment of the modules bound there, with
+// read and write on their tables. What props lack (a tracked table, a
+// stream, an environment variable's table) fails the synthesis with an error
+// that says what to give. It applies cdk-nag's AwsSolutions pack to the
+// stack (see Props.FailOnTeamFindings).
+func New(scope constructs.Construct, id string, props *Props) *Backbone {
+	var p Props
+	if props != nil {
+		p = *props
+	}
+	c := constructs.NewConstruct(scope, jsii.String(id))
+	b := &Backbone{Construct: c}
+	fail := func(format string, a ...any) {
+		awscdk.Annotations_Of(c).AddError(jsii.String(fmt.Sprintf("backbone %s: %s", *c.Node().Path(), fmt.Sprintf(format, a...))))
+	}
+	stack := awscdk.Stack_Of(c)
+	b.prefix = keys.BackbonePrefix(pathBelow(stack, c))
+	if other := stackChecks(stack).add(*c.Node().Path(), b.prefix, p.FailOnTeamFindings); other != "" {
+		fail("its id %q gives the prefix %q of its logical IDs and outputs, as backbone %s's does in stack %s: give one of them another id",
+			id, b.prefix, other, *stack.StackName())
+		// A prefix of its own, so the synthesis gets as far as reporting it.
+		h := fnv.New32a()
+		h.Write([]byte(*c.Node().Path()))
+		b.prefix = fmt.Sprintf("%sX%08x", b.prefix, h.Sum32())
+	}
+
+	if p.RemovalPolicy == "" {
+		p.RemovalPolicy = awscdk.RemovalPolicy_RETAIN
+	}
+	if p.LogRetention == "" {
+		p.LogRetention = awslogs.RetentionDays_ONE_MONTH
+	}
+	if p.DurableMaxConcurrency == 0 {
+		p.DurableMaxConcurrency = 10
+	}
+	switch p.Tracing {
+	case "":
+		p.Tracing = awslambda.Tracing_ACTIVE
+	case awslambda.Tracing_ACTIVE, awslambda.Tracing_PASS_THROUGH, awslambda.Tracing_DISABLED:
+	default:
+		fail("Props.Tracing %q: use awslambda.Tracing_ACTIVE, Tracing_PASS_THROUGH or Tracing_DISABLED (or leave it empty for ACTIVE)", p.Tracing)
+		p.Tracing = awslambda.Tracing_ACTIVE
+	}
+	tags := p.Tags
+	if tags == nil {
+		tags = map[string]string{"app": p.App.Name}
+	}
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		awscdk.Tags_Of(c).Add(jsii.String(k), jsii.String(tags[k]), nil)
+	}
+	w := resolve(&p)
+	for _, err := range w.errs {
+		fail("%v", err)
+	}
+	b.tracked = w.tracked
+
+	fo := FunctionOptions{CodeRoot: p.CodeRoot, LogRetention: p.LogRetention, Tracing: p.Tracing}
+	var reconcileRC, repairRC *float64
+	if p.ReserveConcurrency {
+		reconcileRC, repairRC = jsii.Number(2), jsii.Number(1)
+	}
+
+	b.Log = NewEventLog(c, "EventLog", &EventLogProps{RemovalPolicy: p.RemovalPolicy, LogicalIDPrefix: b.prefix})
+	b.Durable = NewDurableLane(c, "Durable", &DurableLaneProps{
+		Log: b.Log, Functions: fo, ConsumerMaxConcurrency: p.DurableMaxConcurrency, RemovalPolicy: p.RemovalPolicy,
+	})
+	b.ChangeFeed = NewChangeFeed(c, "ChangeFeed", &ChangeFeedProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy})
+	b.Reconcile = NewReconcile(c, "Reconcile", &ReconcileProps{Log: b.Log, Functions: fo, ReservedConcurrency: reconcileRC})
+	b.Checkpoints = NewCheckpoints(c, "Checkpoints", &CheckpointsProps{Log: b.Log, Reconcile: b.Reconcile})
+	b.Repair = NewRepair(c, "Repair", &RepairProps{
+		Log: b.Log, Durable: b.Durable, ChangeFeed: b.ChangeFeed, Functions: fo, ReservedConcurrency: repairRC,
+	})
+	b.Durable.OnlyBackboneSends(b.Repair.Function.Role)
+	b.Tamper = NewTamperWatch(c, "TamperWatch", &TamperWatchProps{Log: b.Log, Functions: fo})
+
+	for _, t := range w.tracked {
+		b.ChangeFeed.Track(t.entity, t.table)
+		b.Repair.Track(t.entity, t.table)
+	}
+	if arns := b.trackedArns(); len(arns) > 0 {
+		b.Log.EmitterPolicy.AddStatements(trackedWritePermission(arns).statement())
+	}
+	if p.PerPairClaimsGone {
+		for _, f := range []Function{b.Durable.DurableConsumer, b.Repair.Function} {
+			f.Fn.AddEnvironment(jsii.String(keys.EnvPerPairClaims), jsii.String(keys.PerPairClaimsGone), nil)
+		}
+	}
+	useTables(b.Durable.DurableConsumer, w.env[catalog.Durable])
+	useTables(b.ChangeFeed.Changefeed, w.env[catalog.BestEffort])
+	useTables(b.Repair.Function, w.env[catalog.Durable], w.env[catalog.BestEffort])
+
+	b.Alarms = NewAlarms(c, "Alarms", &AlarmsProps{
+		Log: b.Log, Durable: b.Durable, ChangeFeed: b.ChangeFeed, Reconcile: b.Reconcile, Repair: b.Repair,
+		TamperWatch: b.Tamper, Topic: p.AlarmTopic, AlarmEmail: p.AlarmEmail, TrackedStreams: w.streams(p.App.Name),
+	})
+	b.Schedules = NewSchedules(c, "Schedules", &SchedulesProps{Reconcile: b.Reconcile, Repair: b.Repair})
+
+	out := func(name, description string, value *string) {
+		o := awscdk.NewCfnOutput(c, jsii.String(name), &awscdk.CfnOutputProps{Value: value, Description: jsii.String(description)})
+		o.OverrideLogicalId(jsii.String(b.OutputName(name)))
+	}
+	out(OutputReconcileURL, "reconcile Function URL (AWS_IAM: sign requests with SigV4, service lambda)", b.Reconcile.URL.Url())
+	out(OutputReconcileCallerPolicy, "Managed policy to attach to whoever calls the reconcile URL", b.Reconcile.CallerPolicy.ManagedPolicyArn())
+	out(OutputEmitterPolicy, "Managed policy to attach to services that emit events", b.Log.EmitterPolicy.ManagedPolicyArn())
+	out(OutputRepairFunction, "dlq-repair function name (invoke it to drain the dead-letter queues)", b.Repair.Function.Fn.FunctionName())
+	out(OutputEventsTable, "Events table (the log)", b.Log.Events.TableName())
+	out(OutputStateTable, "State table (claims, delivery watermarks, reconcile's rounds): fourlanes watermarks -state-table", b.Log.State.TableName())
+	out(OutputDashboard, "CloudWatch dashboard", b.Alarms.Dashboard.DashboardName())
+	out(OutputDurableDLQ, "DURABLE FIFO dead-letter queue", b.Durable.DLQ.QueueUrl())
+	out(OutputPipeDLQ, "Pipe dead-letter queue (batch metadata)", b.Durable.PipeDLQ.QueueUrl())
+	out(OutputChangeFeedDLQ, "Change-feed on-failure queue (batch metadata)", b.ChangeFeed.DLQ.QueueUrl())
+	out(OutputAlarmTopic, "SNS topic every alarm notifies (ALARM and OK); subscribe people to it", b.Alarms.Topic.TopicArn())
+	out(OutputCheckpointBucket, "Object Lock bucket of signed checkpoints (checkpoints/<tenant>/…)", b.Checkpoints.Bucket.BucketName())
+	out(OutputCheckpointKey, "KMS key that signs checkpoints: aws kms get-public-key gives the key fourlanes verify -key takes", b.Checkpoints.Key.KeyArn())
+	return b
+}
+
+// NewBackbone is New(scope, UnprefixedID, props): the backbone as NewBackbone
+// made it before it took an id, with the same logical IDs and output names.
+//
+// Deprecated: use New, and give the backbone an id (UnprefixedID for a
+// stack deployed with NewBackbone).
+func NewBackbone(scope constructs.Construct, props *Props) *Backbone {
+	return New(scope, UnprefixedID, props)
+}
+
+// Prefix begins the backbone's output names and pinned logical IDs
+// (keys.BackbonePrefix of its construct path below the stack): "Orders" for
+// New(stack, "Orders", …), "" for New(stack, UnprefixedID, …). The CLI's
+// -backbone flag takes it.
+func (b *Backbone) Prefix() string { return b.prefix }
+
+// OutputName is what the stack calls one of the backbone's outputs
+// (OutputEventsTable, …): its prefix, then name.
+func (b *Backbone) OutputName(name string) string { return b.prefix + name }
+
+// pathBelow is c's construct path below its stack ("Orders", "Team/Orders").
+func pathBelow(stack awscdk.Stack, c constructs.IConstruct) string {
+	p, sp := *c.Node().Path(), *stack.Node().Path()
+	if sp == "" {
+		return p
+	}
+	return strings.TrimPrefix(p, sp+"/")
+}
+
+// useTables gives fn each table under its environment variable, with read
+// and write on it: the handlers bound in fn keep their own state there.
+func useTables(fn Function, envs ...map[string]awsdynamodb.ITable) {
+	for _, env := range envs {
+		for _, name := range slices.Sorted(maps.Keys(env)) {
+			t := env[name]
+			fn.Fn.AddEnvironment(jsii.String(name), t.TableName(), nil)
+			allow(fn.Role, concat(tableRead, tableWrite), t.TableArn())
+		}
+	}
+}
+
+// trackedTable is a tracked entity and its table.
+type trackedTable struct {
+	entity catalog.Entity
+	table  awsdynamodb.ITable
+}
+
+// wiring is what the backbone takes from props.App and its tables.
+type wiring struct {
+	tracked []trackedTable
+	// env holds, per lane, the table of each variable its modules read.
+	env  map[catalog.Lane]map[string]awsdynamodb.ITable
+	errs []error
+}
+
+// streams names the tracked streams for the alarms' descriptions.
+func (w wiring) streams(appName string) string {
+	var names []string
+	for _, t := range w.tracked {
+		names = append(names, t.entity.Name)
+	}
+	return fmt.Sprintf("the %s application's tracked streams (%s)", appName, strings.Join(names, ", "))
+}
+
+// resolve matches the application's tracked entities and environment to
+// props' tables; each error says what to give.
+func resolve(p *Props) wiring {
+	w := wiring{env: map[catalog.Lane]map[string]awsdynamodb.ITable{}}
+	fail := func(format string, a ...any) { w.errs = append(w.errs, fmt.Errorf(format, a...)) }
+	if p.App.Name == "" && len(p.App.Modules) == 0 {
+		fail("Props.App is empty: give the application the backbone runs (an app.Application, as the examples give example.App)")
+		return w
+	}
+	if err := p.App.Validate(); err != nil {
+		fail("Props.App: %v", err)
+	}
+	cat, err := p.App.Catalog()
+	if err != nil {
+		return w
+	}
+	byEnv := map[string]awsdynamodb.ITable{}
+	for _, e := range cat.Entities() {
+		t, ok := p.Tracked[e.Name]
+		switch {
+		case !ok || t == nil:
+			fail("application %s tracks entity %s: give its table (with a NEW_AND_OLD_IMAGES stream) in Props.Tracked[%q]", p.App.Name, e.Name, e.Name)
+			continue
+		case t.TableStreamArn() == nil:
+			fail("tracked entity %s: its table has no stream, and the change feed reads it: create the table with Stream: NEW_AND_OLD_IMAGES (or import it with TableStreamArn)", e.Name)
+			continue
+		}
+		if view, known := streamView(t); known && view != awsdynamodb.StreamViewType_NEW_AND_OLD_IMAGES {
+			fail("tracked entity %s: its table's stream has view %s; the change feed needs both images: set Stream: NEW_AND_OLD_IMAGES", e.Name, view)
+			continue
+		}
+		w.tracked = append(w.tracked, trackedTable{entity: e, table: t})
+		byEnv[e.TableEnv] = t
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.Tracked)) {
+		if _, ok := cat.Entity(name); !ok {
+			fail("Props.Tracked[%q]: application %s tracks no entity %s (it tracks %v)", name, p.App.Name, name, entityNames(cat.Entities()))
+		}
+	}
+	missing := map[string]bool{}
+	for _, lane := range []catalog.Lane{catalog.Durable, catalog.BestEffort} {
+		w.env[lane] = map[string]awsdynamodb.ITable{}
+		for _, m := range p.App.Runs(lane) {
+			for _, name := range m.Env {
+				t, ok := p.Tables[name]
+				if !ok || t == nil {
+					t, ok = byEnv[name]
+				}
+				if !ok || t == nil {
+					if !missing[name] {
+						missing[name] = true
+						fail("module %s of application %s reads environment variable %s and Props.Tables has no table for it: give one in Props.Tables[%q]", m.Spec.Name, p.App.Name, name, name)
+					}
+					continue
+				}
+				w.env[lane][name] = t
+			}
+		}
+	}
+	// A table no function here reads is a mistake the props would hide: a
+	// misspelt variable, or a module that moved to another lane.
+	for _, name := range slices.Sorted(maps.Keys(p.Tables)) {
+		_, durable := w.env[catalog.Durable][name]
+		_, bestEffort := w.env[catalog.BestEffort][name]
+		if !durable && !bestEffort && !missing[name] {
+			var read []string
+			for _, lane := range []catalog.Lane{catalog.Durable, catalog.BestEffort} {
+				read = append(read, slices.Collect(maps.Keys(w.env[lane]))...)
+			}
+			slices.Sort(read)
+			fail("Props.Tables[%q]: no DURABLE or BEST_EFFORT module of application %s reads %s (they read %v): remove it, or add it to the Env of the module that reads it",
+				name, p.App.Name, name, slices.Compact(read))
+		}
+	}
+	return w
+}
+
+func entityNames(es []catalog.Entity) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.Name
+	}
+	return out
+}
+
+// streamView returns the stream view of a table this app creates; of an
+// imported table it knows nothing (known is false).
+func streamView(t awsdynamodb.ITable) (view awsdynamodb.StreamViewType, known bool) {
+	cfn, ok := t.Node().DefaultChild().(awsdynamodb.CfnTable)
+	if !ok {
+		return "", false
+	}
+	switch spec := cfn.StreamSpecification().(type) {
+	case *awsdynamodb.CfnTable_StreamSpecificationProperty:
+		return awsdynamodb.StreamViewType(*spec.StreamViewType), true
+	case map[string]any:
+		if v, ok := spec["streamViewType"].(string); ok {
+			return awsdynamodb.StreamViewType(v), true
+		}
+	}
+	return "", false
+}
