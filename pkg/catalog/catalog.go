@@ -167,7 +167,9 @@ func (c *Catalog) Prepare(eventType string, payload any) (int, map[string]any, e
 
 // Decode decodes e's payload into a new value of the Go type declared for
 // e's type and schema version and returns a pointer to it (e.g.
-// *orders.PlacedV2). Unknown fields are refused.
+// *orders.PlacedV2), as a tolerant reader (envelope.DecodePayload):
+// members the type does not have are ignored; a missing or null required
+// field, or a value of the wrong kind, is an *envelope.DecodeError naming it.
 func (c *Catalog) Decode(e envelope.Envelope) (any, error) {
 	t, ok := c.types[e.Type]
 	if !ok {
