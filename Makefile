@@ -46,7 +46,7 @@ help:
 	@echo 'make lint     gofmt check and go vet'
 	@echo 'make synth | diff | deploy   build, then the CDK CLI (CDK_FLAGS=... passes flags)'
 	@echo 'make dev      build, then run the local twin with the orders example (go run ./examples/orders/cmd/orders dev)'
-	@echo 'make catalog  regenerate examples/orders/CATALOG.md from the module declarations (the gate checks it is fresh)'
+	@echo 'make catalog  regenerate examples/orders/CATALOG.md and the examples'"'"' schemas/ from the module declarations (the gate checks they are fresh)'
 	@echo 'make clean    remove build/, cdk.out/, bench/out/ (make distclean: .cache/ too)'
 
 deps:
@@ -93,6 +93,7 @@ dev: build
 
 catalog:
 	$(GO) test ./examples/orders -run '^TestCatalogUpToDate$$' -update -count=1
+	$(GO) test ./examples/library -run '^TestLibraryPassesTheGate$$' -update -count=1
 
 clean:
 	rm -rf build cdk.out bench/out

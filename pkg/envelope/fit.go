@@ -23,8 +23,9 @@ import (
 //     integer (in the Go type's range), number, array, object; []byte is a
 //     base64 string. Elements of slices and values of maps are null only when
 //     their Go type is a pointer or an interface.
-//   - A type with its own UnmarshalJSON or UnmarshalText (time.Time among
-//     them) decides for itself.
+//   - time.Time is an RFC 3339 string. A type with its own UnmarshalText
+//     takes a string and decides the rest; one with its own UnmarshalJSON
+//     decides for itself.
 //
 // An emit refuses members the type does not have (a producer's typo is a bug);
 // a reader ignores them (a newer producer may have added an optional field).
@@ -155,11 +156,26 @@ func collectFields(t reflect.Type, out map[string]jsonField, viaPointer bool) {
 // fitValue checks v against t at path; strict refuses object members that t
 // does not have.
 func fitValue(path string, t reflect.Type, v any, strict bool) *FieldError {
-	if t == timeType || reflect.PointerTo(t).Implements(unmarshalerType) || reflect.PointerTo(t).Implements(textType) && t.Kind() != reflect.String {
-		return nil // custom decoding: the decode that follows decides
-	}
 	wrong := func(want string) *FieldError {
 		return &FieldError{Field: path, Reason: fmt.Sprintf("is %s, want %s (%v)", kindName(v), want, t)}
+	}
+	switch pt := reflect.PointerTo(t); {
+	case t == timeType:
+		s, ok := v.(string)
+		if !ok {
+			return wrong("an RFC 3339 time string")
+		}
+		if _, err := time.Parse(time.RFC3339, s); err != nil {
+			return &FieldError{Field: path, Reason: fmt.Sprintf("is %q, want an RFC 3339 time (%v)", s, t)}
+		}
+		return nil
+	case pt.Implements(unmarshalerType):
+		return nil // custom decoding: the decode that follows decides
+	case pt.Implements(textType) && t.Kind() != reflect.String:
+		if _, ok := v.(string); !ok {
+			return wrong("a string") // encoding/json hands UnmarshalText strings only
+		}
+		return nil
 	}
 	switch t.Kind() {
 	case reflect.Pointer:

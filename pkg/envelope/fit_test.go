@@ -64,7 +64,8 @@ func TestDecodePayloadIsATolerantReader(t *testing.T) {
 		{"null element", `{"order_id":"o-1","items":[null],"total_cents":1}`, "payload.items[0]", "is null"},
 		{"null map value", `{"order_id":"o-1","items":[],"total_cents":1,"tags":{"a":null}}`, "payload.tags.a", "is null"},
 		{"not base64", `{"order_id":"o-1","items":[],"total_cents":1,"raw":[1]}`, "payload.raw", "want a base64 string"},
-		{"bad time", `{"order_id":"o-1","items":[],"total_cents":1,"at":"yesterday"}`, "payload", "cannot parse"},
+		{"bad time", `{"order_id":"o-1","items":[],"total_cents":1,"at":"yesterday"}`, "payload.at", "want an RFC 3339 time"},
+		{"time not a string", `{"order_id":"o-1","items":[],"total_cents":1,"at":12}`, "payload.at", "want an RFC 3339 time string"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := envelope.Envelope{Payload: payload(t, []byte(tc.json))}
