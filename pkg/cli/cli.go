@@ -68,8 +68,10 @@ const usageBody = `  fourlanes init       DIR -module PATH [-name NAME] [-fourla
                                             write a tenant's chain from the events table as an export (JSON Lines)
   fourlanes verify     [-tenant T] [-checkpoint F -key K] [-json] FILE
                                             re-verify an exported chain (JSON Lines; "-" reads stdin) offline
-  fourlanes gate       [-C DIR] [-allow TYPE=REASON]... [-catalog FILE | -check-catalog FILE] [PACKAGES (default ./...)]
+  fourlanes gate       [-C DIR] [-allow TYPE=REASON]... [-catalog FILE | -check-catalog FILE] [-schemas DIR [-write-schemas]] [PACKAGES (default ./...)]
                                             check the application's module declarations against its code (the catalog gate)
+  fourlanes schema     [-C DIR] [-type GLOB] [-o DIR] [PACKAGES (default ./...)]
+                                            export the JSON Schema of every declared (type, version), for consumers in other languages
   fourlanes emit       -tenant T -type TYPE -payload (JSON | @FILE | @-) [-table NAME | -stack NAME | -local]
                                             append one event to the log
   fourlanes watermarks [-table NAME -state-table NAME | -stack NAME | -local] [-tenant T] [-set-to-head (-tenant T | -all) -yes]
@@ -136,6 +138,7 @@ func Run(ctx context.Context, a *app.Application, args []string, stdout, stderr 
 		"verify":    runVerify,
 		"export":    runExport,
 		"gate":      runGate,
+		"schema":    runSchema,
 		"effects":   runEffects,
 		"init":      runInit,
 		"emit": func(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
