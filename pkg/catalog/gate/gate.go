@@ -70,6 +70,7 @@ type Module struct {
 	Pkg      string       // import path of the declaring package
 	Pos      token.Position
 	Payloads map[string][]string // event type → payload Go type per version, in order
+	Upcasts  map[string][]int    // event type → the versions declared with an upcaster from the one before
 	Handlers map[string]string   // subscription → handler expression
 	typePos  map[string]token.Position
 	subPos   map[string]token.Position
@@ -375,7 +376,7 @@ func (x *extractor) elems(e ast.Expr, what string) []*ast.CompositeLit {
 
 func (x *extractor) module(lit *ast.CompositeLit) {
 	fs := x.fields(lit, "catalog.Module")
-	m := Module{Pkg: x.pkg.PkgPath, Pos: x.pos(lit.Pos()), Payloads: map[string][]string{}, Handlers: map[string]string{},
+	m := Module{Pkg: x.pkg.PkgPath, Pos: x.pos(lit.Pos()), Payloads: map[string][]string{}, Upcasts: map[string][]int{}, Handlers: map[string]string{},
 		typePos: map[string]token.Position{}, subPos: map[string]token.Position{}, entPos: map[string]token.Position{},
 		payloads: map[string][]types.Type{}, verPos: map[string][]token.Position{}}
 	m.Spec.Name = x.str(fs, "Name", "Module")
@@ -387,7 +388,10 @@ func (x *extractor) module(lit *ast.CompositeLit) {
 			if ve, ok := tf["Versions"]; ok {
 				var vs []readVersion
 				t.Versions, vs = x.versions(ve)
-				for _, v := range vs {
+				for i, v := range vs {
+					if v.upcast {
+						m.Upcasts[t.Name] = append(m.Upcasts[t.Name], t.Versions[i].Schema)
+					}
 					m.Payloads[t.Name] = append(m.Payloads[t.Name], v.name)
 					m.payloads[t.Name] = append(m.payloads[t.Name], v.typ)
 					m.verPos[t.Name] = append(m.verPos[t.Name], v.pos)
@@ -419,6 +423,9 @@ func (x *extractor) module(lit *ast.CompositeLit) {
 			if h, ok := sf["Handler"]; ok {
 				m.Handlers[s.Name] = types.ExprString(h)
 			}
+			if h, ok := sf["Typed"]; ok {
+				m.Handlers[s.Name] = types.ExprString(h)
+			}
 			m.Spec.Subscribes = append(m.Spec.Subscribes, s)
 			if _, dup := m.subPos[s.Name]; !dup {
 				m.subPos[s.Name] = x.pos(sl.Pos())
@@ -430,9 +437,10 @@ func (x *extractor) module(lit *ast.CompositeLit) {
 
 // readVersion is one schema version as read from source.
 type readVersion struct {
-	name string     // the payload's Go type, package-qualified by name; "?" when unreadable
-	typ  types.Type // nil when unreadable
-	pos  token.Position
+	name   string     // the payload's Go type, package-qualified by name; "?" when unreadable
+	typ    types.Type // nil when unreadable
+	pos    token.Position
+	upcast bool // declared with an upcaster (catalog.V[T](n, catalog.Upcast(fn)))
 }
 
 // versions reads catalog.V[T](n) calls (or Version{Schema: n} literals).
@@ -459,17 +467,17 @@ func (x *extractor) versions(e ast.Expr) ([]catalog.Version, []readVersion) {
 				}
 			}
 			inst, found := x.pkg.TypesInfo.Instances[id]
-			if id == nil || !found || len(v.Args) != 1 {
-				x.violate(el.Pos(), 0, "declare a schema version as catalog.V[Payload](n)")
+			if id == nil || !found || len(v.Args) < 1 || len(v.Args) > 2 {
+				x.violate(el.Pos(), 0, "declare a schema version as catalog.V[Payload](n), or catalog.V[Payload](n, catalog.Upcast(fn))")
 				continue
 			}
-			n := x.ints(&ast.CompositeLit{Elts: v.Args}, "the schema version")
+			n := x.ints(&ast.CompositeLit{Elts: v.Args[:1]}, "the schema version")
 			if len(n) != 1 {
 				continue
 			}
 			vs = append(vs, catalog.Version{Schema: n[0]})
 			pt := inst.TypeArgs.At(0)
-			names = append(names, readVersion{name: types.TypeString(pt, qual), typ: pt, pos: x.pos(el.Pos())})
+			names = append(names, readVersion{name: types.TypeString(pt, qual), typ: pt, pos: x.pos(el.Pos()), upcast: len(v.Args) == 2})
 		case *ast.CompositeLit:
 			fs := x.fields(v, "catalog.Version")
 			n := x.ints(&ast.CompositeLit{Elts: []ast.Expr{fs["Schema"]}}, "Version.Schema")
