@@ -37,7 +37,9 @@ func sizedV2FromV1(p sizedV1) (sizedV2, error) {
 	return sizedV2{ID: p.ID, Size: p.Count, Unit: "piece"}, nil
 }
 
-func sizedV3FromV2(p sizedV2) (sizedV3, error) { return sizedV3{ID: p.ID, Size: p.Size, Unit: p.Unit}, nil }
+func sizedV3FromV2(p sizedV2) (sizedV3, error) {
+	return sizedV3{ID: p.ID, Size: p.Size, Unit: p.Unit}, nil
+}
 
 // recorder is a receiver whose typed handler records what it was given.
 type recorder struct{ got []sizedV3 }
