@@ -13,6 +13,8 @@ import (
 // *envelope.FieldError names the field relative to the payload.
 type Validator interface{ Validate() error }
 
+var validatorType = reflect.TypeFor[Validator]()
+
 // fitPayload checks that payload fits the declared type of version v and
 // returns it in envelope form, by envelope.CheckPayload's rules: required
 // fields are those whose json tag has neither omitempty nor omitzero and
@@ -34,6 +36,9 @@ func fitPayload(eventType string, v Version, payload any) (map[string]any, error
 	}
 	if err := envelope.CheckPayload(norm, want); err != nil {
 		return nil, err
+	}
+	if !reflect.PointerTo(want).Implements(validatorType) {
+		return norm, nil
 	}
 	p := reflect.New(want)
 	probe := envelope.Envelope{Payload: norm}

@@ -2,9 +2,12 @@ package envelope
 
 import (
 	"encoding"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,7 +21,8 @@ import (
 //   - A struct is a JSON object whose members are its fields by their json
 //     names (embedded structs flattened, as encoding/json does).
 //   - A field is required unless its json tag says omitempty or omitzero or
-//     its Go type is a pointer. A required field is present and not null.
+//     its Go type is a pointer. A required field is present, and not null
+//     unless its Go type is an interface (which holds any value).
 //   - Every value has the JSON kind its Go type takes: string, boolean,
 //     integer (in the Go type's range), number, array, object; []byte is a
 //     base64 string. Elements of slices and values of maps are null only when
@@ -50,20 +54,18 @@ func (e *DecodeError) Permanent() bool { return true }
 
 // DecodePayload decodes the payload into v, a pointer to the payload's Go
 // type, as a tolerant reader: members v's type does not have are ignored; a
-// required field that is missing or null, or a value of the wrong JSON kind,
-// is a *DecodeError naming the field (never a zero value).
+// required field that is missing or null, or a value of the wrong kind, is a
+// *DecodeError naming the field (never a zero value). Values are assigned
+// as encoding/json would decode them (an interface field gets float64
+// numbers), in one pass over the payload, without a JSON round trip.
 func (e *Envelope) DecodePayload(v any) error {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return fmt.Errorf("decode payload: want a non-nil pointer, got %T", v)
 	}
 	t := rv.Type().Elem()
-	if err := fitValue("payload", t, e.Payload, false); err != nil {
+	if err := fitValue("payload", t, e.Payload, false, rv.Elem()); err != nil {
 		return &DecodeError{Into: t.String(), Err: err}
-	}
-	if err := json.Unmarshal(mustJSON(e.Payload), v); err != nil {
-		// Only a type's own UnmarshalJSON or UnmarshalText gets here.
-		return &DecodeError{Into: t.String(), Err: &FieldError{Field: "payload", Reason: err.Error()}}
 	}
 	return nil
 }
@@ -72,7 +74,7 @@ func (e *Envelope) DecodePayload(v any) error {
 // fits the struct type t as an emit requires: the rules DecodePayload reads
 // by, and no member that t does not have. The *FieldError names the field.
 func CheckPayload(payload map[string]any, t reflect.Type) error {
-	if err := fitValue("payload", t, payload, true); err != nil {
+	if err := fitValue("payload", t, payload, true, reflect.Value{}); err != nil {
 		return err
 	}
 	return nil
@@ -90,6 +92,7 @@ type jsonField struct {
 	GoName   string       // the Go field's name
 	Type     reflect.Type // the Go field's type
 	Required bool         // see the rule above
+	Index    []int        // the field's index path (through embedded structs)
 }
 
 var fieldCache sync.Map // reflect.Type → []jsonField
@@ -102,7 +105,7 @@ func jsonFields(t reflect.Type) []jsonField {
 		return fs.([]jsonField)
 	}
 	m := map[string]jsonField{}
-	collectFields(t, m, false)
+	collectFields(t, nil, m, false)
 	out := make([]jsonField, 0, len(m))
 	for _, f := range m {
 		out = append(out, f)
@@ -112,7 +115,11 @@ func jsonFields(t reflect.Type) []jsonField {
 	return out
 }
 
-func collectFields(t reflect.Type, out map[string]jsonField, viaPointer bool) {
+// collectFields adds t's fields to out: its own first, then those of its
+// embedded structs, so that a field of t wins over a promoted one of the
+// same name, as in encoding/json.
+func collectFields(t reflect.Type, index []int, out map[string]jsonField, viaPointer bool) {
+	var embedded []reflect.StructField
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
@@ -126,13 +133,7 @@ func collectFields(t reflect.Type, out map[string]jsonField, viaPointer bool) {
 				et = et.Elem()
 			}
 			if et.Kind() == reflect.Struct {
-				sub := map[string]jsonField{}
-				collectFields(et, sub, viaPointer || f.Type.Kind() == reflect.Pointer)
-				for n, ef := range sub {
-					if _, dup := out[n]; !dup {
-						out[n] = ef
-					}
-				}
+				embedded = append(embedded, f)
 				continue
 			}
 		}
@@ -149,13 +150,22 @@ func collectFields(t reflect.Type, out map[string]jsonField, viaPointer bool) {
 		for _, o := range strings.Split(opts, ",") {
 			optional = optional || o == "omitempty" || o == "omitzero"
 		}
-		out[name] = jsonField{Name: name, GoName: f.Name, Type: f.Type, Required: !optional}
+		out[name] = jsonField{Name: name, GoName: f.Name, Type: f.Type, Required: !optional, Index: append(slices.Clone(index), i)}
+	}
+	for _, f := range embedded {
+		et := f.Type
+		if et.Kind() == reflect.Pointer {
+			et = et.Elem()
+		}
+		collectFields(et, append(slices.Clone(index), f.Index...), out, viaPointer || f.Type.Kind() == reflect.Pointer)
 	}
 }
 
 // fitValue checks v against t at path; strict refuses object members that t
-// does not have.
-func fitValue(path string, t reflect.Type, v any, strict bool) *FieldError {
+// does not have. When dst is valid (a settable value of type t) it also
+// assigns v to it, as encoding/json would decode v's JSON.
+func fitValue(path string, t reflect.Type, v any, strict bool, dst reflect.Value) *FieldError {
+	set := dst.IsValid()
 	wrong := func(want string) *FieldError {
 		return &FieldError{Field: path, Reason: fmt.Sprintf("is %s, want %s (%v)", kindName(v), want, t)}
 	}
@@ -165,26 +175,40 @@ func fitValue(path string, t reflect.Type, v any, strict bool) *FieldError {
 		if !ok {
 			return wrong("an RFC 3339 time string")
 		}
-		if _, err := time.Parse(time.RFC3339, s); err != nil {
+		ts, err := time.Parse(time.RFC3339, s)
+		if err != nil {
 			return &FieldError{Field: path, Reason: fmt.Sprintf("is %q, want an RFC 3339 time (%v)", s, t)}
 		}
-		return nil
-	case pt.Implements(unmarshalerType):
-		return nil // custom decoding: the decode that follows decides
-	case pt.Implements(textType) && t.Kind() != reflect.String:
-		if _, ok := v.(string); !ok {
-			return wrong("a string") // encoding/json hands UnmarshalText strings only
+		if set {
+			dst.Set(reflect.ValueOf(ts))
 		}
 		return nil
+	case pt.Implements(unmarshalerType), pt.Implements(textType) && t.Kind() != reflect.String:
+		if _, ok := v.(string); !ok && !pt.Implements(unmarshalerType) {
+			return wrong("a string") // encoding/json hands UnmarshalText strings only
+		}
+		if !set {
+			dst = reflect.New(t).Elem() // a check decodes too: the type decides
+		}
+		return viaJSON(path, v, dst)
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
 		if v == nil {
+			if set {
+				dst.SetZero()
+			}
 			return nil
 		}
-		return fitValue(path, t.Elem(), v, strict)
+		if !set {
+			return fitValue(path, t.Elem(), v, strict, dst)
+		}
+		if dst.IsNil() {
+			dst.Set(reflect.New(t.Elem()))
+		}
+		return fitValue(path, t.Elem(), v, strict, dst.Elem())
 	case reflect.Interface:
-		return nil
+		return viaJSON(path, v, dst) // numbers become float64, as encoding/json makes them
 	case reflect.Struct:
 		m, ok := v.(map[string]any)
 		if !ok {
@@ -211,53 +235,105 @@ func fitValue(path string, t reflect.Type, v any, strict bool) *FieldError {
 					return &FieldError{Field: path + "." + f.Name, Reason: fmt.Sprintf("is missing; %v.%s is required (tag it omitempty, or make it a pointer, to make it optional)", t, f.GoName)}
 				}
 				return &FieldError{Field: path + "." + f.Name, Reason: fmt.Sprintf("is missing; %v.%s is required", t, f.GoName)}
-			case present && x == nil && f.Required:
+			case present && x == nil && f.Required && f.Type.Kind() != reflect.Interface:
 				return &FieldError{Field: path + "." + f.Name, Reason: fmt.Sprintf("is null; %v.%s is required", t, f.GoName)}
-			case present && x != nil:
-				if err := fitValue(path+"."+f.Name, f.Type, x, strict); err != nil {
-					return err
+			case !present:
+				continue
+			}
+			var fd reflect.Value
+			if set {
+				if fd, ok = fieldByIndex(dst, f.Index); !ok {
+					return &FieldError{Field: path + "." + f.Name, Reason: fmt.Sprintf("cannot be set: %v embeds a pointer to an unexported struct", t)}
 				}
+			}
+			if x == nil {
+				if set && (f.Type.Kind() == reflect.Pointer || f.Type.Kind() == reflect.Interface || f.Type.Kind() == reflect.Map || f.Type.Kind() == reflect.Slice) {
+					fd.SetZero() // encoding/json: null sets these to nil, and leaves the rest
+				}
+				continue
+			}
+			if err := fitValue(path+"."+f.Name, f.Type, x, strict, fd); err != nil {
+				return err
 			}
 		}
 		return nil
 	case reflect.String:
-		if _, ok := v.(string); !ok {
+		x, ok := v.(string)
+		if !ok {
 			return wrong("a string")
 		}
+		if set {
+			dst.SetString(x)
+		}
 	case reflect.Bool:
-		if _, ok := v.(bool); !ok {
+		x, ok := v.(bool)
+		if !ok {
 			return wrong("a boolean")
+		}
+		if set {
+			dst.SetBool(x)
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		n, ok := v.(json.Number)
 		if !ok {
 			return wrong("an integer")
 		}
-		if _, err := strconv.ParseInt(string(n), 10, t.Bits()); err != nil {
+		i, err := strconv.ParseInt(string(n), 10, t.Bits())
+		if err != nil {
 			return &FieldError{Field: path, Reason: fmt.Sprintf("is %s, want an integer that fits %v", n, t)}
+		}
+		if set {
+			dst.SetInt(i)
 		}
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		n, ok := v.(json.Number)
 		if !ok {
 			return wrong("a non-negative integer")
 		}
-		if _, err := strconv.ParseUint(string(n), 10, t.Bits()); err != nil {
+		u, err := strconv.ParseUint(string(n), 10, t.Bits())
+		if err != nil {
 			return &FieldError{Field: path, Reason: fmt.Sprintf("is %s, want a non-negative integer that fits %v", n, t)}
 		}
+		if set {
+			dst.SetUint(u)
+		}
 	case reflect.Float32, reflect.Float64:
-		if _, ok := v.(json.Number); !ok {
+		n, ok := v.(json.Number)
+		if !ok {
 			return wrong("a number")
+		}
+		f, err := strconv.ParseFloat(string(n), t.Bits())
+		if err != nil {
+			return &FieldError{Field: path, Reason: fmt.Sprintf("is %s, want a number that fits %v", n, t)}
+		}
+		if set {
+			dst.SetFloat(f)
 		}
 	case reflect.Slice, reflect.Array:
 		if t.Elem().Kind() == reflect.Uint8 && t.Kind() == reflect.Slice {
-			if _, ok := v.(string); !ok {
+			s, ok := v.(string)
+			if !ok {
 				return wrong("a base64 string")
+			}
+			b, err := base64.StdEncoding.DecodeString(s)
+			if err != nil {
+				return &FieldError{Field: path, Reason: fmt.Sprintf("is not base64 (%v): %v", t, err)}
+			}
+			if set {
+				dst.SetBytes(b)
 			}
 			return nil
 		}
 		xs, ok := v.([]any)
 		if !ok {
 			return wrong("an array")
+		}
+		if set {
+			if t.Kind() == reflect.Slice {
+				dst.Set(reflect.MakeSlice(t, len(xs), len(xs)))
+			} else {
+				dst.SetZero()
+			}
 		}
 		for i, x := range xs {
 			p := path + "[" + strconv.Itoa(i) + "]"
@@ -267,7 +343,11 @@ func fitValue(path string, t reflect.Type, v any, strict bool) *FieldError {
 				}
 				continue
 			}
-			if err := fitValue(p, t.Elem(), x, strict); err != nil {
+			var ed reflect.Value
+			if set && i < dst.Len() {
+				ed = dst.Index(i)
+			}
+			if err := fitValue(p, t.Elem(), x, strict, ed); err != nil {
 				return err
 			}
 		}
@@ -275,6 +355,15 @@ func fitValue(path string, t reflect.Type, v any, strict bool) *FieldError {
 		m, ok := v.(map[string]any)
 		if !ok {
 			return wrong("an object")
+		}
+		if set && t.Key().Kind() != reflect.String {
+			if err := checkMap(path, t, m, strict); err != nil {
+				return err
+			}
+			return viaJSON(path, v, dst) // integer or text keys: encoding/json converts them
+		}
+		if set && dst.IsNil() {
+			dst.Set(reflect.MakeMapWithSize(t, len(m)))
 		}
 		keys := make([]string, 0, len(m))
 		for k := range m {
@@ -287,16 +376,73 @@ func fitValue(path string, t reflect.Type, v any, strict bool) *FieldError {
 				if !nullable(t.Elem()) {
 					return &FieldError{Field: path + "." + k, Reason: fmt.Sprintf("is null, want %v", t.Elem())}
 				}
+				if set {
+					dst.SetMapIndex(reflect.ValueOf(k).Convert(t.Key()), reflect.Zero(t.Elem()))
+				}
 				continue
 			}
-			if err := fitValue(path+"."+k, t.Elem(), x, strict); err != nil {
+			var ev reflect.Value
+			if set {
+				ev = reflect.New(t.Elem()).Elem()
+			}
+			if err := fitValue(path+"."+k, t.Elem(), x, strict, ev); err != nil {
 				return err
+			}
+			if set {
+				dst.SetMapIndex(reflect.ValueOf(k).Convert(t.Key()), ev)
 			}
 		}
 	default:
 		return &FieldError{Field: path, Reason: fmt.Sprintf("has Go type %v, which JSON cannot carry", t)}
 	}
 	return nil
+}
+
+// checkMap is fitValue's check of a map with keys that are not strings.
+func checkMap(path string, t reflect.Type, m map[string]any, strict bool) *FieldError {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if m[k] == nil {
+			if !nullable(t.Elem()) {
+				return &FieldError{Field: path + "." + k, Reason: fmt.Sprintf("is null, want %v", t.Elem())}
+			}
+			continue
+		}
+		if err := fitValue(path+"."+k, t.Elem(), m[k], strict, reflect.Value{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// viaJSON assigns v to dst through encoding/json, for the few types that
+// decode themselves (or take any value); the error names path.
+func viaJSON(path string, v any, dst reflect.Value) *FieldError {
+	if !dst.IsValid() {
+		return nil
+	}
+	if err := json.Unmarshal(mustJSON(v), dst.Addr().Interface()); err != nil {
+		return &FieldError{Field: path, Reason: err.Error()}
+	}
+	return nil
+}
+
+// fieldByIndex is dst's field at index, allocating the embedded struct
+// pointers on the way, as encoding/json does; false when one is nil and
+// cannot be set (a pointer to an unexported struct).
+func fieldByIndex(dst reflect.Value, index []int) (reflect.Value, bool) {
+	for i, x := range index {
+		if i > 0 && dst.Kind() == reflect.Pointer {
+			if dst.IsNil() {
+				if !dst.CanSet() {
+					return reflect.Value{}, false
+				}
+				dst.Set(reflect.New(dst.Type().Elem()))
+			}
+			dst = dst.Elem()
+		}
+		dst = dst.Field(x)
+	}
+	return dst, true
 }
 
 func nullable(t reflect.Type) bool {

@@ -1,6 +1,7 @@
 package envelope_test
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -116,5 +117,67 @@ func TestCheckPayloadRefusesUnknownMembers(t *testing.T) {
 	}
 	if err := envelope.CheckPayload(payload(t, []byte(`{"order_id":"o","items":[],"total_cents":1}`)), typ); err != nil {
 		t.Errorf("a payload that fits: got %v", err)
+	}
+}
+
+type code int
+
+func (c *code) UnmarshalText(b []byte) error { *c = code(len(b)); return nil }
+
+type Extra struct {
+	Batch string `json:"batch"`
+}
+
+type everything struct {
+	base
+	*Extra
+	ID     string           `json:"id"`
+	Count  int              `json:"count"`
+	Small  uint8            `json:"small"`
+	Ratio  float32          `json:"ratio"`
+	Done   bool             `json:"done"`
+	Lines  []line           `json:"lines"`
+	Pair   [2]string        `json:"pair"`
+	Blob   []byte           `json:"blob"`
+	At     time.Time        `json:"at"`
+	Ref    *string          `json:"ref"`
+	Labels map[string]int64 `json:"labels"`
+	ByID   map[int]string   `json:"by_id"`
+	Maybe  []*line          `json:"maybe"`
+	Any    any              `json:"any"`
+	Code   code             `json:"code"`
+	Raw    json.RawMessage  `json:"raw"`
+	Named  struct {
+		Deep []map[string]bool `json:"deep"`
+	} `json:"named"`
+}
+
+// TestDecodePayloadDecodesAsEncodingJSON: the reader assigns values in one
+// pass over the payload, and the result is what encoding/json makes of the
+// same payload's JSON, for every kind a payload holds.
+func TestDecodePayloadDecodesAsEncodingJSON(t *testing.T) {
+	for _, raw := range []string{
+		`{"order_id":"o-1","batch":"b7","id":"x","count":-3,"small":255,"ratio":0.25,"done":true,
+		  "lines":[{"sku":"a","qty":1},{"sku":"b","qty":2}],"pair":["l","r"],"blob":"AQID","at":"2026-01-02T03:04:05.5Z",
+		  "ref":"r","labels":{"a":9007199254740991,"b":-1},"by_id":{"7":"seven","-2":"minus"},"maybe":[null,{"sku":"c","qty":3}],
+		  "any":{"n":1.5,"xs":[1,"two",null,true]},"code":"abcd","raw":{"kept":[1,2]},"named":{"deep":[{"t":true},{}]}}`,
+		`{"order_id":"o-2","id":"y","count":0,"small":0,"ratio":1e-7,"done":false,"lines":[],"pair":["only"],"blob":"",
+		  "at":"2026-01-02T03:04:05+02:00","ref":null,"labels":{},"by_id":{},"maybe":[],"any":null,"code":"","raw":"s","named":{"deep":[]}}`,
+	} {
+		p := payload(t, []byte(raw))
+		var got, want everything
+		if err := (&envelope.Envelope{Payload: p}).DecodePayload(&got); err != nil {
+			t.Fatalf("DecodePayload: %v", err)
+		}
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("got  %+v\nwant %+v (encoding/json)", got, want)
+		}
 	}
 }

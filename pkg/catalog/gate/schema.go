@@ -300,7 +300,8 @@ type structField struct {
 }
 
 // structFields lists a struct's JSON members by envelope's rule: embedded
-// structs flattened, the first of two fields with one name winning.
+// structs flattened, a struct's own fields winning over promoted ones of
+// the same name, then the first of two winning.
 func structFields(st *types.Struct, viaPointer bool) ([]structField, error) {
 	var out []structField
 	seen := map[string]bool{}
@@ -310,6 +311,11 @@ func structFields(st *types.Struct, viaPointer bool) ([]structField, error) {
 			out = append(out, f)
 		}
 	}
+	type embed struct {
+		st  *types.Struct
+		ptr bool
+	}
+	var embedded []embed
 	for i := 0; i < st.NumFields(); i++ {
 		f := st.Field(i)
 		tag := reflect.StructTag(st.Tag(i)).Get("json")
@@ -327,13 +333,7 @@ func structFields(st *types.Struct, viaPointer bool) ([]structField, error) {
 				et = et.Underlying().(*types.Pointer).Elem()
 			}
 			if est, ok := et.Underlying().(*types.Struct); ok {
-				sub, err := structFields(est, viaPointer || ptr)
-				if err != nil {
-					return nil, err
-				}
-				for _, sf := range sub {
-					add(sf)
-				}
+				embedded = append(embedded, embed{est, viaPointer || ptr})
 				continue
 			}
 		}
@@ -349,6 +349,15 @@ func structFields(st *types.Struct, viaPointer bool) ([]structField, error) {
 			optional = optional || o == "omitempty" || o == "omitzero"
 		}
 		add(structField{name: name, typ: f.Type(), required: !optional})
+	}
+	for _, e := range embedded {
+		sub, err := structFields(e.st, e.ptr)
+		if err != nil {
+			return nil, err
+		}
+		for _, sf := range sub {
+			add(sf)
+		}
 	}
 	return out, nil
 }

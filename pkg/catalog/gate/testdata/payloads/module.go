@@ -51,6 +51,8 @@ type Rich struct {
 	Labels   map[string]int64 `json:"labels,omitempty"`
 	Maybe    []*Part          `json:"maybe,omitzero"`
 	Any      any              `json:"any,omitempty"`
+	Held     any              `json:"held"` // required: present, null allowed
+	Lot      string           `json:"lot"`
 	Code     Code             `json:"code"`
 	Raw      json.RawMessage  `json:"raw,omitempty"`
 	Skipped  string           `json:"-"`
