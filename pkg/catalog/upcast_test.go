@@ -181,3 +181,47 @@ func TestTypedDeclarationsRefused(t *testing.T) {
 		t.Errorf("both handlers: got %v", err)
 	}
 }
+
+type feed struct{ got []catalog.ChangeV1 }
+
+func (f *feed) onChange(_ context.Context, _ envelope.Envelope, c catalog.ChangeV1) error {
+	f.got = append(f.got, c)
+	return nil
+}
+
+func (f *feed) onWrong(context.Context, envelope.Envelope, sizedV1) error { return nil }
+
+// TestTypedChangeFeedHandler: a BEST_EFFORT subscription's typed handler
+// takes catalog.ChangeV1; one taking anything else is refused.
+func TestTypedChangeFeedHandler(t *testing.T) {
+	m := catalog.Module[*feed]{
+		Name:   "widgets",
+		Tracks: []catalog.Entity{{Name: "WIDGET", TableEnv: "WIDGETS_TABLE", TenantAttr: "tenant_id", IDAttr: "id", VersionAttr: "version"}},
+		Subscribes: []catalog.Subscription[*feed]{{Name: "widgets.feed", Types: "record.*.WIDGET", Lane: catalog.BestEffort, Reads: []int{1},
+			Typed: catalog.Typed((*feed).onChange)}},
+	}
+	cat, err := catalog.New(m.Spec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &feed{}
+	reg, err := catalog.NewRegistry(cat, m.Bind(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := reg.Subscription("widgets.feed")
+	e := envelope.Envelope{Type: "record.written.WIDGET", SchemaVersion: 1, TenantID: "t1",
+		Payload: map[string]any{"entity": "WIDGET", "id": "w-1", "version": json.Number("3")}}
+	if err := b.Handler(context.Background(), e); err != nil || len(f.got) != 1 || f.got[0].ID != "w-1" || f.got[0].Version != 3 {
+		t.Fatalf("got %+v, %v; want the change of w-1 at version 3", f.got, err)
+	}
+	delete(e.Payload, "version")
+	if err := b.Handler(context.Background(), e); !lanes.IsPermanent(err) || !strings.Contains(err.Error(), "payload.version: is missing") {
+		t.Errorf("a change without its version: got %v, want a permanent error naming payload.version", err)
+	}
+
+	m.Subscribes[0].Typed = catalog.Typed((*feed).onWrong)
+	if _, err := catalog.New(m.Spec()); err == nil || !strings.Contains(err.Error(), "but change events (record.deleted.WIDGET) carry catalog.ChangeV1") {
+		t.Errorf("a change-feed handler taking sizedV1: got %v", err)
+	}
+}
