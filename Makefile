@@ -51,7 +51,7 @@ help:
 	@echo 'make lint     gofmt check and go vet'
 	@echo 'make synth | diff | deploy   build, then the CDK CLI (CDK_FLAGS=... passes flags)'
 	@echo 'make dev      run the local twin with the orders example (builds its CLI and this machine'"'"'s functions only; DEV_FLAGS=... passes flags)'
-	@echo 'make catalog  regenerate examples/orders/CATALOG.md from the module declarations (the gate checks it is fresh)'
+	@echo 'make catalog  regenerate examples/orders/CATALOG.md and the examples'"'"' schemas/ from the module declarations (the gate checks they are fresh)'
 	@echo 'make clean    remove build/, cdk.out/, bench/out/ (make distclean: .cache/ too)'
 
 deps:
@@ -102,6 +102,7 @@ dev:
 
 catalog:
 	$(GO) test ./examples/orders -run '^TestCatalogUpToDate$$' -update -count=1
+	$(GO) test ./examples/library -run '^TestLibraryPassesTheGate$$' -update -count=1
 
 clean:
 	rm -rf build cdk.out bench/out

@@ -145,5 +145,8 @@ func TestDynamoSections(t *testing.T) {
 		if c.name == "delivery" && !strings.Contains(md, "— **met**") {
 			t.Errorf("delivery: 1 + N writes per event not met:\n%s", md)
 		}
+		if c.name == "delivery" && !strings.Contains(md, "Target (issue 21): typed decoding does not slow a first delivery") {
+			t.Errorf("delivery: no typed-decoding comparison:\n%s", md)
+		}
 	}
 }

@@ -499,6 +499,13 @@ func benchDelivery(ctx context.Context, env *benchEnv, o options) (section, erro
 	}
 	sec.para("Target (issue 15): at most 1 + N writes per event with N DURABLE subscriptions on a first delivery, and none "+
 		"on a prefetched redelivery — %s: %s.", verdict(ok), strings.Join(verdicts, "; "))
+	rounds := 5
+	if o.reconcileN < 100 {
+		rounds = 1
+	}
+	if err := decodeComparison(ctx, &sec, env.db, state, n, rounds, quiet, noMetrics); err != nil {
+		return sec, fmt.Errorf("decoding comparison: %w", err)
+	}
 	return sec, nil
 }
 

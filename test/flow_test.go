@@ -9,6 +9,7 @@ import (
 
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/twin"
 )
 
@@ -74,6 +75,23 @@ func TestOrdersFlowEndToEnd(t *testing.T) {
 		}
 		return true, ""
 	})
+
+	// Each dead letter names the field the producer left out: the reader
+	// refused it (a missing required field is never read as its zero value).
+	for tenant, n := range injected {
+		letters, _, err := delivery.NewDynamoStore(s.ddb, s.env[keys.EnvStateTable]).DeadLetters(ctx, tenant, "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(letters) != n {
+			t.Errorf("tenant %s: %d dead letters, want %d", tenant, len(letters), n)
+		}
+		for _, dl := range letters {
+			if want := "decode payload into orders.PaidV1: payload.payment_ref: is missing"; dl.Attempts != 1 || !strings.Contains(dl.Error, want) {
+				t.Errorf("dead letter of %s seq %d: %d attempts, error %q; want 1 attempt (permanent) and the error to say %q", tenant, dl.Seq, dl.Attempts, dl.Error, want)
+			}
+		}
+	}
 
 	// Every order is projected by the change feed at its final version.
 	eventually(t, 60*time.Second, "the search projection", func() (bool, string) {

@@ -262,6 +262,9 @@ type soakEmitter struct {
 
 const soakEmitterEnv = "FOURLANES_SOAK_EMITTER"
 
+// soakEpoch dates the orders the emitters place: order i at soakEpoch + i s.
+var soakEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
 type soakEmitterSpec struct {
 	Endpoint, Events, Orders, Tenant string
 	From, To                         int
@@ -431,7 +434,11 @@ func TestSoakEmitterProcess(t *testing.T) {
 			Items: []orders.Item{{SKU: "sku-mug", Qty: 1}}, TotalCents: 1250, Currency: "EUR"}
 		in := eventstore.EmitInput{Type: orders.TypePlaced, IdempotencyKey: key, ShardKey: o.ID,
 			Payload: orders.PlacedV2{OrderID: o.ID, CustomerEmail: o.CustomerEmail, Items: o.Items, TotalCents: o.TotalCents, Currency: o.Currency},
-			Extra:   []types.TransactWriteItem{orders.PutNew(spec.Orders, spec.Tenant, o, time.Now())}}
+			// A restarted emitter re-emits the order a killed one may have
+			// committed: with the same key, so with the same write (a clock
+			// read here would differ, and the store refuses a key reused with
+			// other content).
+			Extra: []types.TransactWriteItem{orders.PutNew(spec.Orders, spec.Tenant, o, soakEpoch.Add(time.Duration(i)*time.Second))}}
 		pause := 50 * time.Millisecond
 		for {
 			e, err := store.EmitWith(ctx, in)

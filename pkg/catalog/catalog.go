@@ -34,12 +34,26 @@ type Catalog struct {
 // struct) and returns the catalog. The error lists every problem.
 func New(modules ...Spec) (*Catalog, error) {
 	ps := Validate(modules)
+	types := map[string]EventType{}
+	var changeTypes []string
 	for _, m := range modules {
 		for _, t := range m.Emits {
+			types[t.Name] = t
 			for _, v := range t.Versions {
 				if v.Payload == nil || v.Payload.Kind() != reflect.Struct {
 					ps = append(ps, Problem{Kind: "type", Name: t.Name, Msg: fmt.Sprintf("schema version %d: payload type %v is not a struct; declare it with catalog.V[T](%d)", v.Schema, v.Payload, v.Schema)})
 				}
+			}
+			ps = append(ps, upcastProblems(t)...)
+		}
+		for _, e := range m.Tracks {
+			changeTypes = append(changeTypes, ChangeType(e.Name, false), ChangeType(e.Name, true))
+		}
+	}
+	for _, m := range modules {
+		for _, s := range m.Subscribes {
+			if s.Takes != nil {
+				ps = append(ps, typedProblems(s, types, changeTypes)...)
 			}
 		}
 	}
@@ -167,7 +181,9 @@ func (c *Catalog) Prepare(eventType string, payload any) (int, map[string]any, e
 
 // Decode decodes e's payload into a new value of the Go type declared for
 // e's type and schema version and returns a pointer to it (e.g.
-// *orders.PlacedV2). Unknown fields are refused.
+// *orders.PlacedV2), as a tolerant reader (envelope.DecodePayload):
+// members the type does not have are ignored; a missing or null required
+// field, or a value of the wrong kind, is an *envelope.DecodeError naming it.
 func (c *Catalog) Decode(e envelope.Envelope) (any, error) {
 	t, ok := c.types[e.Type]
 	if !ok {

@@ -3,6 +3,7 @@ package catalog_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -165,6 +166,17 @@ func TestDecode(t *testing.T) {
 	}
 	if _, err := cat.Decode(envelope.Envelope{Type: "widget.sized", SchemaVersion: 3, Payload: norm}); !errors.Is(err, catalog.ErrUnknownVersion) {
 		t.Errorf("Decode of version 3: got %v, want ErrUnknownVersion", err)
+	}
+	// A newer producer's optional field is ignored; a required one missing
+	// is an error naming it, never a zero.
+	newer := map[string]any{"id": "w", "size": json.Number("3"), "colour": "red"}
+	if got, err := cat.Decode(envelope.Envelope{Type: "widget.sized", SchemaVersion: 2, Payload: newer}); err != nil || got.(*widgetV2).Size != 3 {
+		t.Errorf("Decode with an unknown member: got %#v, %v; want size 3", got, err)
+	}
+	var de *envelope.DecodeError
+	_, err = cat.Decode(envelope.Envelope{Type: "widget.sized", SchemaVersion: 2, Payload: map[string]any{"id": "w"}})
+	if !errors.As(err, &de) || de.Err.Field != "payload.size" || !strings.Contains(err.Error(), "widget.sized v2") {
+		t.Errorf("Decode without size: got %v, want a DecodeError on payload.size naming widget.sized v2", err)
 	}
 }
 

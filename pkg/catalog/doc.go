@@ -15,6 +15,15 @@
 // process has bound; dispatchers (pkg/lanes, pkg/delivery) route through it,
 // and it reports declared subscriptions that the process forgot to bind.
 //
+// Schema versions evolve by addition: a version may declare the upcaster
+// that builds it from the one before (V[T](n, Upcast(fn))), and a
+// subscription's handler may be Typed: it takes one version's payload type,
+// and the registry decodes every event once, as a tolerant reader
+// (envelope.DecodePayload), upcasting older versions to it, before the
+// handler runs. New refuses a typed handler that could not receive a version
+// it reads. The catalog gate keeps each published version's shape (its JSON
+// Schema, checked in) from changing incompatibly: docs/changing-events.md.
+//
 // Type globs: '*' matches any run of characters (dots included, as fnmatch
 // does), '?' exactly one. A glob without wildcards is an exact type.
 package catalog

@@ -60,11 +60,18 @@ func (t EventType) Version(n int) (Version, bool) {
 type Version struct {
 	Schema  int
 	Payload reflect.Type // a struct type
+	up      []*upcaster  // builds this version's payload from the previous one's (V's from)
 }
 
-// V declares schema version schema with payload type T (a struct).
-func V[T any](schema int) Version {
-	return Version{Schema: schema, Payload: reflect.TypeFor[T]()}
+// V declares schema version schema with payload type T (a struct), and
+// optionally the upcaster that builds T from the previous version's payload
+// (see Upcast).
+func V[T any](schema int, from ...Upcaster[T]) Version {
+	v := Version{Schema: schema, Payload: reflect.TypeFor[T]()}
+	for _, u := range from {
+		v.up = append(v.up, u.u)
+	}
+	return v
 }
 
 // Entity declares a tracked entity: a table whose stream the change feed
@@ -91,6 +98,10 @@ type Subscription[T any] struct {
 	Reads   []int
 	Doc     string
 	Handler func(T, context.Context, envelope.Envelope) error
+	// Typed is the other form of handler: one that takes the payload as its
+	// Go type, decoded (and upcast) by the framework, e.g.
+	// catalog.Typed((*Reserver).OnOrderPlaced). Set Handler or Typed.
+	Typed *TypedHandler[T]
 }
 
 // Handler handles one event. The context carries the envelope's tenant,
@@ -115,6 +126,8 @@ type SubscriptionSpec struct {
 	Lane   Lane
 	Reads  []int
 	Doc    string
+	// Takes is the payload type a Typed handler takes; nil for a Handler.
+	Takes reflect.Type
 }
 
 // CanRead reports whether the subscription declares schema version v readable.
@@ -124,10 +137,14 @@ func (s SubscriptionSpec) CanRead(v int) bool { return slices.Contains(s.Reads, 
 func (m Module[T]) Spec() Spec {
 	s := Spec{Name: m.Name, Doc: m.Doc, Emits: slices.Clone(m.Emits), Tracks: slices.Clone(m.Tracks)}
 	for _, sub := range m.Subscribes {
-		s.Subscribes = append(s.Subscribes, SubscriptionSpec{
+		ss := SubscriptionSpec{
 			Module: m.Name, Name: sub.Name, Types: sub.Types, Lane: sub.Lane,
 			Reads: slices.Clone(sub.Reads), Doc: sub.Doc,
-		})
+		}
+		if sub.Typed != nil {
+			ss.Takes = sub.Typed.takes
+		}
+		s.Subscribes = append(s.Subscribes, ss)
 	}
 	return s
 }
@@ -137,19 +154,27 @@ func (m Module[T]) Spec() Spec {
 type Binding struct {
 	spec     Spec
 	handlers map[string]Handler
-	missing  []string // subscriptions declared without a Handler
+	typed    map[string]func(ctx context.Context, e envelope.Envelope, p any) error
+	missing  []string // subscriptions declared without a Handler or Typed
+	both     []string // subscriptions declared with both
 }
 
 // Bind binds every subscription's handler to recv.
 func (m Module[T]) Bind(recv T) Binding {
-	b := Binding{spec: m.Spec(), handlers: map[string]Handler{}}
+	b := Binding{spec: m.Spec(), handlers: map[string]Handler{}, typed: map[string]func(context.Context, envelope.Envelope, any) error{}}
 	for _, sub := range m.Subscribes {
-		if sub.Handler == nil {
+		switch {
+		case sub.Handler != nil && sub.Typed != nil:
+			b.both = append(b.both, sub.Name)
+		case sub.Typed != nil:
+			call := sub.Typed.call
+			b.typed[sub.Name] = func(ctx context.Context, e envelope.Envelope, p any) error { return call(recv, ctx, e, p) }
+		case sub.Handler != nil:
+			h := sub.Handler
+			b.handlers[sub.Name] = func(ctx context.Context, e envelope.Envelope) error { return h(recv, ctx, e) }
+		default:
 			b.missing = append(b.missing, sub.Name)
-			continue
 		}
-		h := sub.Handler
-		b.handlers[sub.Name] = func(ctx context.Context, e envelope.Envelope) error { return h(recv, ctx, e) }
 	}
 	return b
 }

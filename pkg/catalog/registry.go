@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
@@ -48,11 +49,18 @@ func NewRegistry(cat *Catalog, bindings ...Binding) (*Registry, error) {
 		}
 		seen[b.spec.Name] = true
 		if len(b.missing) > 0 {
-			return nil, fmt.Errorf("bind module %q: subscriptions %s declare no Handler", b.spec.Name, strings.Join(b.missing, ", "))
+			return nil, fmt.Errorf("bind module %q: subscriptions %s declare no Handler (or Typed)", b.spec.Name, strings.Join(b.missing, ", "))
+		}
+		if len(b.both) > 0 {
+			return nil, fmt.Errorf("bind module %q: subscriptions %s declare both Handler and Typed; keep one", b.spec.Name, strings.Join(b.both, ", "))
 		}
 		for _, s := range b.spec.Subscribes {
+			h := b.handlers[s.Name]
+			if call, ok := b.typed[s.Name]; ok {
+				h = cat.typedHandler(s.Takes, call)
+			}
 			r.byName[s.Name] = len(r.bound)
-			r.bound = append(r.bound, Bound{SubscriptionSpec: s, Handler: b.handlers[s.Name]})
+			r.bound = append(r.bound, Bound{SubscriptionSpec: s, Handler: h})
 		}
 	}
 	return r, nil
@@ -168,4 +176,18 @@ func (r *Registry) LogServed(ctx context.Context, log *slog.Logger, lanes ...Lan
 		return fmt.Errorf("%w: %s (bind their modules with catalog.NewRegistry)", ErrUnbound, strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// typedHandler is a typed subscription's Handler: it decodes the payload
+// once (DecodeAs), then calls the handler with it. The decode errors are
+// permanent (envelope.DecodeError, UpcastError) or say the declarations
+// disagree with the event, which New refuses for declared versions.
+func (c *Catalog) typedHandler(takes reflect.Type, call func(context.Context, envelope.Envelope, any) error) Handler {
+	return func(ctx context.Context, e envelope.Envelope) error {
+		p, err := c.DecodeAs(e, takes)
+		if err != nil {
+			return err
+		}
+		return call(ctx, e, p)
+	}
 }

@@ -129,6 +129,7 @@ func builtins(a *app.Application) []builtin {
 		{"repair", repairSynopsis, "invoke dlq-repair and print its report", true, runRepair},
 		{"export", exportSynopsis, "write a tenant's chain from the events table as an export (JSON Lines)", true, runExport},
 		{"verify", verifySynopsis, "re-verify an exported chain (JSON Lines; \"-\" reads stdin) offline", false, runVerify},
+		{"schema", schemaSynopsis, "export the JSON Schema of every declared (type, version), for consumers in other languages", false, runSchema},
 		{"gate", gateSynopsis, "check the application's module declarations against its code (the catalog gate)", false, runGate},
 		{"emit", emitSynopsis, "append one event to the log", true, func(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 			return runEmit(ctx, a, args, stdout, stderr)

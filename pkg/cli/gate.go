@@ -31,8 +31,10 @@ func (a *allowFlag) Set(v string) error {
 // packages, as CI does: every violation is a line file:line:col, and the
 // exit status is 3 when there is one. -catalog writes the generated catalog
 // (Markdown); -check-catalog fails when that file is not what the source
-// generates.
-const gateSynopsis = "[-C DIR] [-allow TYPE=REASON]... [-catalog FILE | -check-catalog FILE] [-json] [PACKAGES (default ./...)]"
+// generates. -schemas checks each version's payload against its published
+// JSON Schema in DIR (check 5); -write-schemas writes the missing and the
+// compatibly changed ones first.
+const gateSynopsis = "[-C DIR] [-allow TYPE=REASON]... [-catalog FILE | -check-catalog FILE] [-schemas DIR [-write-schemas]] [-json] [PACKAGES (default ./...)]"
 
 // gateReport is what gate prints with -json: its members are the
 // documented output (docs/cli.md).
@@ -49,7 +51,7 @@ type gateViolation struct {
 	File    string `json:"file"` // relative to -C
 	Line    int    `json:"line"`
 	Column  int    `json:"column"`
-	Check   int    `json:"check"` // 1-4, or 0 for a malformed declaration
+	Check   int    `json:"check"` // 1-5, or 0 for a malformed declaration
 	Message string `json:"message"`
 }
 
@@ -64,6 +66,8 @@ func runGate(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	dir := fs.String("C", ".", "the module to check (a folder with go.mod or below one)")
 	write := fs.String("catalog", "", "write the generated catalog (Markdown) to this file")
 	check := fs.String("check-catalog", "", "fail (exit 3) when this file differs from the generated catalog")
+	schemas := fs.String("schemas", "", "the published JSON Schemas, DIR/<type>/v<N>.json: fail (exit 3) when a payload no longer fits its own")
+	writeSchemas := fs.Bool("write-schemas", false, "with -schemas: first write the schemas that are missing or changed compatibly (never an incompatible one)")
 	var allow allowFlag
 	fs.Var(&allow, "allow", "a declared type that may have no producer, as TYPE=REASON (repeatable)")
 	asJSON := fs.Bool("json", false, "print one JSON object (counts, violations, the catalog file's state) instead of a line per violation")
@@ -73,6 +77,16 @@ func runGate(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if *write != "" && *check != "" {
 		return 0, fmt.Errorf("%w: -catalog and -check-catalog: pick one", ErrUsage)
 	}
+	if *writeSchemas && *schemas == "" {
+		return 0, fmt.Errorf("%w: -write-schemas needs -schemas DIR, the folder to write into", ErrUsage)
+	}
+	if *schemas != "" {
+		abs, err := filepath.Abs(*schemas) // relative to where the command runs, as -catalog is
+		if err != nil {
+			return 0, err
+		}
+		*schemas = abs
+	}
 	patterns := fs.Args()
 	if len(patterns) == 0 {
 		patterns = []string{"./..."}
@@ -80,7 +94,7 @@ func runGate(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if ctx.Err() != nil {
 		return 0, ctx.Err()
 	}
-	r, err := gate.Run(gate.Config{Dir: *dir, Patterns: patterns, Allow: allow})
+	r, err := gate.Run(gate.Config{Dir: *dir, Patterns: patterns, Allow: allow, Schemas: *schemas, WriteSchemas: *writeSchemas})
 	if err != nil {
 		return 0, err
 	}

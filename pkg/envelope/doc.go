@@ -10,4 +10,9 @@
 //     map[string]any, and every number is exact in IEEE 754 binary64 (I-JSON).
 //   - For any valid envelope, CanonicalBytes is identical after
 //     item → stream image → envelope, so a hash recomputed downstream matches.
+//   - A payload is read into its Go type by one rule (fit.go), strict at an
+//     emit (CheckPayload: no member the type lacks) and tolerant in a reader
+//     (DecodePayload: unknown members ignored); in both, a required field
+//     that is missing or null, or a value of the wrong kind, is an error
+//     naming the field, never a zero value.
 package envelope

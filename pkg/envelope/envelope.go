@@ -221,12 +221,6 @@ func (e *Envelope) AppendCanonicalBytes(dst []byte) ([]byte, error) {
 // ScanCanonical).
 func (e *Envelope) CanonicalJSON() ([]byte, error) { return canonical(e, true) }
 
-// DecodePayload decodes the payload into v (a pointer to the declared payload
-// type), refusing fields v does not have.
-func (e *Envelope) DecodePayload(v any) error {
-	return decodeStrict(mustJSON(e.Payload), v)
-}
-
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {

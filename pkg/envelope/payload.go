@@ -367,15 +367,6 @@ func kindOf(v any) string {
 	}
 }
 
-func decodeStrict(raw []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("decode payload into %T: %w", v, err)
-	}
-	return nil
-}
-
 // FromJSON decodes one envelope from its JSON form (stream-filter's output,
 // an SQS message body, a line of an export) strictly (ReadObject, Event): no
 // unknown, missing or repeated members, no trailing data, valid Unicode, no

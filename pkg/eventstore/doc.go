@@ -17,7 +17,9 @@
 // When no definite answer comes within Config.OutcomeWithin, Emit returns an
 // *OutcomeUnknownError naming tenant, event id and seq, and Store.Settle
 // tells later whether that event committed. EmitInput.IdempotencyKey makes an
-// emit safe to retry from anywhere, at any time.
+// emit safe to retry from anywhere, at any time; the key stands for that
+// content, and a reuse with another type, payload or extra writes is an
+// *IdempotencyKeyMismatchError (ErrIdempotencyKeyMismatch), nothing written.
 //
 // Concurrent Emits for one tenant in one process are coalesced into one
 // transaction (group commit) unless Config.Batching is BatchNone; every caller

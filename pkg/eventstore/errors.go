@@ -3,6 +3,7 @@ package eventstore
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -25,7 +26,33 @@ var (
 	ErrNoShardKey = errors.New("no shard key")
 	// ErrShardCount matches every *ShardCountError.
 	ErrShardCount = errors.New("chain shard count disagrees with the log")
+	// ErrIdempotencyKeyMismatch matches every *IdempotencyKeyMismatchError.
+	ErrIdempotencyKeyMismatch = errors.New("idempotency key reused with other content")
 )
+
+// IdempotencyKeyMismatchError reports an emit whose idempotency key an
+// earlier emit of other content committed: another type, schema version or
+// payload, or other extra writes. A key stands for one request; the
+// caller's emit is not that request, and returning the earlier event would
+// drop its writes silently. Nothing was written.
+type IdempotencyKeyMismatchError struct {
+	Tenant  string   // the chain the key is kept on
+	Key     string   // the idempotency key
+	EventID string   // the event the key committed
+	Seq     int64    // its seq
+	Differs []string // what differs from that emit, e.g. "payload (at payload.total_cents)"
+}
+
+func (e *IdempotencyKeyMismatchError) Error() string {
+	return fmt.Sprintf("idempotency key %q of tenant %q was used by event %s (seq %d) with another %s: a key stands for one request; "+
+		"retry with the same type, payload and writes, or use a new key (nothing was written)",
+		e.Key, e.Tenant, e.EventID, e.Seq, strings.Join(e.Differs, ", "))
+}
+
+// Is matches ErrIdempotencyKeyMismatch.
+func (e *IdempotencyKeyMismatchError) Is(target error) bool {
+	return target == ErrIdempotencyKeyMismatch
+}
 
 // ShardCountError reports that a chain's head was last written by an emitter
 // configured with more chain shards for the tenant than this store is: the

@@ -30,10 +30,10 @@ func TestIdempotencyKey(t *testing.T) {
 	if err != nil || first.Seq != 1 {
 		t.Fatalf("first: seq %d, %v", first.Seq, err)
 	}
-	// Another process retries, with other content, after the token window.
+	// Another process retries after the token window.
 	td.advance(t, 11*time.Minute)
 	b := td.store(t, td.client, nil)
-	again, err := b.EmitWith(ctx, eventstore.EmitInput{Type: "order.paid", Payload: map[string]any{"n": 2}, IdempotencyKey: "order-1/placed"})
+	again, err := b.EmitWith(ctx, eventstore.EmitInput{Type: "order.placed", Payload: map[string]any{"n": 1}, IdempotencyKey: "order-1/placed"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestIdempotencyKey(t *testing.T) {
 			if i == 7 {
 				key = "order-3/paid"
 			}
-			got[i], errs[i] = a.EmitWith(ctx, eventstore.EmitInput{Type: "order.paid", Payload: map[string]any{"i": i}, IdempotencyKey: key})
+			got[i], errs[i] = a.EmitWith(ctx, eventstore.EmitInput{Type: "order.paid", Payload: map[string]any{"order": key}, IdempotencyKey: key})
 		}(i)
 	}
 	wg.Wait()
@@ -185,4 +185,119 @@ func TestIdempotencyKeyCost(t *testing.T) {
 		st := s.Stats()
 		t.Logf("group commit, idempotency key %v: %.2f WCU per event (%d events in %d transactions)", withKey, st.WCU/float64(st.Events), st.Events, st.Commits)
 	}
+}
+
+// TestIdempotencyKeyMismatch: a key reused with another type, schema
+// version, payload or extra writes is an *IdempotencyKeyMismatchError that
+// names the key and what differs (the field of the payload, not its value),
+// and nothing is written: no event, not the caller's write. The same content
+// still answers with the first event. A key recorded before the row kept a
+// digest of the writes is compared on type and payload only.
+func TestIdempotencyKeyMismatch(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := ctxFor("acme")
+	put := func(id, status string) types.TransactWriteItem {
+		return types.TransactWriteItem{Put: &types.Put{TableName: aws.String(f.orders), Item: map[string]types.AttributeValue{
+			"id": &types.AttributeValueMemberS{Value: id}, "status": &types.AttributeValueMemberS{Value: status}}}}
+	}
+	in := eventstore.EmitInput{Type: "order.placed", Payload: map[string]any{"order_id": "o-1", "total_cents": 1250},
+		Extra: []types.TransactWriteItem{put("o-1", "placed")}, IdempotencyKey: "place/o-1"}
+	first, err := f.store.EmitWith(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*eventstore.EmitInput)
+		want string
+	}{
+		{"type", func(in *eventstore.EmitInput) { in.Type = "order.paid" }, "type (first order.placed, now order.paid)"},
+		{"payload", func(in *eventstore.EmitInput) {
+			in.Payload = map[string]any{"order_id": "o-1", "total_cents": 990}
+		}, "payload (at payload.total_cents)"},
+		{"payload member", func(in *eventstore.EmitInput) {
+			in.Payload = map[string]any{"order_id": "o-1", "total_cents": 1250, "currency": "EUR"}
+		}, "payload (at payload.currency)"},
+		{"write", func(in *eventstore.EmitInput) { in.Extra = []types.TransactWriteItem{put("o-1", "paid")} }, "extra writes (as many, other content)"},
+		{"writes", func(in *eventstore.EmitInput) { in.Extra = nil }, "extra writes (first 1, now 0)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			again := in
+			tc.edit(&again)
+			got, err := f.store.EmitWith(ctx, again)
+			var mm *eventstore.IdempotencyKeyMismatchError
+			if !errors.Is(err, eventstore.ErrIdempotencyKeyMismatch) || !errors.As(err, &mm) {
+				t.Fatalf("got %+v, %v; want an IdempotencyKeyMismatchError", got, err)
+			}
+			if mm.Key != "place/o-1" || mm.EventID != first.ID || mm.Seq != 1 || len(mm.Differs) != 1 || mm.Differs[0] != tc.want {
+				t.Errorf("got %+v; want key place/o-1, event %s at seq 1, differing in %q", mm, first.ID, tc.want)
+			}
+			for _, w := range []string{`"place/o-1"`, tc.want, "nothing was written"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("message %q does not say %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "990") {
+				t.Errorf("message %q shows a payload value", err)
+			}
+			if got.ID != "" {
+				t.Errorf("got event %s with the error, want none", got.ID)
+			}
+		})
+	}
+	f.verify(t, "acme", 1)
+	item, err := f.db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(f.orders),
+		Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "o-1"}}, ConsistentRead: aws.Bool(true)})
+	if err != nil || item.Item["status"].(*types.AttributeValueMemberS).Value != "placed" {
+		t.Fatalf("the order: %v, %v; want the first emit's write only", item.Item, err)
+	}
+
+	// The same content, from another store (another process): the first event.
+	other, err := eventstore.New(f.db, eventstore.Config{Table: f.table, Catalog: catalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := in
+	same.Payload = map[string]any{"total_cents": 1250, "order_id": "o-1"} // member order does not matter
+	same.Extra = []types.TransactWriteItem{put("o-1", "placed")}
+	if again, err := other.EmitWith(ctx, same); err != nil || again.ID != first.ID {
+		t.Fatalf("retry with the same content: got %s, %v; want the first event %s", again.ID, err, first.ID)
+	}
+
+	// A key recorded before its row kept the writes' digest: writes are not
+	// compared (there is nothing to compare them with); type and payload are.
+	row := scanIdemRows(t, f.db, f.table)
+	if len(row) != 1 {
+		t.Fatalf("got %d idempotency rows, want 1", len(row))
+	}
+	if _, err := f.db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: aws.String(f.table),
+		Key:              map[string]types.AttributeValue{keys.AttrTenant: row[0][keys.AttrTenant], keys.AttrSeq: row[0][keys.AttrSeq]},
+		UpdateExpression: aws.String("REMOVE writes, writes_digest")}); err != nil {
+		t.Fatal(err)
+	}
+	old := in
+	old.Extra = nil
+	if again, err := f.store.EmitWith(ctx, old); err != nil || again.ID != first.ID {
+		t.Errorf("old key, other writes: got %s, %v; want the first event, as before digests were kept", again.ID, err)
+	}
+	old.Payload = map[string]any{"order_id": "o-9", "total_cents": 1250}
+	if _, err := f.store.EmitWith(ctx, old); !errors.Is(err, eventstore.ErrIdempotencyKeyMismatch) || !strings.Contains(err.Error(), "payload.order_id") {
+		t.Errorf("old key, other payload: got %v, want a mismatch at payload.order_id", err)
+	}
+	f.verify(t, "acme", 1)
+}
+
+func scanIdemRows(t *testing.T, db *dynamodb.Client, table string) []map[string]types.AttributeValue {
+	t.Helper()
+	out, err := db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]types.AttributeValue
+	for _, it := range out.Items {
+		if k, _ := it[keys.AttrKind].(*types.AttributeValueMemberS); k != nil && k.Value == keys.KindIdempotency {
+			rows = append(rows, it)
+		}
+	}
+	return rows
 }

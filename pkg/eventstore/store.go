@@ -222,9 +222,10 @@ type EmitInput struct {
 	Extra []types.TransactWriteItem
 	// IdempotencyKey, when set, makes the emit happen at most once per tenant
 	// and key, across processes and for as long as the log exists: a second
-	// EmitWith with the same key writes nothing and returns the event the
-	// first one committed (whatever its type, payload or extra writes were;
-	// the INLINE and LOCAL lanes do not run again). For emits that carry no
+	// EmitWith with the same key and the same type, payload and extra writes
+	// writes nothing and returns the event the first one committed (the
+	// INLINE and LOCAL lanes do not run again); with other content it writes
+	// nothing and fails with an *IdempotencyKeyMismatchError. For emits that carry no
 	// conditional write of their own to make a retry safe. It costs one more
 	// item in the transaction (see idempotency.go for the measured WCU).
 	// For a tenant with chain shards the key is kept on the event's chain:
@@ -326,7 +327,7 @@ func (s *Store) EmitWith(ctx context.Context, in EmitInput) (envelope.Envelope, 
 		if !errors.As(err, &used) {
 			return envelope.Envelope{}, fmt.Errorf("emit %s: %w", eventType, err)
 		}
-		first, err := s.idemEvent(ctx, tenant, req.idemKey)
+		first, err := s.idemFirst(ctx, tenant, req)
 		if err != nil {
 			return envelope.Envelope{}, fmt.Errorf("emit %s: %w", eventType, err)
 		}
@@ -852,7 +853,7 @@ func (s *Store) seal(ctx context.Context, tenant string, batch []*request, hv *h
 		}})
 		owners = append(owners, owner{req: i, role: roleEvent})
 		if r.idemKey != "" {
-			items = append(items, types.TransactWriteItem{Put: s.idemPut(tenant, r.idemKey, r.env)})
+			items = append(items, types.TransactWriteItem{Put: s.idemPut(tenant, r)})
 			owners = append(owners, owner{req: i, role: roleIdem})
 		}
 		for j, x := range r.extra {

@@ -187,10 +187,12 @@ func (c uncheckedCatalog) Prepare(eventType string, payload any) (int, map[strin
 	return t.Current().Schema, norm, nil
 }
 
-// EmitUnchecked appends an order.paid event whose payload carries a field
-// the declared schema does not have. It is chained and delivered like any
-// other event; the DURABLE notifications subscriber decodes payloads
-// strictly, fails permanently and dead-letters it: one dead letter for
+// EmitUnchecked appends an order.paid event whose payload lacks a field the
+// declared schema requires (payment_ref), as a producer built with a stale
+// catalog would write it, and carries one it does not declare (gift_wrap,
+// which readers ignore). It is chained and delivered like any other event;
+// the DURABLE notifications subscriber's decode refuses it naming
+// payload.payment_ref, permanently, and dead-letters it: one dead letter for
 // tenant, as reconcile then counts.
 func (a *App) EmitUnchecked(ctx context.Context, tenant string) (envelope.Envelope, error) {
 	ctx, err := tenancy.WithTenant(ctx, tenant)
@@ -199,7 +201,7 @@ func (a *App) EmitUnchecked(ctx context.Context, tenant string) (envelope.Envelo
 	}
 	e, err := a.Events.Emit(ctx, orders.TypePaid, Unchecked{Payload: map[string]any{
 		"order_id": uuid.NewString(), "customer_email": "someone@" + tenant + ".example",
-		"amount_cents": 100, "payment_ref": "unchecked", "gift_wrap": true,
+		"amount_cents": 100, "gift_wrap": true,
 	}})
 	if err == nil {
 		a.emitted.Add(1)

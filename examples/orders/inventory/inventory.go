@@ -24,31 +24,16 @@ type Stock interface {
 // Reserver is inventory's handler receiver.
 type Reserver struct{ Stock Stock }
 
-// OnOrderPlaced reserves the order's lines.
-func (r *Reserver) OnOrderPlaced(ctx context.Context, e envelope.Envelope) error {
-	var items []orders.Item
-	var id string
-	switch e.SchemaVersion {
-	case 1:
-		var p orders.PlacedV1
-		if err := e.DecodePayload(&p); err != nil {
-			return err
-		}
-		id, items = p.OrderID, p.Items
-	case 2:
-		var p orders.PlacedV2
-		if err := e.DecodePayload(&p); err != nil {
-			return err
-		}
-		id, items = p.OrderID, p.Items
-	default:
-		return fmt.Errorf("order.placed schema version %d is not readable", e.SchemaVersion)
-	}
+// OnOrderPlaced reserves the order's lines. It is a typed handler
+// (catalog.Typed): the framework decodes the payload once, as PlacedV2, and
+// upcasts order.placed v1 to it (orders.PlacedV2FromV1); a payload missing a
+// required field never reaches it.
+func (r *Reserver) OnOrderPlaced(ctx context.Context, _ envelope.Envelope, p orders.PlacedV2) error {
 	tenant, err := tenancy.Tenant(ctx)
 	if err != nil {
 		return err
 	}
-	return r.Stock.Reserve(ctx, tenant, id, items)
+	return r.Stock.Reserve(ctx, tenant, p.OrderID, p.Items)
 }
 
 // MemoryStock is an in-memory Stock for the example and tests. Safe for

@@ -13,6 +13,7 @@ var Module = catalog.Module[*Reserver]{
 	Doc:  "Stock levels and reservations.",
 	Subscribes: []catalog.Subscription[*Reserver]{
 		{Name: "inventory.reserve", Types: orders.TypePlaced, Lane: catalog.Inline, Reads: []int{1, 2},
-			Doc: "Reserve every line of a placed order; out of stock fails the caller.", Handler: (*Reserver).OnOrderPlaced},
+			Doc:   "Reserve every line of a placed order; out of stock fails the caller.",
+			Typed: catalog.Typed((*Reserver).OnOrderPlaced)}, // takes PlacedV2; v1 arrives upcast
 	},
 }

@@ -31,7 +31,7 @@ var Module = catalog.Module[catalog.NoHandlers]{
 	Doc:  "Order lifecycle. Writes the orders table and announces each change in the same transaction.",
 	Emits: []catalog.EventType{
 		{Name: TypePlaced, Doc: "A customer placed an order; stock is not yet reserved.",
-			Versions: []catalog.Version{catalog.V[PlacedV1](1), catalog.V[PlacedV2](2)}},
+			Versions: []catalog.Version{catalog.V[PlacedV1](1), catalog.V[PlacedV2](2, catalog.Upcast(PlacedV2FromV1))}},
 		{Name: TypePaid, Doc: "Payment for an order was captured.",
 			Versions: []catalog.Version{catalog.V[PaidV1](1)}},
 		{Name: TypeShipped, Doc: "An order left the warehouse.",
@@ -66,6 +66,13 @@ type PlacedV2 struct {
 	Items         []Item `json:"items"`
 	TotalCents    int64  `json:"total_cents"`
 	Currency      string `json:"currency"` // ISO 4217, e.g. EUR
+}
+
+// PlacedV2FromV1 upcasts order.placed v1 to v2, for readers that take
+// PlacedV2: a v1 order was in euros, the one currency the shop had before
+// v2 recorded it.
+func PlacedV2FromV1(p PlacedV1) (PlacedV2, error) {
+	return PlacedV2{OrderID: p.OrderID, CustomerEmail: p.CustomerEmail, Items: p.Items, TotalCents: p.TotalCents, Currency: "EUR"}, nil
 }
 
 // PaidV1 is order.paid schema version 1.

@@ -11,7 +11,17 @@
 //  3. every subscription glob matches a declared type or a change-feed type
 //     (record.written.<ENTITY>, record.deleted.<ENTITY>) of a tracked entity;
 //  4. every subscription that can receive change events is on BEST_EFFORT,
-//     and every BEST_EFFORT subscription receives change events only.
+//     and every BEST_EFFORT subscription receives change events only;
+//  5. every declared (type, version) has a JSON Schema (2020-12) generated
+//     from its payload's Go type (Report.Schemas) and, when Config.Schemas
+//     names the folder of the published ones (<type>/v<N>.json, checked in),
+//     it still fits the published one: a field removed, renamed, retyped,
+//     made required or made optional, or added as required, is a violation
+//     naming the version and the field that tells the author to declare the
+//     next version; an added optional field is compatible (the file is then
+//     stale: Config.WriteSchemas, `fourlanes gate -write-schemas`, refreshes
+//     it, and never rewrites an incompatible one). A published schema whose
+//     version is no longer declared is a violation too.
 //
 // Declarations are catalog.Module composite literals; their names, globs and
 // lanes must be constants. An Emit is any call of a method named Emit whose

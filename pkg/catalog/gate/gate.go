@@ -38,12 +38,21 @@ type Config struct {
 	Dir      string   // the module root; file names in violations are relative to it
 	Patterns []string // package patterns, e.g. "./..."
 	Allow    []Allowed
+	// Schemas is the folder of the published JSON Schemas, one file per
+	// (type, version): <Schemas>/<type>/v<N>.json (relative to Dir unless
+	// absolute). When set, check 5 compares each with its Go type. Empty:
+	// schemas are generated (Report.Schemas) but not checked.
+	Schemas string
+	// WriteSchemas writes into Schemas every schema that is missing or that
+	// changed compatibly, before checking. It never rewrites a published
+	// schema whose Go type changed incompatibly: that stays a violation.
+	WriteSchemas bool
 }
 
 // Violation is one failed check at a place in the source.
 type Violation struct {
 	Pos   token.Position // Filename relative to Config.Dir
-	Check int            // 1–4, or 0 for a malformed declaration
+	Check int            // 1–5, or 0 for a malformed declaration
 	Msg   string
 }
 
@@ -61,10 +70,13 @@ type Module struct {
 	Pkg      string       // import path of the declaring package
 	Pos      token.Position
 	Payloads map[string][]string // event type → payload Go type per version, in order
+	Upcasts  map[string][]int    // event type → the versions declared with an upcaster from the one before
 	Handlers map[string]string   // subscription → handler expression
 	typePos  map[string]token.Position
 	subPos   map[string]token.Position
 	entPos   map[string]token.Position
+	payloads map[string][]types.Type     // event type → payload type per version (nil: unreadable)
+	verPos   map[string][]token.Position // event type → where each version is declared
 }
 
 // Emit is one Emit call of a constant type.
@@ -83,6 +95,11 @@ type Report struct {
 	Violations []Violation
 	// Files are the Go files read, relative to Config.Dir.
 	Files []string
+	// Schemas are the JSON Schemas of every declared (type, version), in
+	// type and version order, generated from the payloads' Go types.
+	Schemas     []*PublishedSchema
+	schemaPos   []token.Position // where each of Schemas' versions is declared
+	lastVersion map[string]int   // event type → its last declared version
 }
 
 // Err returns an error listing every violation, or nil.
@@ -151,6 +168,16 @@ func Run(cfg Config) (*Report, error) {
 		}
 	}
 	r.check(cfg.Allow)
+	r.generateSchemas()
+	if cfg.Schemas != "" {
+		sdir := cfg.Schemas
+		if !filepath.IsAbs(sdir) {
+			sdir = filepath.Join(dir, sdir)
+		}
+		if err := r.checkSchemas(dir, sdir, cfg.WriteSchemas); err != nil {
+			return nil, err
+		}
+	}
 	sort.SliceStable(r.Violations, func(i, j int) bool {
 		a, b := r.Violations[i].Pos, r.Violations[j].Pos
 		if a.Filename != b.Filename {
@@ -349,8 +376,9 @@ func (x *extractor) elems(e ast.Expr, what string) []*ast.CompositeLit {
 
 func (x *extractor) module(lit *ast.CompositeLit) {
 	fs := x.fields(lit, "catalog.Module")
-	m := Module{Pkg: x.pkg.PkgPath, Pos: x.pos(lit.Pos()), Payloads: map[string][]string{}, Handlers: map[string]string{},
-		typePos: map[string]token.Position{}, subPos: map[string]token.Position{}, entPos: map[string]token.Position{}}
+	m := Module{Pkg: x.pkg.PkgPath, Pos: x.pos(lit.Pos()), Payloads: map[string][]string{}, Upcasts: map[string][]int{}, Handlers: map[string]string{},
+		typePos: map[string]token.Position{}, subPos: map[string]token.Position{}, entPos: map[string]token.Position{},
+		payloads: map[string][]types.Type{}, verPos: map[string][]token.Position{}}
 	m.Spec.Name = x.str(fs, "Name", "Module")
 	m.Spec.Doc = x.str(fs, "Doc", "Module")
 	if e, ok := fs["Emits"]; ok {
@@ -358,7 +386,16 @@ func (x *extractor) module(lit *ast.CompositeLit) {
 			tf := x.fields(tl, "catalog.EventType")
 			t := catalog.EventType{Name: x.str(tf, "Name", "EventType"), Doc: x.str(tf, "Doc", "EventType"), Discriminator: x.str(tf, "Discriminator", "EventType")}
 			if ve, ok := tf["Versions"]; ok {
-				t.Versions, m.Payloads[t.Name] = x.versions(ve)
+				var vs []readVersion
+				t.Versions, vs = x.versions(ve)
+				for i, v := range vs {
+					if v.upcast {
+						m.Upcasts[t.Name] = append(m.Upcasts[t.Name], t.Versions[i].Schema)
+					}
+					m.Payloads[t.Name] = append(m.Payloads[t.Name], v.name)
+					m.payloads[t.Name] = append(m.payloads[t.Name], v.typ)
+					m.verPos[t.Name] = append(m.verPos[t.Name], v.pos)
+				}
 			}
 			m.Spec.Emits = append(m.Spec.Emits, t)
 			if _, dup := m.typePos[t.Name]; !dup {
@@ -386,6 +423,9 @@ func (x *extractor) module(lit *ast.CompositeLit) {
 			if h, ok := sf["Handler"]; ok {
 				m.Handlers[s.Name] = types.ExprString(h)
 			}
+			if h, ok := sf["Typed"]; ok {
+				m.Handlers[s.Name] = types.ExprString(h)
+			}
 			m.Spec.Subscribes = append(m.Spec.Subscribes, s)
 			if _, dup := m.subPos[s.Name]; !dup {
 				m.subPos[s.Name] = x.pos(sl.Pos())
@@ -395,15 +435,23 @@ func (x *extractor) module(lit *ast.CompositeLit) {
 	x.r.Modules = append(x.r.Modules, m)
 }
 
+// readVersion is one schema version as read from source.
+type readVersion struct {
+	name   string     // the payload's Go type, package-qualified by name; "?" when unreadable
+	typ    types.Type // nil when unreadable
+	pos    token.Position
+	upcast bool // declared with an upcaster (catalog.V[T](n, catalog.Upcast(fn)))
+}
+
 // versions reads catalog.V[T](n) calls (or Version{Schema: n} literals).
-func (x *extractor) versions(e ast.Expr) ([]catalog.Version, []string) {
+func (x *extractor) versions(e ast.Expr) ([]catalog.Version, []readVersion) {
 	lit, ok := e.(*ast.CompositeLit)
 	if !ok {
 		x.violate(e.Pos(), 0, "EventType.Versions must be a slice literal of catalog.V[T](n)")
 		return nil, nil
 	}
 	var vs []catalog.Version
-	var names []string
+	var names []readVersion
 	qual := func(p *types.Package) string { return p.Name() }
 	for _, el := range lit.Elts {
 		switch v := el.(type) {
@@ -419,22 +467,23 @@ func (x *extractor) versions(e ast.Expr) ([]catalog.Version, []string) {
 				}
 			}
 			inst, found := x.pkg.TypesInfo.Instances[id]
-			if id == nil || !found || len(v.Args) != 1 {
-				x.violate(el.Pos(), 0, "declare a schema version as catalog.V[Payload](n)")
+			if id == nil || !found || len(v.Args) < 1 || len(v.Args) > 2 {
+				x.violate(el.Pos(), 0, "declare a schema version as catalog.V[Payload](n), or catalog.V[Payload](n, catalog.Upcast(fn))")
 				continue
 			}
-			n := x.ints(&ast.CompositeLit{Elts: v.Args}, "the schema version")
+			n := x.ints(&ast.CompositeLit{Elts: v.Args[:1]}, "the schema version")
 			if len(n) != 1 {
 				continue
 			}
 			vs = append(vs, catalog.Version{Schema: n[0]})
-			names = append(names, types.TypeString(inst.TypeArgs.At(0), qual))
+			pt := inst.TypeArgs.At(0)
+			names = append(names, readVersion{name: types.TypeString(pt, qual), typ: pt, pos: x.pos(el.Pos()), upcast: len(v.Args) == 2})
 		case *ast.CompositeLit:
 			fs := x.fields(v, "catalog.Version")
 			n := x.ints(&ast.CompositeLit{Elts: []ast.Expr{fs["Schema"]}}, "Version.Schema")
 			if len(n) == 1 {
 				vs = append(vs, catalog.Version{Schema: n[0]})
-				names = append(names, "?")
+				names = append(names, readVersion{name: "?", pos: x.pos(el.Pos())})
 			}
 		default:
 			x.violate(el.Pos(), 0, "declare a schema version as catalog.V[Payload](n)")

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -106,7 +107,11 @@ func (r *Report) Markdown() []byte {
 			if i == len(et.Versions)-1 {
 				cur = ", current"
 			}
-			vs = append(vs, fmt.Sprintf("v%d `%s`%s", v.Schema, name, cur))
+			up := ""
+			if slices.Contains(m.Upcasts[t], v.Schema) && i > 0 {
+				up = fmt.Sprintf(" (upcast from v%d)", et.Versions[i-1].Schema)
+			}
+			vs = append(vs, fmt.Sprintf("v%d `%s`%s%s", v.Schema, name, up, cur))
 		}
 		w("- schema versions: %s\n", dash(vs))
 		if et.Discriminator != "" {
