@@ -182,22 +182,22 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		"stream-filter rejected stream records (EMF RejectedRecords, by Reason: hash_mismatch, broken_link, undeclared, undecodable, unstamped_head). The Pipe retries, bisects and finally dead-letters the batch. Read the Reason in stream-filter's logs before draining.",
 		rejected, 1, 1)
 	alarm("DurableDLQDepth",
-		"Messages in the DURABLE FIFO DLQ: an event failed durable-consumer 5 times (an infrastructure error, not a handler error, which dead-letters per subscription). Run dlq-repair (README, 'Runbook: draining the dead-letter queues').",
+		"Messages in the DURABLE FIFO DLQ: an event failed durable-consumer 5 times (an infrastructure error, not a handler error, which dead-letters per subscription). Run dlq-repair (docs/operations.md, 'Runbook: draining the dead-letter queues').",
 		visible(props.Durable.DLQ), 1, 1)
 	alarm("PipeDLQDepth",
-		"Messages in the Pipe DLQ: a batch of the events stream exhausted the Pipe's retries or record age. Its events are not on the DURABLE lane yet. Run dlq-repair within 18 hours, while the stream still holds them (README, 'Runbook: draining the dead-letter queues').",
+		"Messages in the Pipe DLQ: a batch of the events stream exhausted the Pipe's retries or record age. Its events are not on the DURABLE lane yet. Run dlq-repair within 18 hours, while the stream still holds them (docs/operations.md, 'Runbook: draining the dead-letter queues').",
 		visible(props.Durable.PipeDLQ), 1, 1)
 	alarm("ChangeFeedDLQDepth",
-		"Messages in the change-feed on-failure queue: a batch of "+tracked+" exhausted changefeed's retries or record age. Run dlq-repair (README, 'Runbook: draining the dead-letter queues').",
+		"Messages in the change-feed on-failure queue: a batch of "+tracked+" exhausted changefeed's retries or record age. Run dlq-repair (docs/operations.md, 'Runbook: draining the dead-letter queues').",
 		visible(props.ChangeFeed.DLQ), 1, 1)
 	alarm("DurableOldestMessage",
 		"The oldest message in the DURABLE FIFO queue is over 15 minutes old for 5 minutes: durable-consumer keeps failing a tenant's message group, or is throttled. Check durable-consumer's errors.",
 		oldest, oldestMessageThresholdS, 5)
 	alarm("DeadLettered",
-		"A DURABLE subscription handler failed and its event was dead-lettered (EMF DeadLettered). Its siblings ran. Fix the handler, then run dlq-repair (README, 'Runbook: draining the dead-letter queues').",
+		"A DURABLE subscription handler failed and its event was dead-lettered (EMF DeadLettered). Its siblings ran. Fix the handler, then run dlq-repair (docs/operations.md, 'Runbook: draining the dead-letter queues').",
 		deadLettered, 1, 1)
 	alarm("EffectUnknown",
-		"A handler's at-most-once effect has an unknown outcome (EMF EffectUnknown, by Subscription and Effect): its delivery died between recording the effect and finishing it, so the effect was not done again and the subscription was dead-lettered. Nothing is lost, but a person must decide: run 'fourlanes effects' to list them, check the provider, then 'fourlanes effects -redo KEY' (it did not happen) or '-done KEY' (it did); dlq-repair's next run replays the dead letter as decided (README, 'Effects').",
+		"A handler's at-most-once effect has an unknown outcome (EMF EffectUnknown, by Subscription and Effect): its delivery died between recording the effect and finishing it, so the effect was not done again and the subscription was dead-lettered. Nothing is lost, but a person must decide: run 'fourlanes effects' to list them, check the provider, then 'fourlanes effects -redo KEY' (it did not happen) or '-done KEY' (it did); dlq-repair's next run replays the dead letter as decided (docs/effects.md).",
 		emfQuery("SUM", keys.MetricEffectUnknown, fiveMin), 1, 1)
 	alarm("EffectsAwaitingDecision",
 		"Dead letters still await a decision on an effect of unknown outcome (EMF UnknownEffectsOpen, by Subscription, from reconcile's walks every 15 minutes): until a person runs 'fourlanes effects -redo KEY' or '-done KEY', those events are not settled for the subscription.",
@@ -279,7 +279,7 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		queue awssqs.IQueue
 	}{{"DurableDLQ", props.Durable.DLQ}, {"PipeDLQ", props.Durable.PipeDLQ}, {"ChangeFeedDLQ", props.ChangeFeed.DLQ}} {
 		alarm(q.name+"OldestMessage",
-			fmt.Sprintf("A message has waited in the %s for more than 6 hours: the scheduled dlq-repair (hourly) is not draining it. For the Pipe and change-feed queues the records leave their stream 24 hours after they were written; repair needs them before then. Run dlq-repair and read its report (README, 'Runbook: draining the dead-letter queues').", q.name),
+			fmt.Sprintf("A message has waited in the %s for more than 6 hours: the scheduled dlq-repair (hourly) is not draining it. For the Pipe and change-feed queues the records leave their stream 24 hours after they were written; repair needs them before then. Run dlq-repair and read its report (docs/operations.md, 'Runbook: draining the dead-letter queues').", q.name),
 			oldestMessage(q.queue, fiveMin),
 			dlqAgeThresholdS, 1)
 	}
