@@ -50,4 +50,40 @@ func TestInitFromOutside(t *testing.T) {
 			t.Errorf("the new application's tests did not report %q:\n%s", want, out)
 		}
 	}
+
+	// The team's first edit of a published event: renaming task.created
+	// v1's title field in place fails the new application's own gate test,
+	// naming the version and the field, and writes no schema.
+	tasksGo := filepath.Join(dir, "tasks", "tasks.go")
+	src, err := os.ReadFile(tasksGo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(src), "`json:\"title\"`", "`json:\"name\"`", 1)
+	if edited == string(src) {
+		t.Fatal("tasks.go has no title field to rename: keep this test in step with the template")
+	}
+	if err := os.WriteFile(tasksGo, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	schema := filepath.Join(dir, "schemas", "task.created", "v1.json")
+	before, err := os.ReadFile(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gateCmd := exec.Command("go", "test", "-count=1", "-run", "TestPassesTheGate", "-update", ".")
+	gateCmd.Dir = dir
+	gateCmd.Env = append(os.Environ(), "GOWORK=off", "CI=true")
+	gout, err := gateCmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the gate passed a field renamed in place in task.created v1:\n%s", gout)
+	}
+	for _, want := range []string{"task.created", "v1", "title"} {
+		if !strings.Contains(string(gout), want) {
+			t.Errorf("the gate's failure does not name %q:\n%s", want, gout)
+		}
+	}
+	if after, _ := os.ReadFile(schema); string(after) != string(before) {
+		t.Errorf("-update rewrote a published schema incompatibly:\n%s", after)
+	}
 }
