@@ -2,6 +2,8 @@ package twin
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -11,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 
@@ -20,10 +23,13 @@ import (
 	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
-// KMS is the twin's KMS: the signing subset of the AWS KMS JSON protocol
+// KMS is the twin's KMS: a subset of the AWS KMS JSON protocol
 // (X-Amz-Target TrentService.*, application/x-amz-json-1.1) for
-// asymmetric ECC_NIST_P256 SIGN_VERIFY keys: CreateKey, DescribeKey,
-// GetPublicKey, Sign and Verify (ECDSA_SHA_256, MessageType RAW or DIGEST).
+// asymmetric ECC_NIST_P256 SIGN_VERIFY keys (CreateKey, DescribeKey,
+// GetPublicKey, Sign and Verify: ECDSA_SHA_256, MessageType RAW or DIGEST)
+// and SYMMETRIC_DEFAULT ENCRYPT_DECRYPT keys (CreateKey, DescribeKey,
+// Encrypt, Decrypt, GenerateDataKey), whose ciphertext blobs name their key
+// and are bound to the request's EncryptionContext, as KMS's are.
 // The private keys stay in this process, as in KMS they stay in KMS.
 //
 // Why not nsmithuk/local-kms: it is a standalone server (package main over
@@ -37,7 +43,8 @@ type KMS struct {
 
 type kmsKey struct {
 	id, arn string
-	priv    *ecdsa.PrivateKey
+	priv    *ecdsa.PrivateKey // SIGN_VERIFY
+	secret  []byte            // ENCRYPT_DECRYPT: a 256-bit AES key
 }
 
 // NewKMS returns an empty KMS.
@@ -54,6 +61,21 @@ func (k *KMS) CreateSigningKey() (id, arn string, err error) {
 	arn = arnOf("kms", "key/"+id)
 	k.mu.Lock()
 	k.keys[id] = &kmsKey{id: id, arn: arn, priv: priv}
+	k.mu.Unlock()
+	return id, arn, nil
+}
+
+// CreateSymmetricKey creates a SYMMETRIC_DEFAULT ENCRYPT_DECRYPT key and
+// returns its key ID and ARN.
+func (k *KMS) CreateSymmetricKey() (id, arn string, err error) {
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return "", "", err
+	}
+	id = uuid.NewString()
+	arn = arnOf("kms", "key/"+id)
+	k.mu.Lock()
+	k.keys[id] = &kmsKey{id: id, arn: arn, secret: secret}
 	k.mu.Unlock()
 	return id, arn, nil
 }
@@ -76,10 +98,7 @@ type kmsError struct {
 // ServeHTTP answers one KMS JSON request.
 func (k *KMS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "TrentService.")
-	var in struct {
-		KeyId, KeySpec, KeyUsage, MessageType, SigningAlgorithm string
-		Message, Signature                                      []byte // base64 in JSON, as KMS's blobs
-	}
+	var in kmsRequest
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err == nil && len(body) > 0 {
 		err = json.Unmarshal(body, &in)
@@ -89,7 +108,7 @@ func (k *KMS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		kerr = &kmsError{400, "SerializationException", err.Error()}
 	} else {
-		out, kerr = k.do(op, in.KeyId, in.KeySpec, in.KeyUsage, in.MessageType, in.SigningAlgorithm, in.Message, in.Signature)
+		out, kerr = k.do(op, in)
 	}
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 	if kerr != nil {
@@ -100,20 +119,46 @@ func (k *KMS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(out)
 }
 
-func (k *KMS) do(op, keyID, spec, usage, msgType, alg string, msg, sig []byte) (any, *kmsError) {
+// kmsRequest holds the members of the requests the twin's KMS serves.
+type kmsRequest struct {
+	KeyId, KeySpec, KeyUsage, MessageType, SigningAlgorithm string
+	Message, Signature, Plaintext, CiphertextBlob           []byte // base64 in JSON, as KMS's blobs
+	EncryptionContext                                       map[string]string
+	NumberOfBytes                                           int
+}
+
+func (k *KMS) do(op string, in kmsRequest) (any, *kmsError) {
+	keyID, msgType, alg, msg, sig := in.KeyId, in.MessageType, in.SigningAlgorithm, in.Message, in.Signature
 	if op == "CreateKey" {
-		if spec != "ECC_NIST_P256" || usage != "SIGN_VERIFY" {
-			return nil, &kmsError{400, "UnsupportedOperationException", fmt.Sprintf("the twin's KMS makes ECC_NIST_P256 SIGN_VERIFY keys only, not %s %s", spec, usage)}
+		var id string
+		var err error
+		switch {
+		case in.KeySpec == "ECC_NIST_P256" && in.KeyUsage == "SIGN_VERIFY":
+			id, _, err = k.CreateSigningKey()
+		case (in.KeySpec == "" || in.KeySpec == "SYMMETRIC_DEFAULT") && (in.KeyUsage == "" || in.KeyUsage == "ENCRYPT_DECRYPT"):
+			id, _, err = k.CreateSymmetricKey()
+		default:
+			return nil, &kmsError{400, "UnsupportedOperationException", fmt.Sprintf("the twin's KMS makes ECC_NIST_P256 SIGN_VERIFY and SYMMETRIC_DEFAULT ENCRYPT_DECRYPT keys only, not %s %s", in.KeySpec, in.KeyUsage)}
 		}
-		id, _, err := k.CreateSigningKey()
 		if err != nil {
 			return nil, &kmsError{500, "KMSInternalException", err.Error()}
 		}
 		return map[string]any{"KeyMetadata": k.metadata(k.key(id))}, nil
 	}
+	if op == "Decrypt" && keyID == "" {
+		// A symmetric ciphertext blob names its key, as KMS's do.
+		keyID, _, _ = splitBlob(in.CiphertextBlob)
+	}
 	key := k.key(keyID)
 	if key == nil {
 		return nil, &kmsError{400, "NotFoundException", fmt.Sprintf("Key '%s' does not exist", keyID)}
+	}
+	switch op {
+	case "Encrypt", "Decrypt", "GenerateDataKey":
+		return k.symmetric(op, key, in)
+	}
+	if key.priv == nil && op != "DescribeKey" {
+		return nil, &kmsError{400, "InvalidKeyUsageException", fmt.Sprintf("key %s is an ENCRYPT_DECRYPT key: %s needs a SIGN_VERIFY key", key.id, op)}
 	}
 	switch op {
 	case "DescribeKey":
@@ -161,9 +206,112 @@ func (k *KMS) do(op, keyID, spec, usage, msgType, alg string, msg, sig []byte) (
 }
 
 func (k *KMS) metadata(key *kmsKey) map[string]any {
+	if key.secret != nil {
+		return map[string]any{"KeyId": key.id, "Arn": key.arn, "AWSAccountId": localaws.AccountID, "Enabled": true,
+			"KeyState": "Enabled", "KeySpec": "SYMMETRIC_DEFAULT", "CustomerMasterKeySpec": "SYMMETRIC_DEFAULT",
+			"KeyUsage": "ENCRYPT_DECRYPT", "KeyManager": "CUSTOMER", "Origin": "AWS_KMS", "EncryptionAlgorithms": []string{"SYMMETRIC_DEFAULT"}}
+	}
 	return map[string]any{"KeyId": key.id, "Arn": key.arn, "AWSAccountId": localaws.AccountID, "Enabled": true,
 		"KeyState": "Enabled", "KeySpec": "ECC_NIST_P256", "CustomerMasterKeySpec": "ECC_NIST_P256",
 		"KeyUsage": "SIGN_VERIFY", "KeyManager": "CUSTOMER", "Origin": "AWS_KMS", "SigningAlgorithms": []string{"ECDSA_SHA_256"}}
+}
+
+// symmetric serves Encrypt, Decrypt and GenerateDataKey on an
+// ENCRYPT_DECRYPT key. A blob is: the key ID's length (one byte), the key
+// ID, a 12-byte nonce, and AES-256-GCM of the plaintext with the encryption
+// context (sorted name=value pairs) as additional data.
+func (k *KMS) symmetric(op string, key *kmsKey, in kmsRequest) (any, *kmsError) {
+	if key.secret == nil {
+		return nil, &kmsError{400, "InvalidKeyUsageException", fmt.Sprintf("key %s is a SIGN_VERIFY key: %s needs an ENCRYPT_DECRYPT key", key.id, op)}
+	}
+	gcm, err := newKMSGCM(key.secret)
+	if err != nil {
+		return nil, &kmsError{500, "KMSInternalException", err.Error()}
+	}
+	aad := contextBytes(in.EncryptionContext)
+	encrypt := func(plain []byte) ([]byte, error) {
+		nonce := make([]byte, gcm.NonceSize())
+		if _, err := rand.Read(nonce); err != nil {
+			return nil, err
+		}
+		blob := append([]byte{byte(len(key.id))}, key.id...)
+		blob = append(blob, nonce...)
+		return gcm.Seal(blob, nonce, plain, aad), nil
+	}
+	switch op {
+	case "Encrypt":
+		if len(in.Plaintext) == 0 || len(in.Plaintext) > 4096 {
+			return nil, &kmsError{400, "ValidationException", "Plaintext must be 1 to 4096 bytes"}
+		}
+		blob, err := encrypt(in.Plaintext)
+		if err != nil {
+			return nil, &kmsError{500, "KMSInternalException", err.Error()}
+		}
+		return map[string]any{"KeyId": key.arn, "CiphertextBlob": blob, "EncryptionAlgorithm": "SYMMETRIC_DEFAULT"}, nil
+	case "GenerateDataKey":
+		n := in.NumberOfBytes
+		switch {
+		case in.KeySpec == "AES_256" && n == 0:
+			n = 32
+		case in.KeySpec == "AES_128" && n == 0:
+			n = 16
+		case in.KeySpec != "" && n != 0, in.KeySpec == "" && (n < 1 || n > 1024):
+			return nil, &kmsError{400, "ValidationException", "give KeySpec (AES_128 or AES_256) or NumberOfBytes (1 to 1024), not both"}
+		case in.KeySpec != "" && in.KeySpec != "AES_256" && in.KeySpec != "AES_128":
+			return nil, &kmsError{400, "ValidationException", fmt.Sprintf("KeySpec %q", in.KeySpec)}
+		}
+		plain := make([]byte, n)
+		if _, err := rand.Read(plain); err != nil {
+			return nil, &kmsError{500, "KMSInternalException", err.Error()}
+		}
+		blob, err := encrypt(plain)
+		if err != nil {
+			return nil, &kmsError{500, "KMSInternalException", err.Error()}
+		}
+		return map[string]any{"KeyId": key.arn, "CiphertextBlob": blob, "Plaintext": plain}, nil
+	default: // Decrypt
+		id, nonce, ct := splitBlob(in.CiphertextBlob)
+		if id != key.id || len(nonce) != gcm.NonceSize() {
+			return nil, &kmsError{400, "IncorrectKeyException", "The key ID in the request does not identify a CMK that can perform this operation."}
+		}
+		plain, err := gcm.Open(nil, nonce, ct, aad)
+		if err != nil {
+			return nil, &kmsError{400, "InvalidCiphertextException", ""}
+		}
+		return map[string]any{"KeyId": key.arn, "Plaintext": plain, "EncryptionAlgorithm": "SYMMETRIC_DEFAULT"}, nil
+	}
+}
+
+func splitBlob(blob []byte) (id string, nonce, ct []byte) {
+	if len(blob) < 1 || len(blob) < 1+int(blob[0])+12 {
+		return "", nil, nil
+	}
+	n := int(blob[0])
+	return string(blob[1 : 1+n]), blob[1+n : 1+n+12], blob[1+n+12:]
+}
+
+func contextBytes(ec map[string]string) []byte {
+	names := make([]string, 0, len(ec))
+	for n := range ec {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b []byte
+	for _, n := range names {
+		b = append(b, n...)
+		b = append(b, '=')
+		b = append(b, ec[n]...)
+		b = append(b, 0)
+	}
+	return b
+}
+
+func newKMSGCM(secret []byte) (cipher.AEAD, error) {
+	block, err := aes.NewCipher(secret)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
 }
 
 // serve starts h, the endpoint what, on the loopback port (0: a free one)
@@ -204,10 +352,15 @@ func (tw *Twin) createKey(_ context.Context, res *cfn.Resource) (*resource, erro
 	if err != nil {
 		return nil, err
 	}
-	if spec != "ECC_NIST_P256" || usage != "SIGN_VERIFY" {
-		return nil, fmt.Errorf("the twin's KMS makes ECC_NIST_P256 SIGN_VERIFY keys only, not %v %v", spec, usage)
+	var id, arn string
+	switch {
+	case spec == "ECC_NIST_P256" && usage == "SIGN_VERIFY":
+		id, arn, err = tw.KMS().CreateSigningKey()
+	case (spec == nil || spec == "SYMMETRIC_DEFAULT") && (usage == nil || usage == "ENCRYPT_DECRYPT"):
+		id, arn, err = tw.KMS().CreateSymmetricKey()
+	default:
+		return nil, fmt.Errorf("the twin's KMS makes ECC_NIST_P256 SIGN_VERIFY and SYMMETRIC_DEFAULT ENCRYPT_DECRYPT keys only, not %v %v", spec, usage)
 	}
-	id, arn, err := tw.KMS().CreateSigningKey()
 	if err != nil {
 		return nil, err
 	}

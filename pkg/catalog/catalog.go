@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -28,6 +29,7 @@ type Catalog struct {
 	owner    map[string]string // type → module
 	entities []Entity
 	subs     []SubscriptionSpec
+	vault    Vault // seals and opens personal fields (UseVault)
 }
 
 // New validates the declarations (see Validate; every payload type must be a
@@ -45,6 +47,7 @@ func New(modules ...Spec) (*Catalog, error) {
 				}
 			}
 			ps = append(ps, upcastProblems(t)...)
+			ps = append(ps, personalProblems(t)...)
 		}
 		for _, e := range m.Tracks {
 			changeTypes = append(changeTypes, ChangeType(e.Name, false), ChangeType(e.Name, true))
@@ -184,7 +187,14 @@ func (c *Catalog) Prepare(eventType string, payload any) (int, map[string]any, e
 // *orders.PlacedV2), as a tolerant reader (envelope.DecodePayload):
 // members the type does not have are ignored; a missing or null required
 // field, or a value of the wrong kind, is an *envelope.DecodeError naming it.
+// Personal fields are opened with the catalog's vault (Erased once their
+// subject is erased); DecodeContext bounds the vault's reads by a context.
 func (c *Catalog) Decode(e envelope.Envelope) (any, error) {
+	return c.DecodeContext(context.Background(), e)
+}
+
+// DecodeContext is Decode with ctx for the vault's reads.
+func (c *Catalog) DecodeContext(ctx context.Context, e envelope.Envelope) (any, error) {
 	t, ok := c.types[e.Type]
 	if !ok {
 		return nil, fmt.Errorf("decode %s: %w", e.Type, ErrUndeclared)
@@ -192,6 +202,10 @@ func (c *Catalog) Decode(e envelope.Envelope) (any, error) {
 	v, ok := t.Version(e.SchemaVersion)
 	if !ok {
 		return nil, fmt.Errorf("decode %s: schema version %d (declared: %v): %w", e.Type, e.SchemaVersion, schemas(t), ErrUnknownVersion)
+	}
+	e, err := c.open(ctx, e, v)
+	if err != nil {
+		return nil, err
 	}
 	p := reflect.New(v.Payload)
 	if err := e.DecodePayload(p.Interface()); err != nil {

@@ -184,7 +184,7 @@ func (r *Registry) LogServed(ctx context.Context, log *slog.Logger, lanes ...Lan
 // disagree with the event, which New refuses for declared versions.
 func (c *Catalog) typedHandler(takes reflect.Type, call func(context.Context, envelope.Envelope, any) error) Handler {
 	return func(ctx context.Context, e envelope.Envelope) error {
-		p, err := c.DecodeAs(e, takes)
+		p, err := c.DecodeAsContext(ctx, e, takes)
 		if err != nil {
 			return err
 		}

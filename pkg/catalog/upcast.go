@@ -95,6 +95,11 @@ func (e *UpcastError) Permanent() bool { return true }
 // *envelope.DecodeError naming the field, an *UpcastError, or one saying
 // that no chain of upcasters leads from e's version to takes.
 func (c *Catalog) DecodeAs(e envelope.Envelope, takes reflect.Type) (any, error) {
+	return c.DecodeAsContext(context.Background(), e, takes)
+}
+
+// DecodeAsContext is DecodeAs with ctx for the vault's reads (Decode).
+func (c *Catalog) DecodeAsContext(ctx context.Context, e envelope.Envelope, takes reflect.Type) (any, error) {
 	if e.SchemaVersion == ChangeSchemaVersion && takes == changeType && IsChangeType(e.Type) {
 		var p ChangeV1
 		if err := e.DecodePayload(&p); err != nil {
@@ -116,7 +121,7 @@ func (c *Catalog) DecodeAs(e envelope.Envelope, takes reflect.Type) (any, error)
 	case to < from:
 		return nil, fmt.Errorf("decode %s v%d as %v (v%d): upcasters only go up", e.Type, e.SchemaVersion, takes, t.Versions[to].Schema)
 	}
-	p, err := c.Decode(e)
+	p, err := c.DecodeContext(ctx, e)
 	if err != nil {
 		return nil, err
 	}

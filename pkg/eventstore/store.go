@@ -39,6 +39,13 @@ type Catalog interface {
 	Prepare(eventType string, payload any) (schemaVersion int, normalized map[string]any, err error)
 }
 
+// TenantCatalog is a Catalog whose preparation depends on the tenant and may
+// call out (catalog.Catalog seals personal fields with its vault): Emit
+// calls PrepareFor instead of Prepare when the catalog has it.
+type TenantCatalog interface {
+	PrepareFor(ctx context.Context, tenant, eventType string, payload any) (schemaVersion int, normalized map[string]any, err error)
+}
+
 // Dispatcher runs the in-process lanes after a commit: INLINE awaited (its
 // error is returned to Emit's caller inside a *PostCommitError) and LOCAL
 // isolated. It is called once per committed event, on the caller's goroutine.
@@ -273,7 +280,13 @@ func (s *Store) EmitWith(ctx context.Context, in EmitInput) (envelope.Envelope, 
 	if err := checkIdemKey(in.IdempotencyKey); err != nil {
 		return envelope.Envelope{}, fmt.Errorf("emit %s: %w", eventType, err)
 	}
-	version, norm, err := s.cfg.Catalog.Prepare(eventType, in.Payload)
+	var version int
+	var norm map[string]any
+	if pc, ok := s.cfg.Catalog.(TenantCatalog); ok {
+		version, norm, err = pc.PrepareFor(ctx, tenancy.TenantOf(tenant), eventType, in.Payload)
+	} else {
+		version, norm, err = s.cfg.Catalog.Prepare(eventType, in.Payload)
+	}
 	if err != nil {
 		return envelope.Envelope{}, fmt.Errorf("emit %s: %w", eventType, err)
 	}
