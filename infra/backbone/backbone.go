@@ -36,6 +36,9 @@ const (
 	OutputAlarmTopic            = keys.OutputAlarmTopic
 	OutputCheckpointBucket      = keys.OutputCheckpointBucket
 	OutputCheckpointKey         = keys.OutputCheckpointKey
+	OutputSubjectKeysTable      = keys.OutputSubjectKeysTable
+	OutputDataKey               = keys.OutputDataKey
+	OutputEraserPolicy          = keys.OutputEraserPolicy
 )
 
 // UnprefixedID is the construct id that keeps a stack deployed with the
@@ -125,6 +128,10 @@ type Backbone struct {
 	Tamper      *TamperWatch
 	Alarms      *Alarms
 	Schedules   *Schedules
+	// Erasure is the subject-keys table and data-key KMS key, made only
+	// when the application's catalog declares personal fields (nil
+	// otherwise).
+	Erasure *Erasure
 
 	prefix  string
 	tracked []trackedTable
@@ -219,6 +226,13 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 			f.Fn.AddEnvironment(jsii.String(keys.EnvPerPairClaims), jsii.String(keys.PerPairClaimsGone), nil)
 		}
 	}
+	if cat, err := p.App.Catalog(); err == nil && cat.Personal() {
+		b.Erasure = NewErasure(c, "Erasure", &ErasureProps{RemovalPolicy: p.RemovalPolicy})
+		b.Erasure.seal(b.Durable.DurableConsumer)
+		b.Erasure.seal(b.Repair.Function)
+		b.Erasure.open(b.ChangeFeed.Changefeed)
+		b.Log.EmitterPolicy.AddStatements(*statements(b.Erasure.sealPermissions())...)
+	}
 	useTables(b.Durable.DurableConsumer, w.env[catalog.Durable])
 	useTables(b.ChangeFeed.Changefeed, w.env[catalog.BestEffort])
 	useTables(b.Repair.Function, w.env[catalog.Durable], w.env[catalog.BestEffort])
@@ -246,6 +260,11 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	out(OutputAlarmTopic, "SNS topic every alarm notifies (ALARM and OK); subscribe people to it", b.Alarms.Topic.TopicArn())
 	out(OutputCheckpointBucket, "Object Lock bucket of signed checkpoints (checkpoints/<tenant>/…)", b.Checkpoints.Bucket.BucketName())
 	out(OutputCheckpointKey, "KMS key that signs checkpoints: aws kms get-public-key gives the key fourlanes verify -key takes", b.Checkpoints.Key.KeyArn())
+	if b.Erasure != nil {
+		out(OutputSubjectKeysTable, "Subject-keys table: each data subject's wrapped data key, or its erasure tombstone (fourlanes erase)", b.Erasure.Keys.TableName())
+		out(OutputDataKey, "KMS key that wraps the per-subject data keys of personal fields", b.Erasure.Key.KeyArn())
+		out(OutputEraserPolicy, "Managed policy to attach to whoever erases data subjects (fourlanes erase)", b.Erasure.EraserPolicy.ManagedPolicyArn())
+	}
 	return b
 }
 

@@ -133,8 +133,16 @@ func reconcileCallerPermissions(fnArn *string) []permission {
 // Anything else grantee does with its own tables it grants with those
 // tables' Grant methods. EmitterPolicyArn (the stack output) holds the same,
 // for principals outside the CDK app.
+//
+// When the catalog declares personal fields, GrantEmit also grants sealing
+// them (Backbone.Erasure): GetItem and a data-key PutItem on the
+// subject-keys table, kms:GenerateDataKey and kms:Decrypt on the data key.
 func (b *Backbone) GrantEmit(grantee awsiam.IGrantable) awsiam.Grant {
-	return grantAll(grantee, emitPermissions(b.Log.Events.TableArn(), b.trackedArns()))
+	perms := emitPermissions(b.Log.Events.TableArn(), b.trackedArns())
+	if b.Erasure != nil {
+		perms = append(perms, b.Erasure.sealPermissions()...)
+	}
+	return grantAll(grantee, perms)
 }
 
 // GrantReconcile lets grantee call reconcile's Function URL (SigV4, AWS_IAM

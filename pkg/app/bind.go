@@ -51,5 +51,9 @@ func (a Application) EventStore(db eventstore.DynamoDB, table string, opts ...fu
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if cat.Personal() && cat.Vault() == nil {
+		return nil, fmt.Errorf("app %s: its catalog declares personal fields, which Emit seals: pass a vault, "+
+			"a.EventStore(db, table, erasure.Use(v)) with v from erasure.FromEnv (docs/erasure.md)", a.Name)
+	}
 	return eventstore.New(db, cfg)
 }

@@ -141,6 +141,9 @@ func (c *Catalog) Personal() bool {
 // store them in the clear), and Decode leaves them sealed.
 func (c *Catalog) UseVault(v Vault) { c.vault = v }
 
+// Vault returns the catalog's vault (nil without one).
+func (c *Catalog) Vault() Vault { return c.vault }
+
 // aad binds a sealed field to its tenant, subject, type and field.
 func aad(tenant, subject, eventType, field string) string {
 	return strings.Join([]string{tenant, subject, eventType, field}, "\x00")

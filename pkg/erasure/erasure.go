@@ -19,7 +19,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 
+	"github.com/fourlanes/fourlanes/pkg/awsenv"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
@@ -337,4 +339,26 @@ func newGCM(key []byte) (cipher.AEAD, error) {
 		return nil, err
 	}
 	return cipher.NewGCM(block)
+}
+
+// FromEnv returns a Vault over the subject-keys table and KMS key the
+// backbone gives its functions and the application's services
+// ($SUBJECT_KEYS_TABLE, $DATA_KEY_ID: the stack outputs SubjectKeysTableName
+// and DataKeyArn).
+func FromEnv(db DynamoDB, k KMS) (*Vault, error) {
+	env, err := awsenv.Require(keys.EnvSubjectKeysTable, keys.EnvDataKeyID)
+	if err != nil {
+		return nil, fmt.Errorf("erasure: %w", err)
+	}
+	return New(db, k, Config{Table: env[keys.EnvSubjectKeysTable], KeyID: env[keys.EnvDataKeyID]})
+}
+
+// Use gives an event store's catalog the vault, so Emit seals personal
+// fields: app.EventStore(db, table, erasure.Use(v)).
+func Use(v *Vault) func(*eventstore.Config) {
+	return func(cfg *eventstore.Config) {
+		if c, ok := cfg.Catalog.(interface{ UseVault(catalog.Vault) }); ok {
+			c.UseVault(v)
+		}
+	}
 }

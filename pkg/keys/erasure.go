@@ -32,4 +32,5 @@ const (
 const (
 	OutputSubjectKeysTable = "SubjectKeysTableName"
 	OutputDataKey          = "DataKeyArn"
+	OutputEraserPolicy     = "EraserPolicyArn"
 )

@@ -41,7 +41,9 @@ func DurableConsumer(a app.Application) {
 	cat := b.catalog(a)
 	durable := []catalog.Lane{catalog.Durable}
 	env := b.env(a, durable, keys.EnvStateTable, keys.EnvEventsTable)
-	db := awsenv.DynamoDB(b.aws())
+	cfg := b.aws()
+	db := awsenv.DynamoDB(cfg)
+	b.vault(cat, cfg, db)
 	state := env[keys.EnvStateTable]
 	// DURABLE handlers that emit flush their LOCAL lane through
 	// consumer.Config.Flusher; the application value does not bind one yet.
@@ -69,7 +71,9 @@ func Changefeed(a app.Application) {
 	if err != nil {
 		b.fail("environment", err)
 	}
-	db := awsenv.DynamoDB(b.aws())
+	cfg := b.aws()
+	db := awsenv.DynamoDB(cfg)
+	b.vault(cat, cfg, db)
 	reg, _ := b.bind(a, cat, env, db, env[keys.EnvStateTable], bestEffort...)
 	feed := get(changefeed.New(changefeed.Config{
 		DB: db, Table: env[keys.EnvChangeFeedTable], Tables: tables,
@@ -127,6 +131,7 @@ func DLQRepair(a app.Application) {
 	}
 	cfg := b.aws()
 	db := awsenv.DynamoDB(cfg)
+	b.vault(cat, cfg, db)
 	state := env[keys.EnvStateTable]
 	reg, re := b.bind(a, cat, env, db, state, both...)
 	if err := reg.LogServed(b.ctx, b.log, catalog.Durable, catalog.BestEffort); err != nil {

@@ -20,11 +20,14 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 
 	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/pkg/awsenv"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/effect"
+	"github.com/fourlanes/fourlanes/pkg/erasure"
+	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
@@ -70,6 +73,18 @@ func (b *boot) aws() aws.Config {
 // catalog validates a and returns its catalog (built once), or fails.
 func (b *boot) catalog(a app.Application) *catalog.Catalog {
 	return get(a.Check()).or(b, "invalid application")
+}
+
+// vault gives cat the application's vault (pkg/erasure) when its catalog
+// declares personal fields, so handlers read them opened (or erased) and
+// follow-on emits seal them; without its environment the function fails.
+func (b *boot) vault(cat *catalog.Catalog, cfg aws.Config, db *dynamodb.Client) {
+	if !cat.Personal() {
+		return
+	}
+	env := get(awsenv.Require(keys.EnvSubjectKeysTable, keys.EnvDataKeyID)).or(b, "environment (the catalog declares personal fields)")
+	v := get(erasure.New(db, kms.NewFromConfig(cfg), erasure.Config{Table: env[keys.EnvSubjectKeysTable], KeyID: env[keys.EnvDataKeyID]})).or(b, "vault")
+	cat.UseVault(v)
 }
 
 // env requires names and the environment the modules of a on lanes read,
