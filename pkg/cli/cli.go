@@ -139,6 +139,7 @@ func builtins(a *app.Application) []builtin {
 				return runWatermarks(ctx, a, args, stdout, stderr)
 			}},
 		{"effects", effectsSynopsis, "list the handlers' at-most-once effects of unknown outcome, or decide one", true, runEffects},
+		{"erase", eraseSynopsis, "erase a data subject's personal fields (crypto-shredding: the log and its chain stay intact), or show its state", true, runErase},
 		{"env", envSynopsis, "print the shell exports that let any process reach the running twin of 'fourlanes dev'", false, runEnv},
 		{"version", versionSynopsis, "print the CLI's version", false, runVersion},
 	}

@@ -128,23 +128,11 @@ type Erasure struct {
 	Reason string // why: a request reference, say
 }
 
-// Erase erases tenant's subject: its data key is replaced by a tombstone
-// recording when, by whom and why. Erasing an erased subject, or one never
-// seen, leaves (or writes) a tombstone; either way no value of the subject
-// can be opened or sealed again.
+// Erase erases tenant's subject (Subjects.Erase) and forgets the subject's
+// key in this vault's cache at once.
 func (v *Vault) Erase(ctx context.Context, tenant, subject string, e Erasure) error {
-	if err := checkSubject(tenant, subject); err != nil {
+	if err := v.subjects().Erase(ctx, tenant, subject, e); err != nil {
 		return err
-	}
-	if e.By == "" || e.Reason == "" {
-		return errors.New("erase: say who erases (By) and why (Reason): the tombstone records both")
-	}
-	item := keyOf(tenant, subject)
-	item[keys.AttrErasedAt] = &types.AttributeValueMemberS{Value: v.cfg.Now().UTC().Format(time.RFC3339)}
-	item[keys.AttrErasedBy] = &types.AttributeValueMemberS{Value: e.By}
-	item[keys.AttrErasedReason] = &types.AttributeValueMemberS{Value: e.Reason}
-	if _, err := v.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(v.cfg.Table), Item: item}); err != nil {
-		return fmt.Errorf("erase subject %q of tenant %s: %w", subject, tenant, err)
 	}
 	v.mu.Lock()
 	v.cache[tenant+"\x00"+subject] = cached{at: v.cfg.Now()}
@@ -152,21 +140,66 @@ func (v *Vault) Erase(ctx context.Context, tenant, subject string, e Erasure) er
 	return nil
 }
 
+// Status reads tenant's subject's row (Subjects.Status).
+func (v *Vault) Status(ctx context.Context, tenant, subject string) (Status, error) {
+	return v.subjects().Status(ctx, tenant, subject)
+}
+
+func (v *Vault) subjects() *Subjects { return &Subjects{db: v.db, table: v.cfg.Table, now: v.cfg.Now} }
+
+// Subjects erases subjects and reads their state: what an operator needs
+// (fourlanes erase), without KMS. A function that still holds a subject's
+// key in its Vault's cache stops using it within Config.CacheTTL.
+type Subjects struct {
+	db    DynamoDB
+	table string
+	now   func() time.Time
+}
+
+// NewSubjects returns the Subjects of the subject-keys table.
+func NewSubjects(db DynamoDB, table string) (*Subjects, error) {
+	if db == nil || table == "" {
+		return nil, fmt.Errorf("erasure: a DynamoDB client and the subject-keys table ($%s, the stack output %s) are required", keys.EnvSubjectKeysTable, keys.OutputSubjectKeysTable)
+	}
+	return &Subjects{db: db, table: table, now: time.Now}, nil
+}
+
+// Erase erases tenant's subject: its data key is replaced by a tombstone
+// recording when, by whom and why. Erasing an erased subject, or one never
+// seen, leaves (or writes) a tombstone; either way no value of the subject
+// can be opened or sealed again.
+func (s *Subjects) Erase(ctx context.Context, tenant, subject string, e Erasure) error {
+	if err := checkSubject(tenant, subject); err != nil {
+		return err
+	}
+	if e.By == "" || e.Reason == "" {
+		return errors.New("erase: say who erases (By) and why (Reason): the tombstone records both")
+	}
+	item := keyOf(tenant, subject)
+	item[keys.AttrErasedAt] = &types.AttributeValueMemberS{Value: s.now().UTC().Format(time.RFC3339)}
+	item[keys.AttrErasedBy] = &types.AttributeValueMemberS{Value: e.By}
+	item[keys.AttrErasedReason] = &types.AttributeValueMemberS{Value: e.Reason}
+	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item}); err != nil {
+		return fmt.Errorf("erase subject %q of tenant %s: %w", subject, tenant, err)
+	}
+	return nil
+}
+
 // Status is a subject's state in the subject-keys table.
 type Status struct {
-	Known    bool   // the subject has a row (a key or a tombstone)
-	Erased   bool   // the row is a tombstone
-	ErasedAt string // RFC 3339
-	ErasedBy string
-	Reason   string
+	Known    bool   `json:"known"`  // the subject has a row (a key or a tombstone)
+	Erased   bool   `json:"erased"` // the row is a tombstone
+	ErasedAt string `json:"erased_at,omitempty"`
+	ErasedBy string `json:"erased_by,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // Status reads tenant's subject's row.
-func (v *Vault) Status(ctx context.Context, tenant, subject string) (Status, error) {
+func (s *Subjects) Status(ctx context.Context, tenant, subject string) (Status, error) {
 	if err := checkSubject(tenant, subject); err != nil {
 		return Status{}, err
 	}
-	out, err := v.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(v.cfg.Table), Key: keyOf(tenant, subject), ConsistentRead: aws.Bool(true)})
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: keyOf(tenant, subject), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return Status{}, fmt.Errorf("subject %q of tenant %s: %w", subject, tenant, err)
 	}
