@@ -185,6 +185,28 @@ func (c *Catalog) PrepareFor(ctx context.Context, tenant, eventType string, payl
 	return version, norm, nil
 }
 
+// openingHandler is an untyped handler of a catalog with personal fields:
+// it gets the event with its personal fields opened (or Erased), as a typed
+// handler's decoded payload has them. The envelope it gets is a copy; the
+// event's stored bytes (and hash) are not its concern.
+func (c *Catalog) openingHandler(h Handler) Handler {
+	return func(ctx context.Context, e envelope.Envelope) error {
+		t, ok := c.types[e.Type]
+		if !ok {
+			return h(ctx, e)
+		}
+		v, ok := t.Version(e.SchemaVersion)
+		if !ok {
+			return h(ctx, e)
+		}
+		opened, err := c.open(ctx, e, v)
+		if err != nil {
+			return err
+		}
+		return h(ctx, opened)
+	}
+}
+
 // open replaces e's sealed personal fields with their plaintext, or with
 // Erased for an erased subject, in a copy of the payload.
 func (c *Catalog) open(ctx context.Context, e envelope.Envelope, v Version) (envelope.Envelope, error) {

@@ -58,6 +58,8 @@ func NewRegistry(cat *Catalog, bindings ...Binding) (*Registry, error) {
 			h := b.handlers[s.Name]
 			if call, ok := b.typed[s.Name]; ok {
 				h = cat.typedHandler(s.Takes, call)
+			} else if cat.Personal() {
+				h = cat.openingHandler(h)
 			}
 			r.byName[s.Name] = len(r.bound)
 			r.bound = append(r.bound, Bound{SubscriptionSpec: s, Handler: h})

@@ -44,6 +44,12 @@ type Schema struct {
 	Required        []string           `json:"required,omitempty"`
 	// AdditionalProperties is the schema of a Go map's values.
 	AdditionalProperties *Schema `json:"additionalProperties,omitempty"`
+	// Personal marks a personal field (`fourlanes:"personal"`): its value is
+	// stored sealed (pkg/chain/SPEC.md, "Personal fields"), and reads as
+	// "[erased]" once its subject is erased. Subject marks the field naming
+	// the data subject.
+	Personal bool `json:"x-fourlanes-personal,omitempty"`
+	Subject  bool `json:"x-fourlanes-subject,omitempty"`
 }
 
 // Types is the value of the type keyword: one JSON type, written as a
@@ -226,6 +232,9 @@ func (g *schemaGen) of(t types.Type, path []string) (*Schema, error) {
 			} else {
 				fs = nullable(fs)
 			}
+			if len(path) == 0 {
+				fs.Personal, fs.Subject = f.mark == "personal", f.mark == "subject"
+			}
 			if s.Properties == nil {
 				s.Properties = map[string]*Schema{}
 			}
@@ -297,6 +306,7 @@ type structField struct {
 	name     string
 	typ      types.Type
 	required bool
+	mark     string // the fourlanes tag: "personal", "subject" or ""
 }
 
 // structFields lists a struct's JSON members by envelope's rule: embedded
@@ -348,7 +358,7 @@ func structFields(st *types.Struct, viaPointer bool) ([]structField, error) {
 		for _, o := range strings.Split(opts, ",") {
 			optional = optional || o == "omitempty" || o == "omitzero"
 		}
-		add(structField{name: name, typ: f.Type(), required: !optional})
+		add(structField{name: name, typ: f.Type(), required: !optional, mark: reflect.StructTag(st.Tag(i)).Get("fourlanes")})
 	}
 	for _, e := range embedded {
 		sub, err := structFields(e.st, e.ptr)
@@ -421,6 +431,14 @@ func compareAt(path string, old, next *Schema, out *[]Change) {
 			add(child(name), "made required (events already published may lack it)", false)
 		case wasReq && !isReq:
 			add(child(name), "made optional (readers of the published shape require it)", false)
+		}
+		switch op := old.Properties[name]; {
+		case !op.Personal && nx.Personal:
+			add(child(name), "made personal (stored sealed from now on; readers outside the framework see ciphertext in new events)", true)
+		case op.Personal && !nx.Personal:
+			add(child(name), "no longer personal (new events would carry it in the clear, beyond erasure)", false)
+		case op.Subject != nx.Subject:
+			add(child(name), "changed its subject mark (the data key of every sealed value is found by it)", false)
 		}
 		compareAt(child(name), old.Properties[name], nx, out)
 	}

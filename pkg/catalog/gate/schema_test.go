@@ -247,6 +247,10 @@ func TestSchemaCompatibility(t *testing.T) {
 			delete(s.Properties, "small")
 			s.Required = slices.DeleteFunc(s.Required, func(n string) bool { return n == "small" })
 		}, "widget.made v1: field small added as required (events already published lack it); " + next},
+		{"no longer personal", func(s *gate.Schema) { s.Properties["lot"].Personal = true },
+			"widget.made v1: field lot no longer personal (new events would carry it in the clear, beyond erasure); " + next},
+		{"subject mark changed", func(s *gate.Schema) { s.Properties["lot"].Subject = true },
+			"widget.made v1: field lot changed its subject mark (the data key of every sealed value is found by it); " + next},
 		{"optional added", func(s *gate.Schema) { delete(s.Properties, "note") }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
