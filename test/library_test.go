@@ -89,7 +89,7 @@ func TestLibraryEndToEnd(t *testing.T) {
 	s := startLibrary(t)
 	ctx := context.Background()
 
-	events, err := library.App.EventStore(s.ddb, s.env[keys.EnvEventsTable])
+	events, err := library.App.EventStore(s.ddb, s.env[keys.EnvEventsTable], s.vault(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestLibraryEndToEnd(t *testing.T) {
 			}
 			var ls []loans.Loan
 			for i := range opened {
-				l, err := desk.Open(tctx, fmt.Sprintf("isbn-%03d", i), fmt.Sprintf("member-%d", i%3))
+				l, err := desk.Open(tctx, fmt.Sprintf("isbn-%03d", i), fmt.Sprintf("member-%d", i%3), fmt.Sprintf("member-%d@example.com", i%3))
 				if err != nil {
 					errs <- err
 					return
@@ -280,7 +280,7 @@ func TestLibraryReminderOfUnknownOutcome(t *testing.T) {
 	fs := newFaults(t)
 	ctx := context.Background()
 	state, eventsTable := s.env[keys.EnvStateTable], s.env[keys.EnvEventsTable]
-	events, err := library.App.EventStore(s.ddb, eventsTable)
+	events, err := library.App.EventStore(s.ddb, eventsTable, s.vault(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestLibraryReminderOfUnknownOutcome(t *testing.T) {
 	const tenant = "east-branch"
 
 	fs.arm(fault{Action: "UpdateItem", Table: state, Match: `"` + keys.StateEffectPrefix, Kind: "delay", DelayMs: 60_000})
-	if _, err := desk.Open(tenancy.MustWithTenant(ctx, tenant), "isbn-777", "member-9"); err != nil {
+	if _, err := desk.Open(tenancy.MustWithTenant(ctx, tenant), "isbn-777", "member-9", ""); err != nil {
 		t.Fatal(err)
 	}
 	s.killConsumerWhenHeld(t, fs, "UpdateItem", state)

@@ -62,11 +62,14 @@ var Module = catalog.Module[catalog.NoHandlers]{
 	},
 }
 
-// OpenedV1 is loan.opened schema version 1.
+// OpenedV1 is loan.opened schema version 1. Email, where the member's
+// reminders go, is personal data: the log keeps it sealed under the member's
+// data key, and `fourlanes erase -subject <member>` erases it.
 type OpenedV1 struct {
 	LoanID string `json:"loan_id"`
 	Book   string `json:"book"`
-	Member string `json:"member"`
+	Member string `json:"member" fourlanes:"subject"`
+	Email  string `json:"email,omitempty" fourlanes:"personal"`
 }
 
 // ReturnedV1 is loan.returned schema version 1.
@@ -100,9 +103,9 @@ type Service struct {
 	Table  string // the loans table
 }
 
-// Open lends book to member: the loan at version 1 and loan.opened, in one
-// transaction.
-func (s *Service) Open(ctx context.Context, book, member string) (Loan, error) {
+// Open lends book to member, whose reminders go to email (may be empty):
+// the loan at version 1 and loan.opened, in one transaction.
+func (s *Service) Open(ctx context.Context, book, member, email string) (Loan, error) {
 	tenant, err := tenancy.Tenant(ctx)
 	if err != nil {
 		return Loan{}, fmt.Errorf("open loan: %w", err)
@@ -121,7 +124,7 @@ func (s *Service) Open(ctx context.Context, book, member string) (Loan, error) {
 		ConditionExpression:      aws.String("attribute_not_exists(#id)"),
 		ExpressionAttributeNames: map[string]string{"#id": AttrID},
 	}}
-	if _, err := s.Events.Emit(ctx, TypeOpened, OpenedV1{LoanID: l.ID, Book: book, Member: member}, put); err != nil {
+	if _, err := s.Events.Emit(ctx, TypeOpened, OpenedV1{LoanID: l.ID, Book: book, Member: member, Email: email}, put); err != nil {
 		return l, fmt.Errorf("open loan: %w", err)
 	}
 	return l, nil

@@ -63,7 +63,7 @@ func (r *Reminder) OnLoanEvent(ctx context.Context, e envelope.Envelope) error {
 	}
 	return effect.Do(ctx, EffectReminder, func(ctx context.Context, key string) error {
 		log.InfoContext(ctx, Sent, slog.String("event_id", e.ID), slog.String("tenant", e.TenantID), slog.String("key", key),
-			slog.String("loan_id", p.LoanID), slog.String("member", p.Member), slog.String("subject", subject))
+			slog.String("loan_id", p.LoanID), slog.String("member", p.Member), slog.String("to", p.Email), slog.String("subject", subject))
 		return nil
 	}, effect.WithMode(effect.AtMostOnce))
 }

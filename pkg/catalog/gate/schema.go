@@ -437,7 +437,7 @@ func compareAt(path string, old, next *Schema, out *[]Change) {
 			add(child(name), "made personal (stored sealed from now on; readers outside the framework see ciphertext in new events)", true)
 		case op.Personal && !nx.Personal:
 			add(child(name), "no longer personal (new events would carry it in the clear, beyond erasure)", false)
-		case op.Subject != nx.Subject:
+		case op.Subject != nx.Subject && sealed(old):
 			add(child(name), "changed its subject mark (the data key of every sealed value is found by it)", false)
 		}
 		compareAt(child(name), old.Properties[name], nx, out)
@@ -455,6 +455,18 @@ func compareAt(path string, old, next *Schema, out *[]Change) {
 	if old.Description != next.Description || old.Comment != next.Comment || old.Title != next.Title {
 		add(path, "described differently", true)
 	}
+}
+
+// sealed reports whether a published payload schema has personal fields:
+// events of it hold values sealed under their subject's key, which the
+// subject field finds.
+func sealed(s *Schema) bool {
+	for _, p := range s.Properties {
+		if p.Personal {
+			return true
+		}
+	}
+	return false
 }
 
 // describe is what a reader relies on in a schema node: its kinds (null
