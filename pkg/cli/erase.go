@@ -25,7 +25,7 @@ func runErase(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	stack := fs.String("stack", "", stackHelp+" ("+keys.OutputSubjectKeysTable+")")
 	fs.String(backboneFlag, "", backboneHelp)
 	tenant := fs.String("tenant", "", "the subject's tenant (required)")
-	subject := fs.String("subject", "", "the data subject: the value of the payload field marked `fourlanes:\"subject\"` (required)")
+	subject := fs.String("subject", "", "the data subject: the value of the payload field tagged fourlanes:\"subject\" (required)")
 	by := fs.String("by", "", "who erases (your name or IAM principal): recorded in the tombstone")
 	reason := fs.String("reason", "", "why (a request reference, say): recorded in the tombstone")
 	status := fs.Bool("status", false, "print the subject's state (unknown, has a key, erased: when, by whom, why) and erase nothing")
