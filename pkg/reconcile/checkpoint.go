@@ -129,11 +129,7 @@ func (s *SignedState) Latest(ctx context.Context, tenant string) (*checkpoint.Ch
 			cp, msg, err := s.read(ctx, tenant, key)
 			if err != nil {
 				if errors.Is(err, checkpoint.ErrInvalid) {
-					// One dimension, as every EMF metric of the stack has: a
-					// directive with no dimension set is not one to rely on.
-					s.Metrics.Count(keys.MetricCheckpointInvalid, 1, "Log", s.Log)
-					s.logger().ErrorContext(ctx, "checkpoint object does not verify; passed over",
-						slog.String("bucket", s.Bucket), slog.String("key", key), slog.String(obs.KeyErr, err.Error()))
+					s.invalid(ctx, key, err)
 					continue
 				}
 				return nil, nil, err
@@ -196,8 +192,16 @@ func (s *SignedState) AdvanceCheckpoint(ctx context.Context, tenant string, cp C
 	var ae smithy.APIError
 	if errors.As(err, &ae) && (ae.ErrorCode() == "PreconditionFailed" || ae.ErrorCode() == "ConditionalRequestConflict") {
 		have, _, rerr := s.read(ctx, tenant, key)
+		if errors.Is(rerr, checkpoint.ErrInvalid) {
+			// Someone who may write the bucket put an object at the key this
+			// checkpoint needs, and Object Lock keeps it there: the walk's
+			// verdict stands, this seq stays unsigned, the next seq is signed
+			// at a key of its own.
+			s.invalid(ctx, key, rerr)
+			return &InvalidCheckpointError{Key: key, Err: rerr}
+		}
 		if rerr != nil {
-			return fmt.Errorf("checkpoint %s exists and does not verify: %w", key, rerr)
+			return fmt.Errorf("checkpoint %s exists and cannot be read: %w", key, rerr)
 		}
 		if have.Hash != cp.Hash {
 			return fmt.Errorf("checkpoint %s already states hash %s at seq %d, not %s: the log changed under a signed checkpoint", key, have.Hash, cp.Seq, cp.Hash)
@@ -210,6 +214,32 @@ func (s *SignedState) AdvanceCheckpoint(ctx context.Context, tenant string, cp C
 	s.logger().InfoContext(ctx, "checkpoint signed", slog.Int64(obs.KeySeq, cp.Seq), slog.String("hash", cp.Hash),
 		slog.String("bucket", s.Bucket), slog.String("key", key))
 	return nil
+}
+
+// InvalidCheckpointError reports that the object at the key a checkpoint is
+// to be written at is already there and does not verify (unsigned, signed by
+// another key, or for another tenant or seq), so the checkpoint was not
+// written. It wraps the reason, which matches checkpoint.ErrInvalid. A walk
+// reports it as a CheckpointInvalid finding, never as a failed call.
+type InvalidCheckpointError struct {
+	Key string
+	Err error
+}
+
+func (e *InvalidCheckpointError) Error() string {
+	return "checkpoint object " + e.Key + " does not verify; the checkpoint at its seq is not signed: " + e.Err.Error()
+}
+
+// Unwrap returns the reason the object does not verify.
+func (e *InvalidCheckpointError) Unwrap() error { return e.Err }
+
+// invalid logs and counts a checkpoint object that does not verify.
+func (s *SignedState) invalid(ctx context.Context, key string, err error) {
+	// One dimension, as every EMF metric of the stack has: a directive with
+	// no dimension set is not one to rely on.
+	s.Metrics.Count(keys.MetricCheckpointInvalid, 1, "Log", s.Log)
+	s.logger().ErrorContext(ctx, "checkpoint object does not verify; passed over",
+		slog.String("bucket", s.Bucket), slog.String("key", key), slog.String(obs.KeyErr, err.Error()))
 }
 
 // SaveWalk keeps walk rows in Walks.

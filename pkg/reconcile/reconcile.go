@@ -170,6 +170,21 @@ type Report struct {
 	effectsUnknown map[string]int
 	Reads          int `json:"reads"`
 	StateReads     int `json:"state_reads"`
+	// Findings are what the walk found wrong beside the chain, e.g. a
+	// checkpoint object that does not verify.
+	Findings []Finding `json:"findings,omitempty"`
+}
+
+// FindingCheckpointInvalid: the object at the key the walk's checkpoint
+// belongs at does not verify, so that checkpoint was not signed (its metric
+// is keys.MetricCheckpointInvalid).
+const FindingCheckpointInvalid = keys.MetricCheckpointInvalid
+
+// Finding is one thing a walk found wrong outside the chain itself.
+type Finding struct {
+	Kind   string `json:"kind"`             // e.g. FindingCheckpointInvalid
+	Key    string `json:"key,omitempty"`    // the object it is about
+	Reason string `json:"reason,omitempty"` // why, in words an operator acts on
 }
 
 // TenantRequest asks for one tenant's walk.
@@ -590,10 +605,17 @@ func (r *Reconciler) walk(ctx context.Context, tenant string, mode Mode, resume 
 	}
 	// Only an unbroken walk moves the checkpoint, and only forward.
 	if brk == nil && v.LastSeq() > 0 && (cp == nil || v.LastSeq() > cp.Seq) {
-		if err := r.cfg.State.AdvanceCheckpoint(ctx, tenant, Checkpoint{Seq: v.LastSeq(), Hash: v.LastHash()}); err != nil {
+		err := r.cfg.State.AdvanceCheckpoint(ctx, tenant, Checkpoint{Seq: v.LastSeq(), Hash: v.LastHash()})
+		var ice *InvalidCheckpointError
+		switch {
+		case errors.As(err, &ice):
+			// Logged and counted by the state; the walk's answer stands.
+			rep.Findings = append(rep.Findings, Finding{Kind: FindingCheckpointInvalid, Key: ice.Key, Reason: ice.Err.Error()})
+		case err != nil:
 			return rep, nil, err
+		default:
+			rep.CheckpointSeq = v.LastSeq()
 		}
-		rep.CheckpointSeq = v.LastSeq()
 	}
 	if err := r.deadLetters(ctx, tenant, &rep); err != nil {
 		return rep, nil, err
