@@ -40,8 +40,9 @@ func DurableConsumer(a app.Application) {
 	b := start(keys.FnDurableConsumer)
 	cat := b.catalog(a)
 	durable := []catalog.Lane{catalog.Durable}
-	env := b.env(a, durable, keys.EnvStateTable, keys.EnvEventsTable)
-	db := awsenv.DynamoDB(b.aws())
+	env := b.env(a, durable, keys.EnvStateTable, keys.EnvEventsTable, keys.EnvDurableDLQURL)
+	cfg := b.aws()
+	db := awsenv.DynamoDB(cfg)
 	state := env[keys.EnvStateTable]
 	// DURABLE handlers that emit flush their LOCAL lane through
 	// consumer.Config.Flusher; the application value does not bind one yet.
@@ -52,7 +53,9 @@ func DurableConsumer(a app.Application) {
 	claims = claims.WithLog(env[keys.EnvEventsTable])
 	store := get(delivery.NewBatchedStore(claims)).or(b, "claim store")
 	d := get(delivery.New(reg, delivery.Config{Store: store, Log: claims, Effects: b.effects(db, state), Logger: b.log, Metrics: b.metrics})).or(b, "deliverer")
-	h := get(consumer.New(b.ctx, consumer.Config{Deliverer: d, Registry: reg, Logger: b.log, Metrics: b.metrics})).or(b, "handler")
+	// A poison message goes to the FIFO DLQ at its first receive.
+	h := get(consumer.New(b.ctx, consumer.Config{Deliverer: d, Registry: reg, Logger: b.log, Metrics: b.metrics,
+		DeadLetters: awsenv.SQS(cfg), DeadLetterQueue: env[keys.EnvDurableDLQURL]})).or(b, "handler")
 	run(b, h.Handle)
 }
 
