@@ -87,12 +87,12 @@ func TestOnlyTheBackboneSendsToTheDurableQueues(t *testing.T) {
 		"dlq-repair's role": arn(s.id(s.stack.Repair.Function.Role)),
 	}
 	refused := map[string]any{
-		"stream-filter's role":    arn(s.id(s.stack.Durable.StreamFilter.Role)),
-		"reconcile's role":        arn(s.id(s.stack.Reconcile.Function.Role)),
-		"changefeed's role":       arn(s.id(s.stack.ChangeFeed.Changefeed.Role)),
-		"a user of the account":   "arn:aws:iam::123456789012:user/mallory",
-		"the account root":        "arn:aws:iam::123456789012:root",
-		"no principal ARN":        nil,
+		"stream-filter's role":  arn(s.id(s.stack.Durable.StreamFilter.Role)),
+		"reconcile's role":      arn(s.id(s.stack.Reconcile.Function.Role)),
+		"changefeed's role":     arn(s.id(s.stack.ChangeFeed.Changefeed.Role)),
+		"a user of the account": "arn:aws:iam::123456789012:user/mallory",
+		"the account root":      "arn:aws:iam::123456789012:root",
+		"no principal ARN":      nil,
 	}
 	consumer := arn(s.id(s.stack.Durable.DurableConsumer.Role))
 	if s.queueSendDenied(t, LogicalDurableDLQ, consumer) {

@@ -139,8 +139,8 @@ type Config struct {
 	// doc). Without them it stays in the queue until the redrive moves it.
 	DeadLetters     DeadLetterSender
 	DeadLetterQueue string
-	Logger   *slog.Logger
-	Metrics  *obs.Metrics
+	Logger          *slog.Logger
+	Metrics         *obs.Metrics
 	// Reserve is the time kept back from the invocation's deadline for
 	// flushing and answering (default 2 s). A message not started by then
 	// comes back.
