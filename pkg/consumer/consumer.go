@@ -88,6 +88,7 @@ const (
 	ReasonBehindFailure  = "behind_failure" // an earlier message of the tenant failed
 	ReasonNoTime         = "no_time"        // the invocation ran out of time before it started
 	ReasonNotInLog       = "not_in_log"     // the envelope is not the log's event at its seq
+	ReasonNotCovered     = "not_covered"    // the event is in the log, but its chain does not cover it
 )
 
 // ErrUndecodable wraps every reason a body is not a deliverable envelope.
@@ -291,7 +292,7 @@ func (h *Handler) tenant(ctx, dctx context.Context, pre *delivery.Prefetched, ms
 				log.ErrorContext(mctx, "undecodable message: not deleted; it comes back and, after maxReceiveCount, moves to the FIFO DLQ for dlq-repair", attrs...)
 				continue
 			}
-			if err := h.deadLetter(ctx, m); err != nil {
+			if err := h.deadLetter(ctx, m, ReasonUndecodable, m.err); err != nil {
 				outs[m.idx] = outcome{failed: true, reason: ReasonUndecodable}
 				blocked = m.raw.MessageId
 				log.ErrorContext(mctx, "undecodable message: the move to the FIFO DLQ failed; it comes back, and after maxReceiveCount the redrive moves it",
@@ -316,6 +317,21 @@ func (h *Handler) tenant(ctx, dctx context.Context, pre *delivery.Prefetched, ms
 			outs[m.idx] = outcome{failed: true, reason: ReasonNotInLog}
 			log.ErrorContext(mctx, "envelope is not in the log: not delivered; it comes back and, after maxReceiveCount, moves to the FIFO DLQ, where dlq-repair reports it open",
 				append(attrs, slog.String(obs.KeyReason, ReasonNotInLog), slog.Any(obs.KeyErr, err), slog.String("dedup_id", m.raw.Attributes[attrDedupID]))...)
+		case errors.Is(err, delivery.ErrNotCovered):
+			// Not blocked, as above. Permanent: dead-lettered now when the
+			// consumer has the DLQ, so that it never waits out the redrive.
+			attrs = append(attrs, slog.String(obs.KeyReason, ReasonNotCovered), slog.Any(obs.KeyErr, err))
+			if h.cfg.DeadLetters != nil {
+				derr := h.deadLetter(ctx, m, ReasonNotCovered, err)
+				if derr == nil {
+					h.cfg.Metrics.Count(keys.MetricDurableMessageDeadLettered, 1, "Reason", ReasonNotCovered)
+					log.ErrorContext(mctx, "event not covered by its chain: not delivered; dead-lettered at this receive to the FIFO DLQ, with its reason", attrs...)
+					continue
+				}
+				attrs = append(attrs, slog.String("dlq_error", derr.Error()))
+			}
+			outs[m.idx] = outcome{failed: true, reason: ReasonNotCovered}
+			log.ErrorContext(mctx, "event not covered by its chain: not delivered; it comes back and, after maxReceiveCount, moves to the FIFO DLQ, where dlq-repair reports it open", attrs...)
 		case err != nil:
 			outs[m.idx] = outcome{failed: true, reason: ReasonInfrastructure}
 			blocked = m.raw.MessageId
@@ -336,12 +352,12 @@ func (h *Handler) tenant(ctx, dctx context.Context, pre *delivery.Prefetched, ms
 // attributes. The deduplication id is the message id, so that a second
 // receive (the answer lost, the invocation cut short) within SQS's five
 // minute window sends no second copy.
-func (h *Handler) deadLetter(ctx context.Context, m *message) error {
+func (h *Handler) deadLetter(ctx context.Context, m *message, reason string, why error) error {
 	group := m.group
 	if strings.HasPrefix(group, "\x00") {
 		group = ReasonUndecodable // no group and no tenant: one group of its own
 	}
-	msg := m.err.Error()
+	msg := why.Error()
 	if len(msg) > maxAttrError {
 		msg = strings.ToValidUTF8(msg[:maxAttrError], "")
 	}
@@ -349,7 +365,7 @@ func (h *Handler) deadLetter(ctx context.Context, m *message) error {
 		return sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 	}
 	attrs := map[string]sqstypes.MessageAttributeValue{
-		AttrDeadLetterReason: str(ReasonUndecodable),
+		AttrDeadLetterReason: str(reason),
 		AttrDeadLetterError:  str(msg),
 	}
 	if n := m.raw.Attributes[attrCount]; n != "" {

@@ -137,7 +137,9 @@ func DLQRepair(a app.Application) {
 	}
 	claims := get(delivery.NewDynamoStore(db, state).PerPairClaims(os.Getenv(keys.EnvPerPairClaims))).or(b, "environment")
 	effects := b.effects(db, state)
-	d := get(delivery.New(reg, delivery.Config{Store: claims, Effects: effects, Logger: b.log, Metrics: b.metrics})).or(b, "deliverer")
+	// It delivers only what the log holds and its chain covers, as the
+	// consumer does: a planted row dead-lettered there stays open here.
+	d := get(delivery.New(reg, delivery.Config{Store: claims, Log: claims.WithLog(env[keys.EnvEventsTable]), Effects: effects, Logger: b.log, Metrics: b.metrics})).or(b, "deliverer")
 	events := get(eventstore.New(db, eventstore.Config{Table: env[keys.EnvEventsTable], Catalog: cat})).or(b, "event log")
 	feed := get(changefeed.New(changefeed.Config{
 		DB: db, Table: env[keys.EnvChangeFeedTable], Tables: tables,
