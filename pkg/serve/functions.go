@@ -112,7 +112,11 @@ func Reconcile(a app.Application) {
 		slog.String(obs.KeyFunction, keys.FnReconcile), slog.String("events_table", env[keys.EnvEventsTable]),
 		slog.String("state_table", env[keys.EnvStateTable]), slog.String("tracing", tracing.Mode()),
 		slog.Bool("tracing_compiled", tracing.Available))
-	run(b, reconcile.NewHandler(r, b.log).Handle)
+	access := get(reconcile.ParseTenantAccess(os.Getenv(keys.EnvReconcileAccess))).or(b, "environment")
+	if access == nil {
+		b.log.InfoContext(b.ctx, "every caller the Function URL admits sees every tenant ("+keys.EnvReconcileAccess+" unset)")
+	}
+	run(b, reconcile.NewHandler(r, b.log).WithAccess(access).Handle)
 }
 
 // DLQRepair runs dlq-repair: it drains every dead-letter queue by re-reading
