@@ -117,12 +117,19 @@ func tenantPrefix(tenant string) string {
 // note, or nil. Objects that do not verify are logged, counted and passed
 // over: only a signature makes a checkpoint.
 func (s *SignedState) Latest(ctx context.Context, tenant string) (*checkpoint.Checkpoint, []byte, error) {
+	cp, msg, _, err := s.latest(ctx, tenant)
+	return cp, msg, err
+}
+
+// latest is Latest, with the objects it passed over as findings.
+func (s *SignedState) latest(ctx context.Context, tenant string) (*checkpoint.Checkpoint, []byte, []Finding, error) {
+	var passed []Finding
 	var token *string
 	for {
 		out, err := s.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket),
 			Prefix: aws.String(tenantPrefix(tenant)), ContinuationToken: token, MaxKeys: aws.Int32(16)})
 		if err != nil {
-			return nil, nil, fmt.Errorf("list checkpoints of tenant %q: %w", tenant, err)
+			return nil, nil, passed, fmt.Errorf("list checkpoints of tenant %q: %w", tenant, err)
 		}
 		for _, o := range out.Contents {
 			key := aws.ToString(o.Key)
@@ -130,14 +137,15 @@ func (s *SignedState) Latest(ctx context.Context, tenant string) (*checkpoint.Ch
 			if err != nil {
 				if errors.Is(err, checkpoint.ErrInvalid) {
 					s.invalid(ctx, key, err)
+					passed = append(passed, Finding{Kind: FindingCheckpointInvalid, Key: key, Reason: err.Error()})
 					continue
 				}
-				return nil, nil, err
+				return nil, nil, passed, err
 			}
-			return cp, msg, nil
+			return cp, msg, passed, nil
 		}
 		if !aws.ToBool(out.IsTruncated) {
-			return nil, nil, nil
+			return nil, nil, passed, nil
 		}
 		token = out.NextContinuationToken
 	}
@@ -165,11 +173,18 @@ func (s *SignedState) read(ctx context.Context, tenant, key string) (*checkpoint
 
 // Checkpoint returns the tenant's newest signed checkpoint, or nil.
 func (s *SignedState) Checkpoint(ctx context.Context, tenant string) (*Checkpoint, error) {
-	cp, _, err := s.Latest(ctx, tenant)
+	cp, _, err := s.CheckpointFindings(ctx, tenant)
+	return cp, err
+}
+
+// CheckpointFindings is Checkpoint, with a CheckpointInvalid finding for
+// each newer object it passed over because it does not verify.
+func (s *SignedState) CheckpointFindings(ctx context.Context, tenant string) (*Checkpoint, []Finding, error) {
+	cp, _, passed, err := s.latest(ctx, tenant)
 	if err != nil || cp == nil {
-		return nil, err
+		return nil, passed, err
 	}
-	return &Checkpoint{Seq: cp.Seq, Hash: cp.Hash}, nil
+	return &Checkpoint{Seq: cp.Seq, Hash: cp.Hash}, passed, nil
 }
 
 // AdvanceCheckpoint signs cp and writes it, once: the put is conditional

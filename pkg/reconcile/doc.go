@@ -77,11 +77,13 @@
 //	}
 //
 // A finding is wrong outside the chain and does not fail the call. A
-// CheckpointInvalid finding: the object at the key this walk's checkpoint
-// belongs at does not verify (unsigned, another key's, another tenant's or
-// seq's); Object Lock keeps it, so that seq stays unsigned (checkpoint_seq
-// does not move), the next seq is signed at its own key, and the object is
-// logged (ERROR) and counted (metric CheckpointInvalid, which alarms).
+// CheckpointInvalid finding names a checkpoint object that does not verify
+// (unsigned, another key's, another tenant's or seq's): one newer than the
+// checkpoint the walk trusted, which it passed over, or the object at the
+// key this walk's checkpoint belongs at; Object Lock keeps it, so that seq
+// stays unsigned (checkpoint_seq does not move) and the next seq is signed
+// at its own key. Each is logged (ERROR) and counted (metric
+// CheckpointInvalid, which alarms).
 //
 // Without tenant: {"mode","complete","cursor","reads","state_reads","tenants":[…]}
 // with one report as above per tenant, minus cursor; pass cursor back for the

@@ -180,6 +180,21 @@ type Report struct {
 // is keys.MetricCheckpointInvalid).
 const FindingCheckpointInvalid = keys.MetricCheckpointInvalid
 
+// findingState is a State that reports the checkpoint objects it passed
+// over (*SignedState).
+type findingState interface {
+	CheckpointFindings(ctx context.Context, tenant string) (*Checkpoint, []Finding, error)
+}
+
+// addFindings adds fs to the report, once per (kind, key).
+func (r *Report) addFindings(fs ...Finding) {
+	for _, f := range fs {
+		if !slices.ContainsFunc(r.Findings, func(g Finding) bool { return g.Kind == f.Kind && g.Key == f.Key }) {
+			r.Findings = append(r.Findings, f)
+		}
+	}
+}
+
 // Finding is one thing a walk found wrong outside the chain itself.
 type Finding struct {
 	Kind   string `json:"kind"`             // e.g. FindingCheckpointInvalid
@@ -452,7 +467,15 @@ func (r *Reconciler) walk(ctx context.Context, tenant string, mode Mode, resume 
 		ctx = tctx
 	}
 	rep := Report{Tenant: tenant, Mode: mode, DeadLetters: []string{}}
-	cp, err := r.cfg.State.Checkpoint(ctx, tenant)
+	var cp *Checkpoint
+	var err error
+	if fs, ok := r.cfg.State.(findingState); ok {
+		var found []Finding
+		cp, found, err = fs.CheckpointFindings(ctx, tenant)
+		rep.addFindings(found...)
+	} else {
+		cp, err = r.cfg.State.Checkpoint(ctx, tenant)
+	}
 	if err != nil {
 		return rep, nil, err
 	}
@@ -610,7 +633,7 @@ func (r *Reconciler) walk(ctx context.Context, tenant string, mode Mode, resume 
 		switch {
 		case errors.As(err, &ice):
 			// Logged and counted by the state; the walk's answer stands.
-			rep.Findings = append(rep.Findings, Finding{Kind: FindingCheckpointInvalid, Key: ice.Key, Reason: ice.Err.Error()})
+			rep.addFindings(Finding{Kind: FindingCheckpointInvalid, Key: ice.Key, Reason: ice.Err.Error()})
 		case err != nil:
 			return rep, nil, err
 		default:

@@ -203,6 +203,11 @@ func TestUnsignedCheckpointObjectIgnored(t *testing.T) {
 	if n := emfCount(t, s.emf, keys.MetricCheckpointInvalid); n < 1 {
 		t.Errorf("%s = %d, want >= 1", keys.MetricCheckpointInvalid, n)
 	}
+	// The walk's answer names the object it passed over.
+	fs, _ := body["findings"].([]any)
+	if len(fs) != 1 || fs[0].(map[string]any)["kind"] != reconcile.FindingCheckpointInvalid || fs[0].(map[string]any)["key"] != reconcile.CheckpointKey("acme", 9) {
+		t.Errorf("findings: got %v, want one %s for %s", body["findings"], reconcile.FindingCheckpointInvalid, reconcile.CheckpointKey("acme", 9))
+	}
 	// The alarm's query (infra/backbone) reads it from a directive with a
 	// dimension set: the signing log.
 	for _, m := range lines(t, s.emf) {
@@ -304,10 +309,15 @@ func TestInvalidObjectAtNextCheckpointKey(t *testing.T) {
 		t.Errorf("no ERROR log line names %s:\n%s", key, s.logs)
 	}
 
-	// The next seq has a key of its own: signed, no finding.
+	// The next seq has a key of its own: signed. This walk still passed
+	// over the object at seq 5 (the newest then); the next one starts at
+	// the signed seq 7 and finds nothing newer that does not verify.
 	s.emit(t, "acme", 2)
 	body = s.get(t, "tenant=acme")
 	want(t, body, map[string]any{"chain_intact": true, "checkpoint_seq": 7})
+	finding(t, body, key)
+	body = s.get(t, "tenant=acme")
+	want(t, body, map[string]any{"chain_intact": true, "checkpoint_seq": 7, "trusted_through": 7})
 	if body["findings"] != nil {
 		t.Errorf("findings: got %v, want none once seq 7 is signed", body["findings"])
 	}
