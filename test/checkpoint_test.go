@@ -67,6 +67,7 @@ func TestSignedCheckpointOnTwin(t *testing.T) {
 		t.Fatal(err)
 	}
 	bucket, keyID, table := env[keys.EnvCheckpointBucket], env[keys.EnvCheckpointKey], s.env[keys.EnvEventsTable]
+	origin := env[keys.EnvCheckpointLog] // the log every note of this stack is signed for
 	if bucket == "" || keyID == "" || env[keys.EnvCheckpointLog] == "" {
 		t.Fatalf("reconcile's environment lacks the checkpoint bucket, key or log: %v", env)
 	}
@@ -103,7 +104,7 @@ func TestSignedCheckpointOnTwin(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "signed checkpoint at seq "+strconv.FormatInt(signedSeq, 10)) || !strings.Contains(errOut, "last_hash ") {
 		t.Fatalf("export: exit %d\n%s%s", code, out, errOut)
 	}
-	if code, out, errOut := s.cli2("verify", "-checkpoint", honest+".checkpoint", "-key", pemFile, honest); code != 0 || !strings.Contains(out, "OK extends the checkpoint") {
+	if code, out, errOut := s.cli2("verify", "-checkpoint", honest+".checkpoint", "-origin", origin, "-key", pemFile, honest); code != 0 || !strings.Contains(out, "OK extends the checkpoint") {
 		t.Fatalf("verify -checkpoint of the honest export: exit %d\n%s%s", code, out, errOut)
 	}
 
@@ -169,7 +170,7 @@ func TestSignedCheckpointOnTwin(t *testing.T) {
 	if code, out, _ := s.cli2("verify", forged); code != 0 {
 		t.Fatalf("verify of the forged export without the checkpoint: exit %d %s (it is consistent: want OK)", code, out)
 	}
-	code, out, errOut = s.cli2("verify", "-checkpoint", forged+".checkpoint", "-key", pemFile, forged)
+	code, out, errOut = s.cli2("verify", "-checkpoint", forged+".checkpoint", "-origin", origin, "-key", pemFile, forged)
 	if code == 0 || !strings.Contains(out, "BROKEN") || !strings.Contains(out, string(reconcile.ReasonCheckpointMismatch)) {
 		t.Errorf("verify -checkpoint of the forged export: exit %d, want a checkpoint mismatch\n%s%s", code, out, errOut)
 	}
@@ -188,8 +189,32 @@ func TestSignedCheckpointOnTwin(t *testing.T) {
 	if code, out, _ := s.cli2("verify", truncated); code != 0 {
 		t.Fatalf("verify of the cut export alone: exit %d %s, want OK", code, out)
 	}
-	if code, out, _ := s.cli2("verify", "-checkpoint", honest+".checkpoint", "-key", pemFile, truncated); code == 0 || !strings.Contains(out, "truncated below checkpoint") {
+	if code, out, _ := s.cli2("verify", "-checkpoint", honest+".checkpoint", "-origin", origin, "-key", pemFile, truncated); code == 0 || !strings.Contains(out, "truncated below checkpoint") {
 		t.Errorf("verify -checkpoint of a one-event export: exit %d, want truncated below checkpoint\n%s", code, out)
+	}
+	// Pinned trust: the same note checked for another stack's log, or with
+	// a key that did not sign it, is refused.
+	if code, out, _ := s.cli2("verify", "-checkpoint", honest+".checkpoint", "-origin", "fourlanes/other-stack", "-key", pemFile, honest); code == 0 || !strings.Contains(out, "BROKEN checkpoint") || !strings.Contains(out, "not \"fourlanes/other-stack\"") {
+		t.Errorf("verify -checkpoint -origin of another stack: exit %d, want BROKEN checkpoint naming both logs\n%s", code, out)
+	}
+
+	// A rollback: the head moved back to seq 1. Export does not pick an
+	// older checkpoint (there is none at or below seq 1): it exits 3, says
+	// ROLLBACK, and writes the newest note beside the export, which verify
+	// then proves the export falls short of.
+	head = s.item(t, table, tenant, keys.HeadSeq)
+	head[keys.AttrLastSeq] = &types.AttributeValueMemberN{Value: "1"}
+	head[keys.AttrLastHash] = &types.AttributeValueMemberS{Value: e1.Hash}
+	if _, err := s.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: head}); err != nil {
+		t.Fatal(err)
+	}
+	rolled := filepath.Join(dir, "rolled.jsonl")
+	code, out, errOut = s.cli2("export", "-tenant", tenant, "-table", table, "-o", rolled, "-checkpoint-bucket", bucket)
+	if code != 3 || !strings.Contains(errOut, "ROLLBACK: tenant "+tenant+"'s head is at seq 1, behind the newest checkpoint object, at seq "+strconv.FormatInt(signedSeq, 10)) {
+		t.Errorf("export after a head rollback: exit %d, want 3 and ROLLBACK\n%s%s", code, out, errOut)
+	}
+	if code, out, _ := s.cli2("verify", "-checkpoint", rolled+".checkpoint", "-origin", origin, "-key", pemFile, rolled); code == 0 || !strings.Contains(out, "truncated below checkpoint") {
+		t.Errorf("verify -checkpoint of the rolled-back export: exit %d, want truncated below checkpoint\n%s", code, out)
 	}
 
 	// The checkpoint object cannot be deleted or overwritten.

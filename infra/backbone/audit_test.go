@@ -76,8 +76,9 @@ func (s *synthesized) queueSendDenied(t *testing.T, queue string, principal any)
 
 // TestOnlyTheBackboneSendsToTheDurableQueues: on the FIFO queue and its DLQ,
 // SendMessage is denied by the queues' own policies to every principal but
-// the Pipe's role and dlq-repair's role, whatever their identity policies
-// say.
+// the Pipe's role and dlq-repair's role (and, on the DLQ only,
+// durable-consumer's role, which dead-letters a poison message), whatever
+// their identity policies say.
 func TestOnlyTheBackboneSendsToTheDurableQueues(t *testing.T) {
 	s := synth(t)
 	arn := func(role string) any { return getAtt(role, "Arn") }
@@ -86,13 +87,16 @@ func TestOnlyTheBackboneSendsToTheDurableQueues(t *testing.T) {
 		"dlq-repair's role": arn(s.id(s.stack.Repair.Function.Role)),
 	}
 	refused := map[string]any{
-		"durable-consumer's role": arn(s.id(s.stack.Durable.DurableConsumer.Role)),
-		"stream-filter's role":    arn(s.id(s.stack.Durable.StreamFilter.Role)),
-		"reconcile's role":        arn(s.id(s.stack.Reconcile.Function.Role)),
-		"changefeed's role":       arn(s.id(s.stack.ChangeFeed.Changefeed.Role)),
-		"a user of the account":   "arn:aws:iam::123456789012:user/mallory",
-		"the account root":        "arn:aws:iam::123456789012:root",
-		"no principal ARN":        nil,
+		"stream-filter's role":  arn(s.id(s.stack.Durable.StreamFilter.Role)),
+		"reconcile's role":      arn(s.id(s.stack.Reconcile.Function.Role)),
+		"changefeed's role":     arn(s.id(s.stack.ChangeFeed.Changefeed.Role)),
+		"a user of the account": "arn:aws:iam::123456789012:user/mallory",
+		"the account root":      "arn:aws:iam::123456789012:root",
+		"no principal ARN":      nil,
+	}
+	consumer := arn(s.id(s.stack.Durable.DurableConsumer.Role))
+	if s.queueSendDenied(t, LogicalDurableDLQ, consumer) {
+		t.Errorf("%s: SendMessage by durable-consumer's role is denied, want allowed (it dead-letters poison messages)", LogicalDurableDLQ)
 	}
 	for _, q := range []string{LogicalDurableQueue, LogicalDurableDLQ} {
 		for who, p := range allowed {
@@ -105,6 +109,9 @@ func TestOnlyTheBackboneSendsToTheDurableQueues(t *testing.T) {
 				t.Errorf("%s: SendMessage by %s is not denied by the queue policy, want denied", q, who)
 			}
 		}
+	}
+	if !s.queueSendDenied(t, LogicalDurableQueue, consumer) {
+		t.Errorf("%s: SendMessage by durable-consumer's role is not denied, want denied (only the Pipe and dlq-repair send there)", LogicalDurableQueue)
 	}
 	// The evaluator denies nothing by itself: the Pipe DLQ (which this
 	// policy does not cover) refuses no one.

@@ -253,8 +253,9 @@ func TestFunctions(t *testing.T) {
 	}{
 		keys.FnStreamFilter: {st.Durable.StreamFilter, fnSpec{env: map[string]any{}}},
 		keys.FnDurableConsumer: {st.Durable.DurableConsumer, fnSpec{env: map[string]any{
-			keys.EnvEventsTable: table(LogicalEventsTable),
-			keys.EnvStateTable:  table(LogicalStateTable),
+			keys.EnvEventsTable:   table(LogicalEventsTable),
+			keys.EnvStateTable:    table(LogicalStateTable),
+			keys.EnvDurableDLQURL: queueURL(LogicalDurableDLQ), // a poison message goes there at once
 		}}},
 		keys.FnChangefeed: {st.ChangeFeed.Changefeed, fnSpec{env: map[string]any{
 			keys.EnvChangeFeedTable: table(LogicalChangeFeedTable),

@@ -143,12 +143,16 @@ func NewDurableLane(scope constructs.Construct, id string, props *DurableLanePro
 		timeout:     awscdk.Duration_Seconds(jsii.Number(durableConsumerTimeoutSeconds)),
 		memoryMB:    256,
 		env: map[string]*string{
-			keys.EnvEventsTable: log.Events.TableName(),
-			keys.EnvStateTable:  log.State.TableName(),
+			keys.EnvEventsTable:   log.Events.TableName(),
+			keys.EnvStateTable:    log.State.TableName(),
+			keys.EnvDurableDLQURL: dlq.QueueUrl(),
 		},
 	})
 	allow(consumer.Role, tableRead, log.Events.TableArn())
 	allow(consumer.Role, concat(tableRead, tableWrite), log.State.TableArn())
+	// A poison message goes to the DLQ at its first receive (pkg/consumer),
+	// rather than holding its tenant's lane for maxReceiveCount receives.
+	allow(consumer.Role, []string{"sqs:SendMessage"}, dlq.QueueArn())
 	consumer.Fn.AddEventSource(awslambdaeventsources.NewSqsEventSource(queue, &awslambdaeventsources.SqsEventSourceProps{
 		BatchSize:               jsii.Number(10),
 		ReportBatchItemFailures: jsii.Bool(true),
@@ -246,13 +250,19 @@ func suppressIsDLQ(q awssqs.Queue, why string) {
 // to its DLQ is SQS's own move, not a SendMessage, so it is not affected.
 // durable-consumer delivers only events it finds in the log as well
 // (pkg/delivery, batch.go): the policy keeps forgeries out, the check keeps
-// anything that still gets in from being delivered.
+// anything that still gets in from being delivered. durable-consumer's role
+// may send to the DLQ alone: it dead-letters a poison message there.
 func (l *DurableLane) OnlyBackboneSends(senders ...awsiam.IRole) {
 	arns := []*string{l.PipeRole.RoleArn()}
 	for _, r := range senders {
 		arns = append(arns, r.RoleArn())
 	}
-	for _, q := range []awssqs.Queue{l.Queue, l.DLQ} {
+	dlqArns := append(append([]*string{}, arns...), l.DurableConsumer.Role.RoleArn())
+	for _, qa := range []struct {
+		q    awssqs.Queue
+		arns []*string
+	}{{l.Queue, arns}, {l.DLQ, dlqArns}} {
+		q, arns := qa.q, qa.arns
 		q.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:        jsii.String("OnlyTheBackboneSends"),
 			Effect:     awsiam.Effect_DENY,

@@ -326,6 +326,7 @@ func TestRoleAccess(t *testing.T) {
 			LogicalEventsTable + ".Arn":  read,
 			LogicalStateTable + ".Arn":   rw,
 			LogicalDurableQueue + ".Arn": sqsConsume,
+			LogicalDurableDLQ + ".Arn":   {"sqs:SendMessage"}, // a poison message, at its first receive
 		}},
 		{"changefeed", st.ChangeFeed.Changefeed, map[string][]string{
 			LogicalChangeFeedTable + ".Arn": sorted(tableWrite),

@@ -32,10 +32,11 @@ func localCheckpointSource() (checkpointSource, error) {
 	return checkpointSource{bucket: st.Outputs[keys.OutputCheckpointBucket], endpoint: st.S3Endpoint}, nil
 }
 
-// latestCheckpoint returns the newest checkpoint object of tenant at or
-// below maxSeq (an export holds events up to its head only), unverified:
-// `fourlanes verify -checkpoint -key` verifies it, offline. nil if none.
-func latestCheckpoint(ctx context.Context, fs *flag.FlagSet, src checkpointSource, tenant string, maxSeq int64) ([]byte, string, error) {
+// latestCheckpoint returns the newest checkpoint object of tenant,
+// unverified: `fourlanes verify -checkpoint` verifies it, offline. nil if
+// none. Its seq may be above the head the export reached: the caller says
+// so, rather than pick an older one.
+func latestCheckpoint(ctx context.Context, fs *flag.FlagSet, src checkpointSource, tenant string) ([]byte, string, error) {
 	cfg, err := awsConfig(ctx, fs, src.endpoint != "")
 	if err != nil {
 		return nil, "", err
@@ -47,7 +48,7 @@ func latestCheckpoint(ctx context.Context, fs *flag.FlagSet, src checkpointSourc
 		// A local endpoint (the twin) serves buckets by path.
 		o.UsePathStyle = src.endpoint != "" || os.Getenv("AWS_ENDPOINT_URL_S3") != ""
 	})
-	// Keys list newest first (reconcile.CheckpointKey); start at maxSeq.
+	// Keys list newest first (reconcile.CheckpointKey).
 	p := s3.NewListObjectsV2Paginator(c, &s3.ListObjectsV2Input{Bucket: aws.String(src.bucket),
 		Prefix: aws.String(reconcile.CheckpointPrefix(tenant))})
 	for p.HasMorePages() {
@@ -56,7 +57,7 @@ func latestCheckpoint(ctx context.Context, fs *flag.FlagSet, src checkpointSourc
 			return nil, "", fmt.Errorf("list checkpoints in %s: %w", src.bucket, err)
 		}
 		for _, o := range page.Contents {
-			if seq, ok := reconcile.CheckpointSeqOfKey(aws.ToString(o.Key)); !ok || seq > maxSeq {
+			if _, ok := reconcile.CheckpointSeqOfKey(aws.ToString(o.Key)); !ok {
 				continue
 			}
 			out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(src.bucket), Key: o.Key})

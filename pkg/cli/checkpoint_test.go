@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,7 +87,7 @@ func TestVerifyCheckpoint(t *testing.T) {
 	}
 	cp3 := sign(signer, signer.Public(), "acme", 3, honest[2].Hash)
 
-	if code, out, errOut := runCLI(t, "verify", "-checkpoint", cp3, "-key", pemFile, exportOf(t, honest)); code != ExitOK ||
+	if code, out, errOut := runCLI(t, "verify", "-checkpoint", cp3, "-origin", "fourlanes/test", "-key", pemFile, exportOf(t, honest)); code != ExitOK ||
 		!strings.Contains(out, "OK extends the checkpoint signed by fourlanes/test") {
 		t.Fatalf("honest export: exit %d\n%s%s", code, out, errOut)
 	}
@@ -102,7 +103,7 @@ func TestVerifyCheckpoint(t *testing.T) {
 		{"signed by another key", sign(os2, os2.Public(), "acme", 3, honest[2].Hash), exportOf(t, honest), "BROKEN checkpoint"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			code, out, errOut := runCLI(t, "verify", "-checkpoint", c.cp, "-key", pemFile, c.file)
+			code, out, errOut := runCLI(t, "verify", "-checkpoint", c.cp, "-origin", "fourlanes/test", "-key", pemFile, c.file)
 			if code != ExitFinding || !strings.Contains(out, c.want) {
 				t.Errorf("exit %d, want %d and %q\n%s%s", code, ExitFinding, c.want, out, errOut)
 			}
@@ -112,7 +113,78 @@ func TestVerifyCheckpoint(t *testing.T) {
 	if code, out, _ := runCLI(t, "verify", exportOf(t, sealed(t, 5, 2, "forged"))); code != ExitOK {
 		t.Errorf("rewritten export without -checkpoint: exit %d %s, want OK (why the checkpoint is needed)", code, out)
 	}
-	if code, _, errOut := runCLI(t, "verify", "-checkpoint", cp3, exportOf(t, honest)); code != ExitUsage {
-		t.Errorf("-checkpoint without -key: exit %d %s, want usage", code, errOut)
+	for _, args := range [][]string{
+		{"-checkpoint", cp3, "-origin", "fourlanes/test"},                                    // no key
+		{"-checkpoint", cp3, "-key", pemFile},                                                // no origin: the note's own name is not evidence
+		{"-checkpoint", cp3, "-origin", "fourlanes/test", "-key", pemFile, "-keys", pemFile}, // both
+		{"-key", pemFile},  // a key without a checkpoint
+		{"-origin", "x/y"}, // an origin without one
+	} {
+		if code, _, errOut := runCLI(t, append(append([]string{"verify"}, args...), exportOf(t, honest))...); code != ExitUsage {
+			t.Errorf("verify %v: exit %d %s, want usage", args, code, errOut)
+		}
+	}
+}
+
+// TestVerifyCheckpointPinsTrust: the note must be signed for the log -origin
+// names, by a key the caller trusts (-key, or one of -keys): a note and key
+// handed over together, or a genuine note of another stack, prove nothing.
+func TestVerifyCheckpointPinsTrust(t *testing.T) {
+	dir := t.TempDir()
+	signer := func() checkpoint.LocalSigner {
+		k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		return checkpoint.LocalSigner{Key: k}
+	}
+	current, previous, mallory := signer(), signer(), signer()
+	write := func(name string, b []byte) string {
+		f := filepath.Join(dir, name)
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	honest := sealed(t, 5, 0, "")
+	export := exportOf(t, honest)
+	n := 0
+	sign := func(s checkpoint.LocalSigner, log string) string {
+		note, err := checkpoint.Sign(context.Background(), checkpoint.Checkpoint{Log: log, Tenant: "acme", Seq: 3, Hash: honest[2].Hash,
+			Time: time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC)}, s.Public(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		return write(fmt.Sprintf("cp-%d.note", n), note)
+	}
+	keys := write("trusted.pem", append(current.Public().PEM(), previous.Public().PEM()...))
+	byPrevious := sign(previous, "fourlanes/prod")
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"signed by a trusted key of -keys", []string{"-checkpoint", byPrevious, "-origin", "fourlanes/prod", "-keys", keys}, ExitOK, "OK extends the checkpoint signed by fourlanes/prod"},
+		{"another stack's genuine note", []string{"-checkpoint", sign(current, "fourlanes/staging"), "-origin", "fourlanes/prod", "-keys", keys}, ExitFinding,
+			`BROKEN checkpoint`},
+		{"a forged note with its own key", []string{"-checkpoint", sign(mallory, "fourlanes/prod"), "-origin", "fourlanes/prod", "-keys", keys}, ExitFinding,
+			"not signed for fourlanes/prod by a trusted key (2 given"},
+		{"the forger's key passed as -key", []string{"-checkpoint", sign(mallory, "fourlanes/prod"), "-origin", "fourlanes/prod", "-key", write("mallory.pem", mallory.Public().PEM())}, ExitOK,
+			"OK"}, // what -key trusts is the caller's choice; the origin still binds the note
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, append(append([]string{"verify"}, c.args...), export)...)
+			if code != c.code || !strings.Contains(out, c.want) {
+				t.Errorf("exit %d, want %d and %q\n%s%s", code, c.code, c.want, out, errOut)
+			}
+		})
+	}
+	code, out, _ := runCLI(t, "verify", "-checkpoint", sign(current, "fourlanes/staging"), "-origin", "fourlanes/prod", "-keys", keys, export)
+	if code != ExitFinding || !strings.Contains(out, `signed for log "fourlanes/staging", not "fourlanes/prod" (-origin)`) {
+		t.Errorf("another stack's note: exit %d %s, want both logs named", code, out)
+	}
+	for name, body := range map[string]string{"empty": "", "not PEM": "hello", "a private key": "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"} {
+		if code, _, errOut := runCLI(t, "verify", "-checkpoint", byPrevious, "-origin", "fourlanes/prod", "-keys", write(strings.ReplaceAll(name, " ", "-")+".pem", []byte(body)), export); code == ExitOK || !strings.Contains(errOut, "-keys") {
+			t.Errorf("-keys file %s: exit %d %s, want an error naming -keys", name, code, errOut)
+		}
 	}
 }

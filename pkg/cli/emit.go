@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fourlanes/fourlanes/pkg/app"
+	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
@@ -130,6 +131,12 @@ func readPayload(arg string, stdin io.Reader) (map[string]any, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s is not a JSON object: %v", ErrUsage, what, err)
+	}
+	// encoding/json above keeps the last of repeated members and turns bad
+	// text into U+FFFD; the store must see the text as written, so that what
+	// a verifier would refuse is refused here, naming the field.
+	if _, err := envelope.NormalizePayload(json.RawMessage(b)); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrUsage, what, err)
 	}
 	return p, nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
@@ -149,5 +150,33 @@ func TestEmitShardKey(t *testing.T) {
 	}
 	if code, out, stderr := emit("-tenant", "cold", "-payload", strings.Replace(placedPayload, "%s", "o-9", 1)); code != ExitOK || !strings.Contains(out, `"tenant_id": "cold"`) {
 		t.Errorf("a tenant with one chain: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+}
+
+// TestEmitRefusesWhatTheVerifierRefuses: `emit` refuses a payload with a
+// repeated member, invalid UTF-8 or a lone surrogate escape (exit 2, the
+// field named) and writes nothing to the table, where encoding/json would
+// have stored the last member or U+FFFD.
+func TestEmitRefusesWhatTheVerifierRefuses(t *testing.T) {
+	db := localaws.DynamoDB(t)
+	table := aws.ToString(localaws.CreateTable(t, db, eventstore.TableSchema(localaws.UniqueName(t, "events"))).TableName)
+	localAWSEnv(t, aws.ToString(db.Options().BaseEndpoint))
+	file := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(file, []byte(strings.Replace(placedPayload, "zoë", "zo\xeb", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ payload, want string }{
+		{strings.Replace(placedPayload, `"currency":"EUR"`, `"currency":"EUR","currency":"USD"`, 1), "-payload: payload.currency: appears more than once"},
+		{"@" + file, "-payload @" + file + ": payload.customer_email: is invalid UTF-8"},
+		{strings.Replace(placedPayload, `"sku":"A-1"`, `"sku":"A-\ud800"`, 1), `-payload: payload.items[0].sku: has a lone surrogate \ud800`},
+	} {
+		code, out, stderr := runCLI(t, "emit", "-table", table, "-tenant", "acme", "-type", "order.placed", "-payload", strings.Replace(c.payload, "%s", "o-1", 1))
+		if code != ExitUsage || !strings.Contains(stderr, c.want) || out != "" {
+			t.Errorf("-payload %.60s: exit %d, stderr %q, stdout %q; want exit %d and %q", c.payload, code, stderr, out, ExitUsage, c.want)
+		}
+	}
+	items, err := db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+	if err != nil || len(items.Items) != 0 {
+		t.Fatalf("table has %d items after refused emits (err %v), want none", len(items.Items), err)
 	}
 }

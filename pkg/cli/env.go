@@ -97,6 +97,7 @@ func localEnv(st DevState) []envVar {
 	vars = append(vars,
 		envVar{keys.EnvCheckpointBucket, st.Outputs[keys.OutputCheckpointBucket]},
 		envVar{keys.EnvCheckpointKey, st.Outputs[keys.OutputCheckpointKey]},
+		envVar{keys.EnvCheckpointLog, st.CheckpointLog},
 		envVar{EnvReconcileURL, st.ReconcileURL},
 		envVar{EnvRepairFunction, st.RepairFunction},
 	)

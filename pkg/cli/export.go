@@ -44,6 +44,9 @@ type exportedCheckpoint struct {
 	Bucket string `json:"bucket"`
 	Key    string `json:"key"`
 	Seq    int64  `json:"seq"`
+	// AboveHead: the newest checkpoint object is past the log's head, a
+	// rollback unless it does not verify; export exits 3.
+	AboveHead bool `json:"above_head,omitempty"`
 }
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
@@ -55,7 +58,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	stack := fs.String("stack", "", stackHelp+" (EventsTableName, and CheckpointBucketName if it has one)")
 	fs.String(backboneFlag, "", backboneHelp)
 	cpBucket := fs.String("checkpoint-bucket", os.Getenv(keys.EnvCheckpointBucket), "the bucket of signed checkpoints (default $"+keys.EnvCheckpointBucket+"; the stack output CheckpointBucketName; -local: the twin's)")
-	cpOut := fs.String("checkpoint-out", "", "where to write the newest signed checkpoint the export reaches (default FILE.checkpoint; none for stdout)")
+	cpOut := fs.String("checkpoint-out", "", "where to write the tenant's newest checkpoint object (default FILE.checkpoint; none for stdout); above the head, export says ROLLBACK and exits 3")
 	asJSON := fs.Bool("json", false, "print a summary of the export as one JSON object on stdout (needs -o FILE: the export is not on stdout then); the messages stay on stderr")
 	addAWSFlags(fs)
 	if err := Parse(fs, args); err != nil {
@@ -151,7 +154,11 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if sum.Checkpoint, err = exportCheckpoint(ctx, fs, *tenant, res.Head.LastSeq, *out, *cpOut, *cpBucket, *local, stderr); err != nil {
 		return 0, err
 	}
-	return report()
+	code, err := report()
+	if err == nil && sum.Checkpoint != nil && sum.Checkpoint.AboveHead {
+		return ExitFinding, nil
+	}
+	return code, err
 }
 
 // exportCheckpoint writes, beside the export, the newest signed checkpoint
@@ -172,21 +179,34 @@ func exportCheckpoint(ctx context.Context, fs *flag.FlagSet, tenant string, head
 		fmt.Fprintf(stderr, "no signed checkpoint written (no -checkpoint-bucket, or stdout without -checkpoint-out)\n")
 		return nil, nil
 	}
-	note, key, err := latestCheckpoint(ctx, fs, src, tenant, headSeq)
+	note, key, err := latestCheckpoint(ctx, fs, src, tenant)
 	if err != nil {
 		return nil, err
 	}
 	if note == nil {
-		fmt.Fprintf(stderr, "tenant %s has no signed checkpoint at or below seq %d in %s: run reconcile\n", tenant, headSeq, src.bucket)
+		fmt.Fprintf(stderr, "tenant %s has no signed checkpoint in %s: run reconcile\n", tenant, src.bucket)
 		return nil, nil
 	}
 	if err := os.WriteFile(cpOut, note, 0o644); err != nil {
 		return nil, err
 	}
 	seq, _ := reconcile.CheckpointSeqOfKey(key)
-	fmt.Fprintf(stderr, "signed checkpoint at seq %d (s3://%s/%s) to %s: check with fourlanes verify -checkpoint %s -key PUBLIC_KEY.pem %s\n",
-		seq, src.bucket, key, cpOut, cpOut, out)
-	return &exportedCheckpoint{File: cpOut, Bucket: src.bucket, Key: key, Seq: seq}, nil
+	cp := &exportedCheckpoint{File: cpOut, Bucket: src.bucket, Key: key, Seq: seq, AboveHead: seq > headSeq}
+	check := fmt.Sprintf("fourlanes verify -checkpoint %s -origin fourlanes/<stack> -key PUBLIC_KEY.pem %s", cpOut, out)
+	if cp.AboveHead {
+		// The newest checkpoint is past the head: were an older one picked,
+		// the export would verify and the rollback would go unseen. The
+		// note is written beside the export, so that verify, with the
+		// trusted key, says whether it is signed (then the log lost signed
+		// events) or an object nobody signed.
+		fmt.Fprintf(stderr, "ROLLBACK: tenant %s's head is at seq %d, behind the newest checkpoint object, at seq %d (s3://%s/%s): "+
+			"the log lost events that were signed, unless that object does not verify; written to %s: check with %s "+
+			"(BROKEN ... truncated below checkpoint: a rollback; BROKEN checkpoint: an object nobody signed, see CheckpointInvalid)\n",
+			tenant, headSeq, seq, src.bucket, key, cpOut, check)
+		return cp, nil
+	}
+	fmt.Fprintf(stderr, "signed checkpoint at seq %d (s3://%s/%s) to %s: check with %s\n", seq, src.bucket, key, cpOut, check)
+	return cp, nil
 }
 
 // output opens where an export goes: stdout for "-", else a temporary file

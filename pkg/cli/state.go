@@ -33,6 +33,9 @@ type DevState struct {
 	// TableEnv are the environment variables naming the application's own
 	// tables that the stack gives its functions (a demo workload writes them).
 	TableEnv map[string]string `json:"table_env,omitempty"`
+	// CheckpointLog is the log the twin's checkpoints are signed for
+	// (reconcile's CHECKPOINT_LOG): what verify -origin takes.
+	CheckpointLog string `json:"checkpoint_log,omitempty"`
 }
 
 // EnvTwinDir overrides where `fourlanes dev` keeps its files (binaries,

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -11,15 +13,18 @@ import (
 
 	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/checkpoint"
+	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
-const verifySynopsis = "[-tenant T] [-checkpoint FILE.checkpoint -key PUBLIC_KEY.pem] [-json] FILE"
+const verifySynopsis = "[-tenant T] [-checkpoint FILE.checkpoint -origin LOG (-key PUBLIC_KEY.pem | -keys KEYS.pem)] [-json] FILE"
 
 func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := Flags("verify", verifySynopsis, stderr)
 	tenant := fs.String("tenant", "", "the tenant the chain must belong to (default: the first event's, or the head line's in an export without events)")
 	cpFile := fs.String("checkpoint", "", "a signed checkpoint (from fourlanes export) the chain must extend")
-	keyFile := fs.String("key", "", "the checkpoint signing key's public key, PEM or DER (aws kms get-public-key)")
+	origin := fs.String("origin", "", "the log the checkpoint must be signed for, fourlanes/<stack> (reconcile's "+keys.EnvCheckpointLog+"); required with -checkpoint: a note for another log is refused")
+	keyFile := fs.String("key", "", "the trusted public key of the checkpoint signing key, PEM or DER (aws kms get-public-key); -checkpoint needs it or -keys")
+	keysFile := fs.String("keys", "", "a PEM file of trusted public keys (one PUBLIC KEY block each, e.g. the current and the previous signing key); instead of -key")
 	asJSON := fs.Bool("json", false, `print one JSON object instead of text (same exit status), with members
   verdict     "OK" or "BROKEN"
   tenant      the tenant verified
@@ -34,14 +39,26 @@ func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) (int,
 	if fs.NArg() != 1 {
 		return 0, fmt.Errorf("%w: want one FILE (an exported chain, JSON Lines; - reads stdin)", ErrUsage)
 	}
-	if (*cpFile == "") != (*keyFile == "") {
-		return 0, fmt.Errorf("%w: -checkpoint and -key go together", ErrUsage)
+	switch {
+	case *cpFile == "" && (*keyFile != "" || *keysFile != "" || *origin != ""):
+		return 0, fmt.Errorf("%w: -origin, -key and -keys check a signed checkpoint: pass -checkpoint FILE.checkpoint", ErrUsage)
+	case *cpFile != "" && *origin == "":
+		return 0, fmt.Errorf("%w: -checkpoint needs -origin, the log it must be signed for (fourlanes/<stack>); the note's own name is not evidence", ErrUsage)
+	case *cpFile != "" && (*keyFile == "") == (*keysFile == ""):
+		return 0, fmt.Errorf("%w: -checkpoint needs the trusted key: -key PUBLIC_KEY.pem or -keys KEYS.pem (one of them)", ErrUsage)
 	}
 	name := fs.Arg(0)
 	if *cpFile != "" && name == "-" {
 		return 0, fmt.Errorf("%w: -checkpoint reads FILE twice; pass a file, not -", ErrUsage)
 	}
-	v, err := verifyFile(name, *tenant, *cpFile, *keyFile)
+	var trusted []*checkpoint.PublicKey
+	if *cpFile != "" {
+		var err error
+		if trusted, err = readTrustedKeys(*keyFile, *keysFile); err != nil {
+			return 0, err
+		}
+	}
+	v, err := verifyFile(name, *tenant, *cpFile, *origin, trusted)
 	if err != nil {
 		return 0, err
 	}
@@ -102,14 +119,15 @@ type verdictCheckpoint struct {
 }
 
 // verifyFile verifies the export in name ("-": stdin) and, if cpFile is
-// set, that it extends that checkpoint signed by keyFile's key. A broken
-// chain or checkpoint is a verdict; the error is for anything else.
-func verifyFile(name, tenant, cpFile, keyFile string) (*verdict, error) {
+// set, that it extends that checkpoint, signed for origin by one of the
+// trusted keys. A broken chain or checkpoint is a verdict; the error is for
+// anything else.
+func verifyFile(name, tenant, cpFile, origin string, trusted []*checkpoint.PublicKey) (*verdict, error) {
 	v := &verdict{Verdict: verdictOK, Tenant: tenant}
 	var cp *checkpoint.Checkpoint
 	if cpFile != "" {
 		v.Checkpoint = &verdictCheckpoint{File: cpFile, Verdict: verdictOK}
-		c, err := openCheckpoint(cpFile, keyFile)
+		c, err := openCheckpoint(cpFile, origin, trusted)
 		if err != nil {
 			v.Verdict, v.Checkpoint.Verdict, v.Checkpoint.Error = verdictBroken, verdictBroken, err.Error()
 			return v, nil
@@ -192,16 +210,52 @@ func (v *verdict) writeText(w io.Writer) {
 	}
 }
 
-// openCheckpoint reads and verifies a signed checkpoint with the public key.
-func openCheckpoint(cpFile, keyFile string) (checkpoint.Checkpoint, error) {
-	kb, err := os.ReadFile(keyFile)
-	if err != nil {
-		return checkpoint.Checkpoint{}, err
+// readTrustedKeys reads the trusted public keys: keyFile (PEM or DER, one
+// key) or keysFile (PEM, one PUBLIC KEY block per key).
+func readTrustedKeys(keyFile, keysFile string) ([]*checkpoint.PublicKey, error) {
+	if keyFile != "" {
+		kb, err := os.ReadFile(keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("-key: %w", err)
+		}
+		pub, err := checkpoint.ParsePublicKey(kb)
+		if err != nil {
+			return nil, fmt.Errorf("-key %s: %w", keyFile, err)
+		}
+		return []*checkpoint.PublicKey{pub}, nil
 	}
-	pub, err := checkpoint.ParsePublicKey(kb)
+	b, err := os.ReadFile(keysFile)
 	if err != nil {
-		return checkpoint.Checkpoint{}, err
+		return nil, fmt.Errorf("-keys: %w", err)
 	}
+	var out []*checkpoint.PublicKey
+	for n := 1; ; n++ {
+		var blk *pem.Block
+		if blk, b = pem.Decode(b); blk == nil {
+			break
+		}
+		if blk.Type != "PUBLIC KEY" {
+			return nil, fmt.Errorf("-keys %s: PEM block %d is %q, want PUBLIC KEY", keysFile, n, blk.Type)
+		}
+		pub, err := checkpoint.ParsePublicKey(blk.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("-keys %s: key %d: %w", keysFile, n, err)
+		}
+		out = append(out, pub)
+	}
+	if len(bytes.TrimSpace(b)) > 0 {
+		return nil, fmt.Errorf("-keys %s: text after the last PEM block; want PUBLIC KEY blocks only", keysFile)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("-keys %s: no PUBLIC KEY block", keysFile)
+	}
+	return out, nil
+}
+
+// openCheckpoint reads a signed checkpoint and verifies that it is signed
+// for origin by one of the trusted keys. The note names its own log; that
+// name is read only to say why a note for another log is refused.
+func openCheckpoint(cpFile, origin string, trusted []*checkpoint.PublicKey) (checkpoint.Checkpoint, error) {
 	note, err := os.ReadFile(cpFile)
 	if err != nil {
 		return checkpoint.Checkpoint{}, err
@@ -210,5 +264,16 @@ func openCheckpoint(cpFile, keyFile string) (checkpoint.Checkpoint, error) {
 	if err != nil {
 		return checkpoint.Checkpoint{}, err
 	}
-	return checkpoint.Open(note, log, pub)
+	if log != origin {
+		return checkpoint.Checkpoint{}, fmt.Errorf("%w: the note is signed for log %q, not %q (-origin): another stack's checkpoint, or a forgery", checkpoint.ErrInvalid, log, origin)
+	}
+	var errs []error
+	for _, pub := range trusted {
+		c, err := checkpoint.Open(note, origin, pub)
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+	}
+	return checkpoint.Checkpoint{}, fmt.Errorf("%w: not signed for %s by a trusted key (%d given with -key/-keys): %v", checkpoint.ErrInvalid, origin, len(trusted), errors.Join(errs...))
 }

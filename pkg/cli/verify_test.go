@@ -99,11 +99,11 @@ func TestVerifyJSON(t *testing.T) {
 				"break": map[string]any{"seq": 0.0, "line": 4.0, "reason": "malformed event",
 					"expected": "an event line with a readable seq, or the head line last",
 					"got":      "not a JSON object: byte 0: the line is not a JSON object"}}},
-		{"checkpoint extended", []string{"-checkpoint", cp2, "-key", pemFile, intact}, ExitOK, map[string]any{"verdict": "OK", "tenant": "t1",
+		{"checkpoint extended", []string{"-checkpoint", cp2, "-origin", "fourlanes/test", "-key", pemFile, intact}, ExitOK, map[string]any{"verdict": "OK", "tenant": "t1",
 			"events": 3.0, "last_seq": 3.0, "last_hash": x.Head.LastHash,
 			"checkpoint": map[string]any{"file": cp2, "log": "fourlanes/test", "tenant": "t1", "seq": 2.0, "hash": x.Events[1].Hash,
 				"time": "2026-11-30T23:00:00Z", "verdict": "OK"}}},
-		{"checkpoint not extended", []string{"-checkpoint", cpForged, "-key", pemFile, intact}, ExitFinding, map[string]any{"verdict": "BROKEN",
+		{"checkpoint not extended", []string{"-checkpoint", cpForged, "-origin", "fourlanes/test", "-key", pemFile, intact}, ExitFinding, map[string]any{"verdict": "BROKEN",
 			"tenant": "t1", "events": 3.0, "last_seq": 3.0,
 			"break": map[string]any{"seq": 2.0, "reason": "checkpoint mismatch",
 				"expected": "hash " + strings.Repeat("ab", 32) + " (signed at 2026-11-30T23:00:00Z)", "got": "hash " + x.Events[1].Hash},
@@ -122,7 +122,7 @@ func TestVerifyJSON(t *testing.T) {
 	}
 
 	// A checkpoint that cannot be opened is a BROKEN verdict naming why.
-	code, got := verifyJSON(t, "-checkpoint", garbage, "-key", pemFile, intact)
+	code, got := verifyJSON(t, "-checkpoint", garbage, "-origin", "fourlanes/test", "-key", pemFile, intact)
 	cpv, _ := got["checkpoint"].(map[string]any)
 	if code != ExitFinding || got["verdict"] != "BROKEN" || cpv["verdict"] != "BROKEN" || cpv["file"] != garbage || cpv["error"] == "" || cpv["error"] == nil {
 		t.Errorf("unopenable checkpoint: exit %d, %v; want exit %d, BROKEN with the checkpoint's error", code, got, ExitFinding)

@@ -9,9 +9,10 @@
 //
 //   - Deliver fails on infrastructure (DynamoDB throttling, a timeout);
 //   - another delivery holds a claim's lease (RetryLater);
-//   - its body is not a valid, hash-intact envelope of the message's group:
-//     it is never deleted unread; after maxReceiveCount the queue's redrive
-//     moves it to the FIFO DLQ, where dlq-repair re-reads the log;
+//   - its body is not a valid, hash-intact envelope of the message's group
+//     and the consumer has no DLQ to move it to (Config.DeadLetters): it is
+//     never deleted unread; after maxReceiveCount the queue's redrive moves
+//     it to the FIFO DLQ, where dlq-repair re-reads the log;
 //   - its envelope is not in the log (delivery.ErrNotInLog: no event at its
 //     seq, or one with another id or hash). Nothing is delivered and no
 //     claim is taken. It is logged at ERROR and counted (NotInLog), and
@@ -21,6 +22,18 @@
 //     it and decides. Dropping it would leave only a log line. It does not
 //     hold back the tenant's later messages in the batch: it is not one of
 //     the tenant's events, so FIFO order does not involve it.
+//
+// With Config.DeadLetters, an undecodable message (a poison: no receive can
+// make it decodable) is dead-lettered at its first receive instead: sent to
+// the FIFO DLQ as it came, with the reason in its message attributes
+// (AttrDeadLetterReason, AttrDeadLetterError), logged at ERROR and counted
+// (DurableMessageDeadLettered), then answered as done, so SQS deletes it. It
+// does not hold back its tenant's later messages: it names no event of the
+// tenant that FIFO order could involve, and a gap it hides keeps the
+// tenant's watermark where it is until dlq-repair redelivers from the log.
+// Were it left to the redrive, it would hold its tenant's lane for
+// maxReceiveCount visibility timeouts. If the send fails, the message comes
+// back as above.
 //
 // A handler that fails does not fail the message: Deliver dead-letters that
 // subscription and its siblings run.
@@ -46,6 +59,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/chain"
@@ -72,10 +88,28 @@ const (
 	ReasonBehindFailure  = "behind_failure" // an earlier message of the tenant failed
 	ReasonNoTime         = "no_time"        // the invocation ran out of time before it started
 	ReasonNotInLog       = "not_in_log"     // the envelope is not the log's event at its seq
+	ReasonNotCovered     = "not_covered"    // the event is in the log, but its chain does not cover it
 )
 
 // ErrUndecodable wraps every reason a body is not a deliverable envelope.
 var ErrUndecodable = errors.New("message body is not a deliverable envelope")
+
+// Message attributes of a message the consumer dead-letters itself.
+const (
+	// AttrDeadLetterReason is the reason (ReasonUndecodable).
+	AttrDeadLetterReason = "fourlanes.reason"
+	// AttrDeadLetterError is the decode error, at most maxAttrError bytes.
+	AttrDeadLetterError = "fourlanes.error"
+	// AttrDeadLetterReceives is the message's ApproximateReceiveCount.
+	AttrDeadLetterReceives = "fourlanes.receive_count"
+)
+
+const maxAttrError = 1024
+
+// DeadLetterSender is the part of the SQS API that dead-letters a message.
+type DeadLetterSender interface {
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
 
 // Deliverer is the part of *delivery.Deliverer the consumer uses.
 type Deliverer interface {
@@ -101,8 +135,13 @@ type Config struct {
 	// DURABLE is not bound here (it would silently never run).
 	Registry *catalog.Registry
 	Flusher  Flusher // optional; see Flusher
-	Logger   *slog.Logger
-	Metrics  *obs.Metrics
+	// DeadLetters and DeadLetterQueue (the FIFO DLQ's URL) move an
+	// undecodable message to the DLQ at its first receive (see the package
+	// doc). Without them it stays in the queue until the redrive moves it.
+	DeadLetters     DeadLetterSender
+	DeadLetterQueue string
+	Logger          *slog.Logger
+	Metrics         *obs.Metrics
 	// Reserve is the time kept back from the invocation's deadline for
 	// flushing and answering (default 2 s). A message not started by then
 	// comes back.
@@ -123,6 +162,9 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 	}
 	if cfg.Reserve <= 0 {
 		cfg.Reserve = 2 * time.Second
+	}
+	if (cfg.DeadLetters == nil) != (cfg.DeadLetterQueue == "") {
+		return nil, errors.New("consumer: Config.DeadLetters and Config.DeadLetterQueue go together: pass both (an SQS client and the FIFO DLQ's URL) or neither")
 	}
 	if cfg.Registry != nil {
 		if err := cfg.Registry.LogServed(ctx, cfg.Logger, catalog.Durable); err != nil {
@@ -243,10 +285,22 @@ func (h *Handler) tenant(ctx, dctx context.Context, pre *delivery.Prefetched, ms
 			continue
 		}
 		if m.err != nil {
-			outs[m.idx] = outcome{failed: true, reason: ReasonUndecodable}
-			blocked = m.raw.MessageId
-			log.ErrorContext(mctx, "undecodable message: not deleted; it comes back and, after maxReceiveCount, moves to the FIFO DLQ for dlq-repair",
-				append(attrs, slog.String(obs.KeyReason, ReasonUndecodable), slog.Any(obs.KeyErr, m.err), slog.String("body_prefix", prefix(m.raw.Body, 256)))...)
+			attrs = append(attrs, slog.String(obs.KeyReason, ReasonUndecodable), slog.Any(obs.KeyErr, m.err), slog.String("body_prefix", prefix(m.raw.Body, 256)))
+			if h.cfg.DeadLetters == nil {
+				outs[m.idx] = outcome{failed: true, reason: ReasonUndecodable}
+				blocked = m.raw.MessageId
+				log.ErrorContext(mctx, "undecodable message: not deleted; it comes back and, after maxReceiveCount, moves to the FIFO DLQ for dlq-repair", attrs...)
+				continue
+			}
+			if err := h.deadLetter(ctx, m, ReasonUndecodable, m.err); err != nil {
+				outs[m.idx] = outcome{failed: true, reason: ReasonUndecodable}
+				blocked = m.raw.MessageId
+				log.ErrorContext(mctx, "undecodable message: the move to the FIFO DLQ failed; it comes back, and after maxReceiveCount the redrive moves it",
+					append(attrs, slog.String("dlq_error", err.Error()))...)
+				continue
+			}
+			h.cfg.Metrics.Count(keys.MetricDurableMessageDeadLettered, 1, "Reason", ReasonUndecodable)
+			log.ErrorContext(mctx, "undecodable message: dead-lettered at this receive to the FIFO DLQ, with its reason, for dlq-repair; the tenant's later messages go on", attrs...)
 			continue
 		}
 		if dctx.Err() != nil {
@@ -263,6 +317,21 @@ func (h *Handler) tenant(ctx, dctx context.Context, pre *delivery.Prefetched, ms
 			outs[m.idx] = outcome{failed: true, reason: ReasonNotInLog}
 			log.ErrorContext(mctx, "envelope is not in the log: not delivered; it comes back and, after maxReceiveCount, moves to the FIFO DLQ, where dlq-repair reports it open",
 				append(attrs, slog.String(obs.KeyReason, ReasonNotInLog), slog.Any(obs.KeyErr, err), slog.String("dedup_id", m.raw.Attributes[attrDedupID]))...)
+		case errors.Is(err, delivery.ErrNotCovered):
+			// Not blocked, as above. Permanent: dead-lettered now when the
+			// consumer has the DLQ, so that it never waits out the redrive.
+			attrs = append(attrs, slog.String(obs.KeyReason, ReasonNotCovered), slog.Any(obs.KeyErr, err))
+			if h.cfg.DeadLetters != nil {
+				derr := h.deadLetter(ctx, m, ReasonNotCovered, err)
+				if derr == nil {
+					h.cfg.Metrics.Count(keys.MetricDurableMessageDeadLettered, 1, "Reason", ReasonNotCovered)
+					log.ErrorContext(mctx, "event not covered by its chain: not delivered; dead-lettered at this receive to the FIFO DLQ, with its reason", attrs...)
+					continue
+				}
+				attrs = append(attrs, slog.String("dlq_error", derr.Error()))
+			}
+			outs[m.idx] = outcome{failed: true, reason: ReasonNotCovered}
+			log.ErrorContext(mctx, "event not covered by its chain: not delivered; it comes back and, after maxReceiveCount, moves to the FIFO DLQ, where dlq-repair reports it open", attrs...)
 		case err != nil:
 			outs[m.idx] = outcome{failed: true, reason: ReasonInfrastructure}
 			blocked = m.raw.MessageId
@@ -277,6 +346,42 @@ func (h *Handler) tenant(ctx, dctx context.Context, pre *delivery.Prefetched, ms
 			log.InfoContext(mctx, "delivered", attrs...)
 		}
 	}
+}
+
+// deadLetter sends m as it came to the FIFO DLQ, with why in its message
+// attributes. The deduplication id is the message id, so that a second
+// receive (the answer lost, the invocation cut short) within SQS's five
+// minute window sends no second copy.
+func (h *Handler) deadLetter(ctx context.Context, m *message, reason string, why error) error {
+	group := m.group
+	if strings.HasPrefix(group, "\x00") {
+		group = ReasonUndecodable // no group and no tenant: one group of its own
+	}
+	msg := why.Error()
+	if len(msg) > maxAttrError {
+		msg = strings.ToValidUTF8(msg[:maxAttrError], "")
+	}
+	str := func(v string) sqstypes.MessageAttributeValue {
+		return sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	attrs := map[string]sqstypes.MessageAttributeValue{
+		AttrDeadLetterReason: str(reason),
+		AttrDeadLetterError:  str(msg),
+	}
+	if n := m.raw.Attributes[attrCount]; n != "" {
+		attrs[AttrDeadLetterReceives] = sqstypes.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(n)}
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, err := h.cfg.DeadLetters.SendMessage(sctx, &sqs.SendMessageInput{
+		QueueUrl: aws.String(h.cfg.DeadLetterQueue), MessageBody: aws.String(m.raw.Body),
+		MessageGroupId: aws.String(group), MessageDeduplicationId: aws.String(m.raw.MessageId),
+		MessageAttributes: attrs,
+	})
+	if err != nil {
+		return fmt.Errorf("dead-letter message %s: %w", m.raw.MessageId, err)
+	}
+	return nil
 }
 
 // settle moves the tenant's delivery watermarks over the seqs this batch

@@ -2,14 +2,17 @@ package delivery_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
@@ -184,6 +187,7 @@ func newLogRig(t *testing.T, check bool) *logRig {
 		rg.logged = append(rg.logged, e)
 		prev = e.Hash
 	}
+	rg.putHead(t, raw, 10, prev)
 	claims := delivery.NewDynamoStore(rg.db, rg.table)
 	if check {
 		claims = claims.WithLog(rg.events)
@@ -205,6 +209,20 @@ func newLogRig(t *testing.T, check bool) *logRig {
 		t.Fatal(err)
 	}
 	return rg
+}
+
+// putHead writes t1's head row as the log does: covering seqs 1..last.
+func (rg *logRig) putHead(t *testing.T, db *dynamodb.Client, last int64, hash string) {
+	t.Helper()
+	if _, err := db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(rg.events), Item: map[string]types.AttributeValue{
+		keys.AttrTenant:   &types.AttributeValueMemberS{Value: "t1"},
+		keys.AttrSeq:      &types.AttributeValueMemberN{Value: strconv.Itoa(keys.HeadSeq)},
+		keys.AttrKind:     &types.AttributeValueMemberS{Value: keys.KindHead},
+		keys.AttrLastSeq:  &types.AttributeValueMemberN{Value: strconv.FormatInt(last, 10)},
+		keys.AttrLastHash: &types.AttributeValueMemberS{Value: hash},
+	}}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // forged returns envelopes that are hash-intact on their own but not the
@@ -257,8 +275,10 @@ func TestNotInLogIsNeverDelivered(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if st.Events != len(all) || st.Logged != 10 {
-					t.Errorf("prefetch read %d event rows and found %d, want %d and 10", st.Events, st.Logged, len(all))
+				// Seqs 1..10, 998 and 999 (the forgery at 999 and the row
+				// before it) and the head: 13 rows, 11 found.
+				if st.Events != 13 || st.Logged != 11 {
+					t.Errorf("prefetch read %d rows of the log and found %d, want 13 and 11", st.Events, st.Logged)
 				}
 			}
 			for _, e := range rg.logged {
@@ -293,9 +313,10 @@ func TestNotInLogIsNeverDelivered(t *testing.T) {
 	}
 }
 
-// TestInLogCheckCost measures what the in-log check adds to a batch's
-// prefetch: the same BatchGetItem request reads the event rows with the
-// claims (10 events x 3 subscriptions: 30 claim keys, plus 10 event keys).
+// TestInLogCheckCost measures what the in-log and coverage checks add to a
+// batch's prefetch: the same BatchGetItem request reads the event rows, the
+// rows before them and the head with the claims (10 events x 3
+// subscriptions: 30 claim keys, plus 10 event keys and 1 head key).
 func TestInLogCheckCost(t *testing.T) {
 	measure := func(check bool) (map[string]int, int, float64) {
 		rg := newLogRig(t, check)
@@ -318,8 +339,8 @@ func TestInLogCheckCost(t *testing.T) {
 	if offReq["BatchGetItem"] != 1 || onReq["BatchGetItem"] != 1 {
 		t.Errorf("BatchGetItem requests: %d without the check, %d with it; want 1 each", offReq["BatchGetItem"], onReq["BatchGetItem"])
 	}
-	if onKeys-offKeys != 10 {
-		t.Errorf("keys read: %d without, %d with; want 10 more (one per event)", offKeys, onKeys)
+	if onKeys-offKeys != 11 {
+		t.Errorf("keys read: %d without, %d with; want 11 more (one per event, and the tenant's head; each event's predecessor is in the batch)", offKeys, onKeys)
 	}
 	t.Logf("prefetch of 10 events x %d subscriptions: without the in-log check %d request, %d keys, %.1f RCU; with it %d request, %d keys, %.1f RCU (+%.1f RCU per batch, +%.2f per event; eventually consistent reads of rows under 4 KB)",
 		batchSubs, offReq["BatchGetItem"], offKeys, offRCU, onReq["BatchGetItem"], onKeys, onRCU, onRCU-offRCU, (onRCU-offRCU)/10)
@@ -331,6 +352,111 @@ func (r *btRecv) total() int {
 	n := 0
 	for _, v := range r.runs {
 		n += v
+	}
+	return n
+}
+
+// TestPlantedRowIsNeverDelivered: rows in the log that its chain does not
+// cover are refused before any claim or handler, with the prefetch and
+// without it (strongly consistent reads then decide), and counted: a row put
+// at head+1 without moving the head (what an emitter's role can do), and a
+// row whose prev_hash is not its predecessor's hash. Sealed so that the
+// in-log check passes: only the chain says no.
+func TestPlantedRowIsNeverDelivered(t *testing.T) {
+	for _, prefetch := range []bool{true, false} {
+		t.Run(map[bool]string{true: "prefetched", false: "not prefetched"}[prefetch], func(t *testing.T) {
+			rg := newLogRig(t, true)
+			raw := localaws.DynamoDB(t)
+			planted := batchEvents(t, 1)[0]
+			planted.Seq, planted.PrevHash = 11, rg.logged[9].Hash
+			// A gap: seq 13 links to a made-up seq 12; the head is moved to
+			// cover it, so only the link says no.
+			unlinked := batchEvents(t, 1)[0]
+			unlinked.Seq, unlinked.PrevHash = 13, strings.Repeat("ab", 32)
+			bad := map[string]envelope.Envelope{"planted at head+1": planted, "unlinked": unlinked}
+			for k, e := range bad {
+				if err := chain.Seal(&e); err != nil {
+					t.Fatal(err)
+				}
+				it, err := e.ToItem()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := raw.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(rg.events), Item: it}); err != nil {
+					t.Fatal(err)
+				}
+				bad[k] = e
+			}
+			planted, unlinked = bad["planted at head+1"], bad["unlinked"]
+			ctx := context.Background()
+			var p *delivery.Prefetched
+			if prefetch {
+				var err error
+				if p, _, err = rg.d.Prefetch(ctx, []envelope.Envelope{planted}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			check := func(name string, e envelope.Envelope, why string) {
+				t.Helper()
+				res, err := rg.d.DeliverWith(ctx, e, p)
+				var nce *delivery.NotCoveredError
+				if !errors.Is(err, delivery.ErrNotCovered) || !errors.As(err, &nce) || nce.Seq != e.Seq || !strings.Contains(nce.Reason, why) {
+					t.Errorf("%s: Deliver = %v, want a NotCoveredError at seq %d saying %q", name, err, e.Seq, why)
+				}
+				if len(res.Subscriptions) != 0 {
+					t.Errorf("%s: subscriptions %v, want none attempted", name, outcomes(res))
+				}
+			}
+			check("planted at head+1", planted, "above the chain's head (last_seq 10)")
+			// Move the head over 13 (as a rollback's reverse would): the
+			// planted row at 11 is covered by the head now, and 13's link to
+			// a seq 12 that does not exist still says no.
+			rg.putHead(t, raw, 13, unlinked.Hash)
+			if prefetch {
+				var err error
+				if p, _, err = rg.d.Prefetch(ctx, []envelope.Envelope{unlinked}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			check("unlinked", unlinked, "no event at seq 12")
+			if n := rg.recv.total(); n != 0 {
+				t.Errorf("handlers ran %d times for rows the chain does not cover, want 0", n)
+			}
+			for _, e := range bad {
+				for _, sub := range rg.d.Subscriptions() {
+					if _, ok, _ := delivery.NewDynamoStore(rg.db, rg.table).Get(ctx, delivery.Key{EventID: e.ID, Subscription: sub}); ok {
+						t.Errorf("seq %d: a claim of %s exists", e.Seq, sub)
+					}
+				}
+			}
+			if n := emfSum(t, rg.metrics.String(), keys.MetricNotCovered); n != 2 {
+				t.Errorf("%s counted %d times, want 2", keys.MetricNotCovered, n)
+			}
+			// The log's own events are still delivered.
+			for _, e := range rg.logged {
+				if res, err := rg.d.DeliverWith(ctx, e, nil); err != nil || res.Count(delivery.Completed) != batchSubs {
+					t.Fatalf("logged seq %d: %v, %v; want completed", e.Seq, err, outcomes(res))
+				}
+			}
+		})
+	}
+}
+
+// emfSum adds up the values of the metric name in EMF lines.
+func emfSum(t *testing.T, emf, name string) int {
+	t.Helper()
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(emf), "\n") {
+		var m map[string]any
+		if line == "" {
+			continue
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("EMF line %q: %v", line, err)
+		}
+		if v, ok := m[name].(float64); ok {
+			n += int(v)
+		}
 	}
 	return n
 }

@@ -52,6 +52,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fourlanes/fourlanes/pkg/catalog"
+	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
@@ -143,11 +144,15 @@ func (d *DynamoStore) ReadBatch(ctx context.Context, ks []Key, evs []EventRef) (
 				}
 				return
 			}
-			if str(it, keys.AttrKind) != keys.KindEvent {
-				return
-			}
 			ref := EventRef{Tenant: str(it, keys.AttrTenant), Seq: num(it, keys.AttrSeq)}
-			logged[ref] = LoggedEvent{ID: str(it, keys.AttrID), Hash: str(it, keys.AttrHash)}
+			switch str(it, keys.AttrKind) {
+			case keys.KindEvent:
+				logged[ref] = LoggedEvent{ID: str(it, keys.AttrID), Hash: str(it, keys.AttrHash)}
+			case keys.KindHead:
+				if ref.Seq == keys.HeadSeq {
+					logged[ref] = LoggedEvent{LastSeq: num(it, keys.AttrLastSeq), Head: true}
+				}
+			}
 		}, func(table string, k map[string]types.AttributeValue) {
 			if table == d.table {
 				read[str(k, keys.AttrPK)] = true
@@ -209,9 +214,10 @@ func (d *DynamoStore) batchGet(ctx context.Context, bg batchGetter, ks map[strin
 			}
 			items[table] = types.KeysAndAttributes{
 				Keys:                 tk,
-				ProjectionExpression: aws.String("#tn, #seq, #k, #id, #h"),
+				ConsistentRead:       aws.Bool(consistent),
+				ProjectionExpression: aws.String("#tn, #seq, #k, #id, #h, #ls"),
 				ExpressionAttributeNames: map[string]string{"#tn": keys.AttrTenant, "#seq": keys.AttrSeq, "#k": keys.AttrKind,
-					"#id": keys.AttrID, "#h": keys.AttrHash},
+					"#id": keys.AttrID, "#h": keys.AttrHash, "#ls": keys.AttrLastSeq},
 			}
 		}
 		res, err := bg.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: items, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
@@ -359,8 +365,10 @@ type PrefetchStats struct {
 	Keys  int // claims asked for: one per (event, bound DURABLE subscription)
 	Found int // claims that exist (in the event's claim item, or legacy per-pair claims)
 	Final int // of those, completed or dead: Deliver will skip them without a write
-	// Events and Logged: event rows asked for and found, for the in-log
-	// check (Config.Log with a store that reads the log, DynamoStore.WithLog).
+	// Events and Logged: rows of the log asked for and found, for the
+	// in-log and coverage checks (Config.Log with a store that reads the
+	// log, DynamoStore.WithLog): each event's row, the row before it and
+	// its chain's head, each once.
 	Events int
 	Logged int
 }
@@ -393,8 +401,22 @@ func (d *Deliverer) Prefetch(ctx context.Context, envs []envelope.Envelope) (*Pr
 	var evs []EventRef
 	br, both := b.Store.(batchReader)
 	if both && d.cfg.Log != nil {
+		// Each event's row (in the log), the row before it and its chain's
+		// head (covered by the chain): consecutive events of a tenant share
+		// most of these, so a batch adds about one key per tenant.
+		seen := map[EventRef]bool{}
+		add := func(ref EventRef) {
+			if !seen[ref] {
+				seen[ref] = true
+				evs = append(evs, ref)
+			}
+		}
 		for _, e := range envs {
-			evs = append(evs, EventRef{Tenant: e.TenantID, Seq: e.Seq})
+			add(EventRef{Tenant: e.TenantID, Seq: e.Seq})
+			add(EventRef{Tenant: e.TenantID, Seq: keys.HeadSeq})
+			if e.Seq > 1 {
+				add(EventRef{Tenant: e.TenantID, Seq: e.Seq - 1})
+			}
 		}
 	}
 	if len(ks) == 0 && len(evs) == 0 {
@@ -445,16 +467,78 @@ type EventRef struct {
 	Seq    int64
 }
 
-// LoggedEvent is what the log holds at an EventRef.
+// LoggedEvent is what the log holds at an EventRef: an event row's id and
+// hash, or, at keys.HeadSeq, the head row's last seq.
 type LoggedEvent struct {
 	ID   string
 	Hash string
+	// LastSeq and Head: the row is the chain's head, covering seqs
+	// 1..LastSeq.
+	LastSeq int64
+	Head    bool
 }
 
-// LogReader reads one event row of the log, strongly consistent.
+// LogReader reads the log, strongly consistent: one event row, and what
+// says whether the chain covers an event (Coverage).
 type LogReader interface {
 	LoggedEvent(ctx context.Context, ref EventRef) (LoggedEvent, bool, error)
+	Coverage(ctx context.Context, ref EventRef) (Coverage, error)
 }
+
+// Coverage is what the chain says of the event at an EventRef: its head
+// and the event before it.
+type Coverage struct {
+	Head      LoggedEvent // the head row (LoggedEvent.Head), if found
+	HeadFound bool
+	Prev      LoggedEvent // the event at seq-1, if found (seq > 1)
+	PrevFound bool
+}
+
+// refuses says why the chain does not cover e, or "". An event is covered
+// when its seq is at or below its chain's head and its prev_hash is the
+// hash of the event before it (the genesis value at seq 1): what the head
+// and the links vouch for. A row put at head+1 without moving the head (an
+// emitter's role can do that: IAM cannot force a PutItem to be
+// conditional) is in the log, but the chain does not cover it.
+func (c Coverage) refuses(e envelope.Envelope) string {
+	switch {
+	case !c.HeadFound:
+		return "the chain has no head row"
+	case e.Seq > c.Head.LastSeq:
+		return fmt.Sprintf("seq %d is above the chain's head (last_seq %d): a row the head does not cover (planted, or the head was rolled back)", e.Seq, c.Head.LastSeq)
+	case e.Seq == 1 && e.PrevHash != chain.Genesis(e.TenantID):
+		return "seq 1 does not start from the chain's genesis value"
+	case e.Seq > 1 && !c.PrevFound:
+		return fmt.Sprintf("the log has no event at seq %d, before it", e.Seq-1)
+	case e.Seq > 1 && c.Prev.Hash != e.PrevHash:
+		return fmt.Sprintf("prev_hash %s is not the hash of seq %d (%s)", e.PrevHash, e.Seq-1, c.Prev.Hash)
+	}
+	return ""
+}
+
+// ErrNotCovered: an event is in the log but the chain does not cover it
+// (NotCoveredError has the detail).
+var ErrNotCovered = errors.New("event is not covered by its chain")
+
+// NotCoveredError says why the chain does not cover an event.
+type NotCoveredError struct {
+	Tenant  string
+	Seq     int64
+	EventID string
+	Reason  string
+}
+
+func (e *NotCoveredError) Error() string {
+	return fmt.Sprintf("tenant %s seq %d event %s: %v: %s", e.Tenant, e.Seq, e.EventID, ErrNotCovered, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrNotCovered) hold.
+func (e *NotCoveredError) Unwrap() error { return ErrNotCovered }
+
+// Permanent reports true: the chain's head and links do not change on a
+// retry (a head only moves forward by appending, which takes that seq's
+// own event).
+func (e *NotCoveredError) Permanent() bool { return true }
 
 // WithLog makes the store also read the events table named table: the
 // prefetch then reads the batch's event rows with its claims, and the store
@@ -517,6 +601,75 @@ func (d *DynamoStore) LoggedEvent(ctx context.Context, ref EventRef) (LoggedEven
 		return LoggedEvent{}, false, nil
 	}
 	return LoggedEvent{ID: str(out.Item, keys.AttrID), Hash: str(out.Item, keys.AttrHash)}, true, nil
+}
+
+// Coverage reads, strongly consistent, the head of ref's chain and the
+// event before ref: one BatchGetItem.
+func (d *DynamoStore) Coverage(ctx context.Context, ref EventRef) (Coverage, error) {
+	if d.log == "" {
+		return Coverage{}, errors.New("delivery store has no events table (DynamoStore.WithLog)")
+	}
+	bg, ok := d.db.(batchGetter)
+	if !ok {
+		return Coverage{}, ErrNoBatchRead
+	}
+	head, prev := EventRef{Tenant: ref.Tenant, Seq: keys.HeadSeq}, EventRef{Tenant: ref.Tenant, Seq: ref.Seq - 1}
+	ks := []map[string]av{eventKey(head)}
+	if ref.Seq > 1 {
+		ks = append(ks, eventKey(prev))
+	}
+	var c Coverage
+	left, err := d.batchGet(ctx, bg, map[string][]map[string]av{d.log: ks}, true, func(_ string, it map[string]av) {
+		switch seq := num(it, keys.AttrSeq); {
+		case seq == keys.HeadSeq && str(it, keys.AttrKind) == keys.KindHead:
+			c.Head, c.HeadFound = LoggedEvent{LastSeq: num(it, keys.AttrLastSeq), Head: true}, true
+		case seq == prev.Seq && str(it, keys.AttrKind) == keys.KindEvent:
+			c.Prev, c.PrevFound = LoggedEvent{ID: str(it, keys.AttrID), Hash: str(it, keys.AttrHash)}, true
+		}
+	}, nil)
+	if err == nil && len(left) > 0 {
+		err = errors.New("keys left unprocessed")
+	}
+	if err != nil {
+		return Coverage{}, fmt.Errorf("read the chain of %s around seq %d: %w", ref.Tenant, ref.Seq, err)
+	}
+	return c, nil
+}
+
+// coverage returns what p read of e's chain, when it read all of it.
+func (p *Prefetched) coverage(e envelope.Envelope) (Coverage, bool) {
+	if p == nil {
+		return Coverage{}, false
+	}
+	var c Coverage
+	c.Head, c.HeadFound = p.logged[EventRef{Tenant: e.TenantID, Seq: keys.HeadSeq}]
+	if e.Seq > 1 {
+		c.Prev, c.PrevFound = p.logged[EventRef{Tenant: e.TenantID, Seq: e.Seq - 1}]
+	}
+	return c, c.HeadFound && (e.Seq == 1 || c.PrevFound)
+}
+
+// checkCovered refuses e unless its chain covers it (Coverage.refuses). The
+// prefetch's reads decide when they say yes; they are eventually
+// consistent, so a no (or a read missing) is decided on strongly consistent
+// reads of the head and the event before.
+func (d *Deliverer) checkCovered(ctx context.Context, e envelope.Envelope, p *Prefetched) error {
+	if d.cfg.Log == nil {
+		return nil
+	}
+	c, ok := p.coverage(e)
+	if ok && c.refuses(e) == "" {
+		return nil
+	}
+	c, err := d.cfg.Log.Coverage(ctx, EventRef{Tenant: e.TenantID, Seq: e.Seq})
+	if err != nil {
+		return fmt.Errorf("deliver %s: check its chain covers it: %w", e.ID, err)
+	}
+	if why := c.refuses(e); why != "" {
+		d.cfg.Metrics.Count(keys.MetricNotCovered, 1)
+		return &NotCoveredError{Tenant: e.TenantID, Seq: e.Seq, EventID: e.ID, Reason: why}
+	}
+	return nil
 }
 
 // checkInLog refuses e unless the log holds it (see the note at the top).

@@ -43,8 +43,9 @@ type Config struct {
 	Effects *effect.Recorder
 	// Log, when set, makes Deliver refuse an envelope that is not in the
 	// log: absent at its (tenant, seq), or there with another hash
-	// (NotInLogError). The consumer sets it; dlq-repair re-reads the log
-	// itself.
+	// (NotInLogError); and one the chain does not cover: above its chain's
+	// head, or with a prev_hash that is not the hash of the event before
+	// (NotCoveredError). The consumer and dlq-repair set it.
 	Log LogReader
 }
 
@@ -171,6 +172,9 @@ func (d *Deliverer) DeliverWith(ctx context.Context, e envelope.Envelope, p *Pre
 		return res, err
 	}
 	if err := d.checkInLog(hctx, e, p); err != nil {
+		return res, err
+	}
+	if err := d.checkCovered(hctx, e, p); err != nil {
 		return res, err
 	}
 	rt := d.reg.Route(e.Type, catalog.Durable)

@@ -2,13 +2,16 @@ package envelope
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
 	"math/big"
+	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
@@ -59,8 +62,12 @@ func significantDigits(s string) int {
 // NormalizePayload turns a payload value (a struct, a map, or raw JSON bytes)
 // into the envelope's payload form: a map whose numbers are json.Number in
 // their canonical (ECMAScript) spelling. It refuses anything that is not a
-// JSON object and any number that is not exact in IEEE 754 binary64, naming
-// the field path.
+// JSON object, anything the verifier refuses (a repeated member name, text
+// that is not valid UTF-8, a lone surrogate escape such as \ud800: SPEC.md
+// §1), and any number that is not exact in IEEE 754 binary64, naming the
+// field path. encoding/json would keep the last of repeated members and turn
+// bad text into U+FFFD; a payload is never repaired, so an event is stored
+// exactly as its producer wrote it or not at all.
 func NormalizePayload(v any) (map[string]any, error) {
 	var raw []byte
 	switch p := v.(type) {
@@ -71,30 +78,159 @@ func NormalizePayload(v any) (map[string]any, error) {
 	case []byte:
 		raw = p
 	default:
+		// encoding/json writes a Go string that is not valid UTF-8 as
+		// U+FFFD, so the Go value is checked before it is encoded.
+		if err := checkText("payload", reflect.ValueOf(v), 1); err != nil {
+			return nil, err
+		}
 		b, err := json.Marshal(v)
 		if err != nil {
 			return nil, fieldErr("payload", "cannot be encoded as JSON: %v", err)
 		}
 		raw = b
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var out any
-	if err := dec.Decode(&out); err != nil {
-		return nil, fieldErr("payload", "is not valid JSON: %v", err)
+	o, err := ReadObject(raw)
+	if err != nil {
+		return nil, notAnObject(raw, err)
 	}
-	if dec.More() {
-		return nil, fieldErr("payload", "has trailing data after the JSON object")
+	if o.Violation != nil {
+		return nil, violation(o)
 	}
-	m, ok := out.(map[string]any)
-	if !ok {
-		return nil, fieldErr("payload", "must be a JSON object, got %s", kindOf(out))
-	}
-	norm, err := normalizeValue("payload", m, 1)
+	norm, err := normalizeValue("payload", o.members, 1)
 	if err != nil {
 		return nil, err
 	}
 	return norm.(map[string]any), nil
+}
+
+// violation is the FieldError for the first way o's text breaks I-JSON.
+func violation(o *Object) *FieldError {
+	reason := o.ViolationReason
+	switch {
+	case strings.HasPrefix(reason, "member name"):
+		reason = "appears more than once in its object; JSON member names must be unique (RFC 7493), and a verifier refuses the event: send each member once"
+	case strings.HasPrefix(reason, "has a member name"):
+		reason += ", and a verifier refuses the event; send member names as Unicode text"
+	case strings.HasPrefix(reason, "a lone surrogate"):
+		reason = "has " + reason + " (half of a UTF-16 pair): not Unicode text, and a verifier refuses the event; escape the whole pair or send the character itself"
+	case strings.HasPrefix(reason, "starts with a byte order mark"):
+		reason = reason + "; send the JSON text without it"
+	default:
+		reason = "is " + reason + " text, and a verifier refuses the event; send strings as UTF-8"
+	}
+	return &FieldError{Field: "payload" + o.ViolationField, Reason: reason}
+}
+
+// notAnObject says why raw, which ReadObject could not read (err), is not a
+// payload, in encoding/json's words where it has some.
+func notAnObject(raw []byte, err error) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var out any
+	if derr := dec.Decode(&out); derr != nil {
+		return fieldErr("payload", "is not valid JSON: %v", derr)
+	}
+	if dec.More() {
+		return fieldErr("payload", "has trailing data after the JSON object")
+	}
+	if _, ok := out.(map[string]any); !ok {
+		return fieldErr("payload", "must be a JSON object, got %s", kindOf(out))
+	}
+	return fieldErr("payload", "is not valid JSON: %v", strings.TrimPrefix(err.Error(), ErrNotJSON.Error()+": "))
+}
+
+var (
+	jsonMarshalerType = reflect.TypeFor[json.Marshaler]()
+	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
+)
+
+// checkText finds the first string in the Go value v (its member names
+// included, in the order encoding/json writes them) that is not valid UTF-8,
+// which encoding/json would write as U+FFFD. A type with its own MarshalJSON
+// is left to ReadObject, which sees its output as it is; below depth
+// MaxReadDepth the walk stops (json.Marshal refuses a cycle, and the depth
+// rule refuses the rest).
+func checkText(path string, v reflect.Value, depth int) *FieldError {
+	if !v.IsValid() || depth > MaxReadDepth {
+		return nil
+	}
+	t := v.Type()
+	if t.Implements(jsonMarshalerType) || v.CanAddr() && reflect.PointerTo(t).Implements(jsonMarshalerType) {
+		return nil
+	}
+	if t.Implements(textMarshalerType) {
+		if (t.Kind() == reflect.Pointer || t.Kind() == reflect.Interface) && v.IsNil() {
+			return nil
+		}
+		b, err := v.Interface().(encoding.TextMarshaler).MarshalText()
+		if err == nil && !utf8.Valid(b) {
+			return &FieldError{Field: path, Reason: "is not valid UTF-8 text (its MarshalText), and a verifier refuses the event; send strings as UTF-8"}
+		}
+		return nil
+	}
+	badText := &FieldError{Field: path, Reason: "is not valid UTF-8 text, and a verifier refuses the event; send strings as UTF-8"}
+	switch t.Kind() {
+	case reflect.String:
+		if !utf8.ValidString(v.String()) {
+			return badText
+		}
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return nil
+		}
+		return checkText(path, v.Elem(), depth)
+	case reflect.Struct:
+		for _, f := range jsonFields(t) {
+			fv, ok := fieldOf(v, f.Index)
+			if !ok {
+				continue
+			}
+			if err := checkText(path+"."+f.Name, fv, depth+1); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		keys := v.MapKeys()
+		if t.Key().Kind() == reflect.String {
+			slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+		}
+		for _, k := range keys {
+			name := fmt.Sprint(k.Interface())
+			if k.Kind() == reflect.String {
+				if name = k.String(); !utf8.ValidString(name) {
+					return &FieldError{Field: path, Reason: "has a member name that is not valid UTF-8, and a verifier refuses the event; send member names as UTF-8"}
+				}
+			}
+			if err := checkText(path+"."+name, v.MapIndex(k), depth+1); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return nil // base64
+		}
+		for i := 0; i < v.Len(); i++ {
+			if err := checkText(path+"["+strconv.Itoa(i)+"]", v.Index(i), depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fieldOf is v's field at index without allocating: false when an embedded
+// struct pointer on the way is nil (encoding/json writes nothing for it).
+func fieldOf(v reflect.Value, index []int) (reflect.Value, bool) {
+	for i, x := range index {
+		if i > 0 && v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				return reflect.Value{}, false
+			}
+			v = v.Elem()
+		}
+		v = v.Field(x)
+	}
+	return v, true
 }
 
 // normalizeValue checks v, at depth (the payload object is 1), and rewrites

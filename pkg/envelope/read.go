@@ -31,6 +31,12 @@ type Object struct {
 	repeated map[string]bool
 	// Violation is the first way the text breaks I-JSON, nil if none.
 	Violation error
+	// ViolationField is where Violation sits, as a path below the object
+	// (".items[2].sku"; "" for the object itself, e.g. a byte order mark or
+	// a member name that is not valid UTF-8).
+	ViolationField string
+	// ViolationReason is Violation without its byte offset ("invalid UTF-8").
+	ViolationReason string
 }
 
 // Member returns the value of the member name when it occurs exactly once.
@@ -77,6 +83,10 @@ func ReadObject(b []byte) (*Object, error) {
 	}
 	obj.members = v
 	obj.Violation = r.violation
+	obj.ViolationReason = r.reason
+	for i := len(r.vpath) - 1; i >= 0; i-- {
+		obj.ViolationField += r.vpath[i]
+	}
 	return obj, nil
 }
 
@@ -84,11 +94,21 @@ type reader struct {
 	b         []byte
 	i         int
 	violation error
+	reason    string
+	// vpath is the violation's path, innermost segment first: each object
+	// and array that sees its first violation appear inside one of its
+	// values adds that value's segment on the way out.
+	vpath []string
 }
 
 func (r *reader) violate(format string, args ...any) {
+	r.violateAt(r.i, format, args...)
+}
+
+func (r *reader) violateAt(at int, format string, args ...any) {
 	if r.violation == nil {
-		r.violation = fmt.Errorf("byte %d: %s", r.i, fmt.Sprintf(format, args...))
+		r.reason = fmt.Sprintf(format, args...)
+		r.violation = fmt.Errorf("byte %d: %s", at, r.reason)
 	}
 }
 
@@ -161,9 +181,15 @@ func (r *reader) object(depth int, repeated map[string]bool) (map[string]any, er
 			return nil, r.syntax("expected a member name")
 		}
 		at := r.i
+		clean := r.violation == nil
 		name, err := r.str()
 		if err != nil {
 			return nil, err
+		}
+		if clean && r.violation != nil {
+			// The name itself is bad: the fault is this object's.
+			r.reason = "has a member name that is not valid Unicode (" + r.reason + ")"
+			clean = false
 		}
 		r.space()
 		if r.i >= len(r.b) {
@@ -178,12 +204,13 @@ func (r *reader) object(depth int, repeated map[string]bool) (map[string]any, er
 			return nil, err
 		}
 		if _, dup := out[name]; dup {
-			if r.violation == nil {
-				r.violation = fmt.Errorf("byte %d: member name %q appears more than once in one object", at, name)
-			}
+			r.violateAt(at, "member name %q appears more than once in one object", name)
 			if repeated != nil {
 				repeated[name] = true
 			}
+		}
+		if clean && r.violation != nil {
+			r.vpath = append(r.vpath, "."+name)
 		}
 		out[name] = v
 		r.space()
@@ -214,9 +241,13 @@ func (r *reader) array(depth int) ([]any, error) {
 		return out, nil
 	}
 	for {
+		clean := r.violation == nil
 		v, err := r.value(depth)
 		if err != nil {
 			return nil, err
+		}
+		if clean && r.violation != nil {
+			r.vpath = append(r.vpath, "["+strconv.Itoa(len(out))+"]")
 		}
 		out = append(out, v)
 		r.space()

@@ -10,6 +10,10 @@ const (
 	// EnvCheckpointLog is the signing log's name: the note's key name and
 	// the prefix of each checkpoint's origin line (fourlanes/<stack>).
 	EnvCheckpointLog = "CHECKPOINT_LOG"
+	// EnvReconcileAccess optionally maps reconcile's callers to the tenants
+	// they may see (pkg/reconcile, TenantAccess): a JSON object of IAM role
+	// name (or user/<name>) to tenant ids or ["*"].
+	EnvReconcileAccess = "RECONCILE_ACCESS"
 
 	// CheckpointObjectPrefix starts every checkpoint object key:
 	// checkpoints/<path-escaped tenant>/<19 digits: 9999999999999999999 - seq>.note,

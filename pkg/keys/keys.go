@@ -234,6 +234,9 @@ const (
 	// answered as batch item failures (dimension Reason: infrastructure,
 	// retry_later, undecodable, behind_failure, no_time).
 	MetricDurableMessageFailed = "DurableMessageFailed"
+	// MetricDurableMessageDeadLettered counts SQS messages the durable
+	// consumer moved to the FIFO DLQ itself (dimension Reason: undecodable).
+	MetricDurableMessageDeadLettered = "DurableMessageDeadLettered"
 	// MetricChangeEvents counts change events written to the change-feed
 	// table and dispatched (dimensions Entity, Op).
 	MetricChangeEvents = "ChangeEvents"

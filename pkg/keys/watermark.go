@@ -15,6 +15,10 @@ const (
 	// MetricNotInLog counts queue messages durable-consumer refused because
 	// their event is not in the log (absent at its seq, or another hash).
 	MetricNotInLog = "NotInLog"
+	// MetricNotCovered counts events delivery refused because the chain
+	// does not cover them: a seq above the tenant's head, or a prev_hash
+	// that is not the hash of the event before (a planted row).
+	MetricNotCovered = "NotCovered"
 	// MetricUnsettledEvents is, per Subscription, the events of a tenant
 	// above the subscription's watermark and at or below the head
 	// (reconcile emits it per tenant walked).

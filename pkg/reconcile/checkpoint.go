@@ -117,31 +117,35 @@ func tenantPrefix(tenant string) string {
 // note, or nil. Objects that do not verify are logged, counted and passed
 // over: only a signature makes a checkpoint.
 func (s *SignedState) Latest(ctx context.Context, tenant string) (*checkpoint.Checkpoint, []byte, error) {
+	cp, msg, _, err := s.latest(ctx, tenant)
+	return cp, msg, err
+}
+
+// latest is Latest, with the objects it passed over as findings.
+func (s *SignedState) latest(ctx context.Context, tenant string) (*checkpoint.Checkpoint, []byte, []Finding, error) {
+	var passed []Finding
 	var token *string
 	for {
 		out, err := s.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket),
 			Prefix: aws.String(tenantPrefix(tenant)), ContinuationToken: token, MaxKeys: aws.Int32(16)})
 		if err != nil {
-			return nil, nil, fmt.Errorf("list checkpoints of tenant %q: %w", tenant, err)
+			return nil, nil, passed, fmt.Errorf("list checkpoints of tenant %q: %w", tenant, err)
 		}
 		for _, o := range out.Contents {
 			key := aws.ToString(o.Key)
 			cp, msg, err := s.read(ctx, tenant, key)
 			if err != nil {
 				if errors.Is(err, checkpoint.ErrInvalid) {
-					// One dimension, as every EMF metric of the stack has: a
-					// directive with no dimension set is not one to rely on.
-					s.Metrics.Count(keys.MetricCheckpointInvalid, 1, "Log", s.Log)
-					s.logger().ErrorContext(ctx, "checkpoint object does not verify; passed over",
-						slog.String("bucket", s.Bucket), slog.String("key", key), slog.String(obs.KeyErr, err.Error()))
+					s.invalid(ctx, key, err)
+					passed = append(passed, Finding{Kind: FindingCheckpointInvalid, Key: key, Reason: err.Error()})
 					continue
 				}
-				return nil, nil, err
+				return nil, nil, passed, err
 			}
-			return cp, msg, nil
+			return cp, msg, passed, nil
 		}
 		if !aws.ToBool(out.IsTruncated) {
-			return nil, nil, nil
+			return nil, nil, passed, nil
 		}
 		token = out.NextContinuationToken
 	}
@@ -169,11 +173,18 @@ func (s *SignedState) read(ctx context.Context, tenant, key string) (*checkpoint
 
 // Checkpoint returns the tenant's newest signed checkpoint, or nil.
 func (s *SignedState) Checkpoint(ctx context.Context, tenant string) (*Checkpoint, error) {
-	cp, _, err := s.Latest(ctx, tenant)
+	cp, _, err := s.CheckpointFindings(ctx, tenant)
+	return cp, err
+}
+
+// CheckpointFindings is Checkpoint, with a CheckpointInvalid finding for
+// each newer object it passed over because it does not verify.
+func (s *SignedState) CheckpointFindings(ctx context.Context, tenant string) (*Checkpoint, []Finding, error) {
+	cp, _, passed, err := s.latest(ctx, tenant)
 	if err != nil || cp == nil {
-		return nil, err
+		return nil, passed, err
 	}
-	return &Checkpoint{Seq: cp.Seq, Hash: cp.Hash}, nil
+	return &Checkpoint{Seq: cp.Seq, Hash: cp.Hash}, passed, nil
 }
 
 // AdvanceCheckpoint signs cp and writes it, once: the put is conditional
@@ -196,8 +207,16 @@ func (s *SignedState) AdvanceCheckpoint(ctx context.Context, tenant string, cp C
 	var ae smithy.APIError
 	if errors.As(err, &ae) && (ae.ErrorCode() == "PreconditionFailed" || ae.ErrorCode() == "ConditionalRequestConflict") {
 		have, _, rerr := s.read(ctx, tenant, key)
+		if errors.Is(rerr, checkpoint.ErrInvalid) {
+			// Someone who may write the bucket put an object at the key this
+			// checkpoint needs, and Object Lock keeps it there: the walk's
+			// verdict stands, this seq stays unsigned, the next seq is signed
+			// at a key of its own.
+			s.invalid(ctx, key, rerr)
+			return &InvalidCheckpointError{Key: key, Err: rerr}
+		}
 		if rerr != nil {
-			return fmt.Errorf("checkpoint %s exists and does not verify: %w", key, rerr)
+			return fmt.Errorf("checkpoint %s exists and cannot be read: %w", key, rerr)
 		}
 		if have.Hash != cp.Hash {
 			return fmt.Errorf("checkpoint %s already states hash %s at seq %d, not %s: the log changed under a signed checkpoint", key, have.Hash, cp.Seq, cp.Hash)
@@ -210,6 +229,32 @@ func (s *SignedState) AdvanceCheckpoint(ctx context.Context, tenant string, cp C
 	s.logger().InfoContext(ctx, "checkpoint signed", slog.Int64(obs.KeySeq, cp.Seq), slog.String("hash", cp.Hash),
 		slog.String("bucket", s.Bucket), slog.String("key", key))
 	return nil
+}
+
+// InvalidCheckpointError reports that the object at the key a checkpoint is
+// to be written at is already there and does not verify (unsigned, signed by
+// another key, or for another tenant or seq), so the checkpoint was not
+// written. It wraps the reason, which matches checkpoint.ErrInvalid. A walk
+// reports it as a CheckpointInvalid finding, never as a failed call.
+type InvalidCheckpointError struct {
+	Key string
+	Err error
+}
+
+func (e *InvalidCheckpointError) Error() string {
+	return "checkpoint object " + e.Key + " does not verify; the checkpoint at its seq is not signed: " + e.Err.Error()
+}
+
+// Unwrap returns the reason the object does not verify.
+func (e *InvalidCheckpointError) Unwrap() error { return e.Err }
+
+// invalid logs and counts a checkpoint object that does not verify.
+func (s *SignedState) invalid(ctx context.Context, key string, err error) {
+	// One dimension, as every EMF metric of the stack has: a directive with
+	// no dimension set is not one to rely on.
+	s.Metrics.Count(keys.MetricCheckpointInvalid, 1, "Log", s.Log)
+	s.logger().ErrorContext(ctx, "checkpoint object does not verify; passed over",
+		slog.String("bucket", s.Bucket), slog.String("key", key), slog.String(obs.KeyErr, err.Error()))
 }
 
 // SaveWalk keeps walk rows in Walks.

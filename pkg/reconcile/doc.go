@@ -72,8 +72,18 @@
 //	  "dead_letters": [],           // distinct subscriptions with open dead letters, sorted
 //	  "reads": 13,
 //	  "state_reads": 1,
+//	  "findings": [],               // absent when none; e.g. {"kind":"CheckpointInvalid","key","reason"}
 //	  "cursor": null                // or an opaque string to pass back
 //	}
+//
+// A finding is wrong outside the chain and does not fail the call. A
+// CheckpointInvalid finding names a checkpoint object that does not verify
+// (unsigned, another key's, another tenant's or seq's): one newer than the
+// checkpoint the walk trusted, which it passed over, or the object at the
+// key this walk's checkpoint belongs at; Object Lock keeps it, so that seq
+// stays unsigned (checkpoint_seq does not move) and the next seq is signed
+// at its own key. Each is logged (ERROR) and counted (metric
+// CheckpointInvalid, which alarms).
 //
 // Without tenant: {"mode","complete","cursor","reads","state_reads","tenants":[…]}
 // with one report as above per tenant, minus cursor; pass cursor back for the

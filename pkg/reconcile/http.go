@@ -37,8 +37,17 @@ func (e *ParamError) Error() string { return e.Param + ": " + e.Msg }
 // Handler serves reconcile behind a Lambda Function URL (payload format 2.0,
 // BUFFERED invoke mode).
 type Handler struct {
-	r   *Reconciler
-	log *slog.Logger
+	r      *Reconciler
+	log    *slog.Logger
+	access *TenantAccess
+}
+
+// WithAccess makes h answer each verified caller of the Function URL only
+// about the tenants a lets it see (a 403 otherwise); nil lets every caller
+// see every tenant. It returns h.
+func (h *Handler) WithAccess(a *TenantAccess) *Handler {
+	h.access = a
+	return h
 }
 
 // NewHandler returns the Function URL handler for r.
@@ -95,6 +104,11 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 	p, err := parseParams(req)
 	if err != nil {
 		return h.fail(ctx, http.StatusBadRequest, err.Error()), nil
+	}
+	if rc := req.RequestContext; h.access != nil && !p.scheduled && rc.Authorizer != nil && rc.Authorizer.IAM != nil {
+		if why := h.access.check(rc.Authorizer.IAM.UserARN, p.tenant, !p.hasTenant); why != "" {
+			return h.fail(ctx, http.StatusForbidden, why), nil
+		}
 	}
 	var body any
 	switch {

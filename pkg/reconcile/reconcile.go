@@ -170,6 +170,36 @@ type Report struct {
 	effectsUnknown map[string]int
 	Reads          int `json:"reads"`
 	StateReads     int `json:"state_reads"`
+	// Findings are what the walk found wrong beside the chain, e.g. a
+	// checkpoint object that does not verify.
+	Findings []Finding `json:"findings,omitempty"`
+}
+
+// FindingCheckpointInvalid: the object at the key the walk's checkpoint
+// belongs at does not verify, so that checkpoint was not signed (its metric
+// is keys.MetricCheckpointInvalid).
+const FindingCheckpointInvalid = keys.MetricCheckpointInvalid
+
+// findingState is a State that reports the checkpoint objects it passed
+// over (*SignedState).
+type findingState interface {
+	CheckpointFindings(ctx context.Context, tenant string) (*Checkpoint, []Finding, error)
+}
+
+// addFindings adds fs to the report, once per (kind, key).
+func (r *Report) addFindings(fs ...Finding) {
+	for _, f := range fs {
+		if !slices.ContainsFunc(r.Findings, func(g Finding) bool { return g.Kind == f.Kind && g.Key == f.Key }) {
+			r.Findings = append(r.Findings, f)
+		}
+	}
+}
+
+// Finding is one thing a walk found wrong outside the chain itself.
+type Finding struct {
+	Kind   string `json:"kind"`             // e.g. FindingCheckpointInvalid
+	Key    string `json:"key,omitempty"`    // the object it is about
+	Reason string `json:"reason,omitempty"` // why, in words an operator acts on
 }
 
 // TenantRequest asks for one tenant's walk.
@@ -437,7 +467,15 @@ func (r *Reconciler) walk(ctx context.Context, tenant string, mode Mode, resume 
 		ctx = tctx
 	}
 	rep := Report{Tenant: tenant, Mode: mode, DeadLetters: []string{}}
-	cp, err := r.cfg.State.Checkpoint(ctx, tenant)
+	var cp *Checkpoint
+	var err error
+	if fs, ok := r.cfg.State.(findingState); ok {
+		var found []Finding
+		cp, found, err = fs.CheckpointFindings(ctx, tenant)
+		rep.addFindings(found...)
+	} else {
+		cp, err = r.cfg.State.Checkpoint(ctx, tenant)
+	}
 	if err != nil {
 		return rep, nil, err
 	}
@@ -590,10 +628,17 @@ func (r *Reconciler) walk(ctx context.Context, tenant string, mode Mode, resume 
 	}
 	// Only an unbroken walk moves the checkpoint, and only forward.
 	if brk == nil && v.LastSeq() > 0 && (cp == nil || v.LastSeq() > cp.Seq) {
-		if err := r.cfg.State.AdvanceCheckpoint(ctx, tenant, Checkpoint{Seq: v.LastSeq(), Hash: v.LastHash()}); err != nil {
+		err := r.cfg.State.AdvanceCheckpoint(ctx, tenant, Checkpoint{Seq: v.LastSeq(), Hash: v.LastHash()})
+		var ice *InvalidCheckpointError
+		switch {
+		case errors.As(err, &ice):
+			// Logged and counted by the state; the walk's answer stands.
+			rep.addFindings(Finding{Kind: FindingCheckpointInvalid, Key: ice.Key, Reason: ice.Err.Error()})
+		case err != nil:
 			return rep, nil, err
+		default:
+			rep.CheckpointSeq = v.LastSeq()
 		}
-		rep.CheckpointSeq = v.LastSeq()
 	}
 	if err := r.deadLetters(ctx, tenant, &rep); err != nil {
 		return rep, nil, err

@@ -312,6 +312,8 @@ func (r *Repairer) deliver(ctx context.Context, e envelope.Envelope) (map[string
 		subs[s.Subscription] = string(s.Outcome)
 	}
 	switch {
+	case errors.Is(err, delivery.ErrNotCovered):
+		return subs, "not delivered: its chain does not cover it (a planted row, or a broken link; run reconcile on the tenant)", err
 	case err != nil:
 		return subs, "delivery failed on infrastructure", err
 	case res.RetryLater():

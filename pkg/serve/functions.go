@@ -40,7 +40,7 @@ func DurableConsumer(a app.Application) {
 	b := start(keys.FnDurableConsumer)
 	cat := b.catalog(a)
 	durable := []catalog.Lane{catalog.Durable}
-	env := b.env(a, durable, keys.EnvStateTable, keys.EnvEventsTable)
+	env := b.env(a, durable, keys.EnvStateTable, keys.EnvEventsTable, keys.EnvDurableDLQURL)
 	cfg := b.aws()
 	db := awsenv.DynamoDB(cfg)
 	b.vault(cat, cfg, db)
@@ -54,7 +54,9 @@ func DurableConsumer(a app.Application) {
 	claims = claims.WithLog(env[keys.EnvEventsTable])
 	store := get(delivery.NewBatchedStore(claims)).or(b, "claim store")
 	d := get(delivery.New(reg, delivery.Config{Store: store, Log: claims, Effects: b.effects(db, state), Logger: b.log, Metrics: b.metrics})).or(b, "deliverer")
-	h := get(consumer.New(b.ctx, consumer.Config{Deliverer: d, Registry: reg, Logger: b.log, Metrics: b.metrics})).or(b, "handler")
+	// A poison message goes to the FIFO DLQ at its first receive.
+	h := get(consumer.New(b.ctx, consumer.Config{Deliverer: d, Registry: reg, Logger: b.log, Metrics: b.metrics,
+		DeadLetters: awsenv.SQS(cfg), DeadLetterQueue: env[keys.EnvDurableDLQURL]})).or(b, "handler")
 	run(b, h.Handle)
 }
 
@@ -113,7 +115,11 @@ func Reconcile(a app.Application) {
 		slog.String(obs.KeyFunction, keys.FnReconcile), slog.String("events_table", env[keys.EnvEventsTable]),
 		slog.String("state_table", env[keys.EnvStateTable]), slog.String("tracing", tracing.Mode()),
 		slog.Bool("tracing_compiled", tracing.Available))
-	run(b, reconcile.NewHandler(r, b.log).Handle)
+	access := get(reconcile.ParseTenantAccess(os.Getenv(keys.EnvReconcileAccess))).or(b, "environment")
+	if access == nil {
+		b.log.InfoContext(b.ctx, "every caller the Function URL admits sees every tenant ("+keys.EnvReconcileAccess+" unset)")
+	}
+	run(b, reconcile.NewHandler(r, b.log).WithAccess(access).Handle)
 }
 
 // DLQRepair runs dlq-repair: it drains every dead-letter queue by re-reading
@@ -139,7 +145,9 @@ func DLQRepair(a app.Application) {
 	}
 	claims := get(delivery.NewDynamoStore(db, state).PerPairClaims(os.Getenv(keys.EnvPerPairClaims))).or(b, "environment")
 	effects := b.effects(db, state)
-	d := get(delivery.New(reg, delivery.Config{Store: claims, Effects: effects, Logger: b.log, Metrics: b.metrics})).or(b, "deliverer")
+	// It delivers only what the log holds and its chain covers, as the
+	// consumer does: a planted row dead-lettered there stays open here.
+	d := get(delivery.New(reg, delivery.Config{Store: claims, Log: claims.WithLog(env[keys.EnvEventsTable]), Effects: effects, Logger: b.log, Metrics: b.metrics})).or(b, "deliverer")
 	events := get(eventstore.New(db, eventstore.Config{Table: env[keys.EnvEventsTable], Catalog: cat})).or(b, "event log")
 	feed := get(changefeed.New(changefeed.Config{
 		DB: db, Table: env[keys.EnvChangeFeedTable], Tables: tables,

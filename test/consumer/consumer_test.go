@@ -290,6 +290,8 @@ type rig struct {
 	flush   *flushRecorder
 	logs    *obstest.Buffer
 	metrics *obstest.Buffer
+	// cfg built h; a test may build another handler from it.
+	cfg consumer.Config
 }
 
 func newRig(t *testing.T, tune ...func(*delivery.Config)) *rig {
@@ -324,7 +326,8 @@ func newRig(t *testing.T, tune ...func(*delivery.Config)) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rg.h, err = consumer.New(context.Background(), consumer.Config{Deliverer: d, Registry: reg, Flusher: rg.flush, Logger: logger, Metrics: obs.NewMetrics(rg.metrics)})
+	rg.cfg = consumer.Config{Deliverer: d, Registry: reg, Flusher: rg.flush, Logger: logger, Metrics: obs.NewMetrics(rg.metrics)}
+	rg.h, err = consumer.New(context.Background(), rg.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

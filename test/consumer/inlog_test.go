@@ -23,6 +23,14 @@ func (l logOf) LoggedEvent(_ context.Context, ref delivery.EventRef) (delivery.L
 	return e, ok, nil
 }
 
+// Coverage reads the fixture's head (keys.HeadSeq) and the event before ref.
+func (l logOf) Coverage(_ context.Context, ref delivery.EventRef) (delivery.Coverage, error) {
+	var c delivery.Coverage
+	c.Head, c.HeadFound = l[delivery.EventRef{Tenant: ref.Tenant, Seq: keys.HeadSeq}]
+	c.Prev, c.PrevFound = l[delivery.EventRef{Tenant: ref.Tenant, Seq: ref.Seq - 1}]
+	return c, nil
+}
+
 // TestNotInLogComesBackAlone: a hash-intact envelope of tenant-1 at seq 999,
 // which the log does not hold, sits between tenant-1's real messages. It is
 // not delivered (no claim, no email), logged at ERROR, counted, and
@@ -33,6 +41,8 @@ func TestNotInLogComesBackAlone(t *testing.T) {
 	log := logOf{}
 	for _, e := range fixtureEvents(t) {
 		log[delivery.EventRef{Tenant: e.TenantID, Seq: e.Seq}] = delivery.LoggedEvent{ID: e.ID, Hash: e.Hash}
+		head := delivery.EventRef{Tenant: e.TenantID, Seq: keys.HeadSeq}
+		log[head] = delivery.LoggedEvent{Head: true, LastSeq: max(log[head].LastSeq, e.Seq)}
 	}
 	rg := newRig(t, func(c *delivery.Config) { c.Log = log })
 	ev := loadFixture(t)

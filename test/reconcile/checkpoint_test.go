@@ -203,6 +203,11 @@ func TestUnsignedCheckpointObjectIgnored(t *testing.T) {
 	if n := emfCount(t, s.emf, keys.MetricCheckpointInvalid); n < 1 {
 		t.Errorf("%s = %d, want >= 1", keys.MetricCheckpointInvalid, n)
 	}
+	// The walk's answer names the object it passed over.
+	fs, _ := body["findings"].([]any)
+	if len(fs) != 1 || fs[0].(map[string]any)["kind"] != reconcile.FindingCheckpointInvalid || fs[0].(map[string]any)["key"] != reconcile.CheckpointKey("acme", 9) {
+		t.Errorf("findings: got %v, want one %s for %s", body["findings"], reconcile.FindingCheckpointInvalid, reconcile.CheckpointKey("acme", 9))
+	}
 	// The alarm's query (infra/backbone) reads it from a directive with a
 	// dimension set: the signing log.
 	for _, m := range lines(t, s.emf) {
@@ -241,5 +246,79 @@ func TestSignedCheckpointLocked(t *testing.T) {
 	}
 	if after := s.object(t, key); !bytes.Equal(after, before) {
 		t.Errorf("checkpoint changed:\n%s\nwas\n%s", after, before)
+	}
+}
+
+// An object nobody signed at the key a tenant's next checkpoint belongs at
+// (anyone who may write the bucket can put one, and Object Lock keeps it a
+// year) is a CheckpointInvalid finding, logged and counted: the walk answers
+// 200 with its verdict, for that tenant and for the all-tenant walk, and
+// the tenant's next seq is signed at a key of its own.
+func TestInvalidObjectAtNextCheckpointKey(t *testing.T) {
+	s := newSigned(t)
+	s.emit(t, "acme", 5)
+	s.emit(t, "beta", 2)
+	key := reconcile.CheckpointKey("acme", 5)
+	fake := "fourlanes/test/acme\n5\n" + strings.Repeat("A", 43) + "=\ntime 2026-11-30T00:00:00Z\n\n— fourlanes/test AAAAAAAA\n"
+	for _, body := range []string{fake, "not a note at all"} {
+		k := key
+		if body != fake {
+			k = reconcile.CheckpointKey("beta", 2)
+		}
+		if _, err := s.s3.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(checkpointBucket),
+			Key: aws.String(k), Body: strings.NewReader(body), IfNoneMatch: aws.String("*")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	finding := func(t *testing.T, body map[string]any, key string) {
+		t.Helper()
+		fs, _ := body["findings"].([]any)
+		if len(fs) != 1 {
+			t.Fatalf("findings: got %v, want one %s for %s", body["findings"], reconcile.FindingCheckpointInvalid, key)
+		}
+		f := fs[0].(map[string]any)
+		if f["kind"] != reconcile.FindingCheckpointInvalid || f["key"] != key || f["reason"] == "" {
+			t.Errorf("finding: got %v, want kind %s key %s and a reason", f, reconcile.FindingCheckpointInvalid, key)
+		}
+	}
+	body := s.get(t, "tenant=acme")
+	want(t, body, map[string]any{"chain_intact": true, "complete": true, "checkpoint_seq": 0})
+	finding(t, body, key)
+
+	// The all-tenant walk the schedule runs: every tenant answered, 200.
+	all := s.get(t, "")
+	ts, _ := all["tenants"].([]any)
+	if len(ts) != 2 {
+		t.Fatalf("tenants: got %v, want acme and beta", all["tenants"])
+	}
+	for _, x := range ts {
+		r := x.(map[string]any)
+		want(t, r, map[string]any{"chain_intact": true, "checkpoint_seq": 0})
+		finding(t, r, reconcile.CheckpointKey(r["tenant"].(string), num(t, r, "last_seq")))
+	}
+	if n := emfCount(t, s.emf, keys.MetricCheckpointInvalid); n < 3 {
+		t.Errorf("%s = %d, want >= 3 (one per walk that met an invalid object)", keys.MetricCheckpointInvalid, n)
+	}
+	logged := false
+	for _, l := range lines(t, s.logs) {
+		if l["level"] == "ERROR" && l["key"] == key {
+			logged = true
+		}
+	}
+	if !logged {
+		t.Errorf("no ERROR log line names %s:\n%s", key, s.logs)
+	}
+
+	// The next seq has a key of its own: signed. This walk still passed
+	// over the object at seq 5 (the newest then); the next one starts at
+	// the signed seq 7 and finds nothing newer that does not verify.
+	s.emit(t, "acme", 2)
+	body = s.get(t, "tenant=acme")
+	want(t, body, map[string]any{"chain_intact": true, "checkpoint_seq": 7})
+	finding(t, body, key)
+	body = s.get(t, "tenant=acme")
+	want(t, body, map[string]any{"chain_intact": true, "checkpoint_seq": 7, "trusted_through": 7})
+	if body["findings"] != nil {
+		t.Errorf("findings: got %v, want none once seq 7 is signed", body["findings"])
 	}
 }

@@ -286,6 +286,9 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 		DynamoDBEndpoint: ddbSrv.Endpoint, SQSEndpoint: tw.SQSEndpoint(), S3Endpoint: tw.S3Endpoint(), KMSEndpoint: tw.KMSEndpoint(),
 		Region: localaws.Region, EventsTable: env[keys.EnvEventsTable], Outputs: localOutputs(outputs), TableEnv: env,
 	}
+	if renv, err := tw.FunctionEnv(ids.reconcile); err == nil {
+		st.CheckpointLog = renv[keys.EnvCheckpointLog]
+	}
 	statePath, err := cli.WriteDevState(st)
 	if err != nil {
 		return 0, err
