@@ -74,8 +74,8 @@ type Projector struct {
 	Entity string
 	// Shape turns a source item into the projected document (nil: the item
 	// as it is). It must be deterministic: Compare checks a row by shaping
-	// the source again.
-	Shape func(Change) (map[string]any, error)
+	// the source again. An error refuses the change (nothing is written).
+	Shape func(item map[string]any) (map[string]any, error)
 	// ParkFor is the TTL of a park (default 7 days): a backstop that keeps
 	// the state table from filling with gaps nobody closes. SweepParks
 	// reports a park long before it expires.
@@ -307,7 +307,7 @@ func (p *Projector) row(tenant string, c Change) (Row, error) {
 	doc := c.Item
 	if p.Shape != nil {
 		var err error
-		if doc, err = p.Shape(c); err != nil {
+		if doc, err = p.Shape(c.Item); err != nil {
 			return Row{}, fmt.Errorf("%s: shape %s %s v%d: %w", p.Name, c.Entity, c.ID, c.Version, err)
 		}
 	}

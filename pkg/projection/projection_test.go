@@ -196,8 +196,8 @@ func TestBadChangeIsRefusedAndNothingWritten(t *testing.T) {
 func TestShapeBuildsTheRow(t *testing.T) {
 	st := newTable(t, "shelf")
 	st.PK, st.SK, st.Entity = keys.AttrPK, keys.AttrSK, "LOAN"
-	p := &projection.Projector{Name: "shelf", Store: st, Entity: "LOAN", Logger: quiet, Shape: func(c projection.Change) (map[string]any, error) {
-		return map[string]any{"on_shelf": c.Item["status"] == "returned"}, nil
+	p := &projection.Projector{Name: "shelf", Store: st, Entity: "LOAN", Logger: quiet, Shape: func(item map[string]any) (map[string]any, error) {
+		return map[string]any{"on_shelf": item["status"] == "returned"}, nil
 	}}
 	if err := p.Apply(context.Background(), "t1", projection.Change{Entity: "LOAN", ID: "l1", Version: 1, Item: map[string]any{"status": "returned", "member": "m"}}); err != nil {
 		t.Fatal(err)
@@ -206,7 +206,7 @@ func TestShapeBuildsTheRow(t *testing.T) {
 	if err != nil || !ok || r.Item["on_shelf"] != true || len(r.Item) != 1 || r.Entity != "LOAN" || r.ID != "l1" {
 		t.Errorf("row: %+v (found %v, %v), want the shaped document only", r, ok, err)
 	}
-	p.Shape = func(projection.Change) (map[string]any, error) { return nil, errors.New("no book") }
+	p.Shape = func(map[string]any) (map[string]any, error) { return nil, errors.New("no book") }
 	if err := p.Apply(context.Background(), "t1", projection.Change{Entity: "LOAN", ID: "l1", Version: 2, Item: map[string]any{}}); err == nil || !strings.Contains(err.Error(), "shape LOAN l1 v2: no book") {
 		t.Errorf("a failing Shape: got %v, want its error", err)
 	}
