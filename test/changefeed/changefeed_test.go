@@ -31,8 +31,8 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/lanes"
 	"github.com/fourlanes/fourlanes/pkg/obs"
-	"github.com/fourlanes/fourlanes/pkg/projection"
 	"github.com/fourlanes/fourlanes/pkg/obs/obstest"
+	"github.com/fourlanes/fourlanes/pkg/projection"
 	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
