@@ -173,6 +173,7 @@ const (
 	MetricProjParkExpiring = "ProjParkExpiring" // a park is about to reach its TTL, unapplied
 	MetricProjRepaired     = "ProjRepaired"     // a compare repaired a row (dimension Fault)
 	MetricProjAhead        = "ProjAhead"        // a compare found a row ahead of its source (not repaired)
+	MetricProjRunFailed    = "ProjRunFailed"    // a scheduled sweep or compare failed
 )
 
 // ---------------------------------------------------------------------------
