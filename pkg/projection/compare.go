@@ -89,25 +89,30 @@ func (p *Projector) Compare(ctx context.Context, o CompareOptions) (CompareRepor
 		}
 		return nil
 	}
+	// An entity that cannot be compared (a row that does not decode, say)
+	// is reported and passed over, so one bad row cannot stop every pass.
+	var failed []error
 	for pages := 0; ; pages++ {
 		if o.Pages > 0 && pages >= o.Pages || nearDeadline(ctx) {
-			return p.compareReport(ctx, prog, false), save()
+			return p.compareReport(ctx, prog, false), errors.Join(errors.Join(failed...), save())
 		}
 		var next string
+		var errs []error
 		var err error
 		switch prog.Phase {
 		case phaseSource:
-			next, err = p.compareSourcePage(ctx, o, &prog)
+			next, errs, err = p.compareSourcePage(ctx, o, &prog)
 		case phaseRows:
-			next, err = p.compareRowsPage(ctx, o, &prog)
+			next, errs, err = p.compareRowsPage(ctx, o, &prog)
 		default:
 			return CompareReport{}, fmt.Errorf("%s: compare: saved phase %q: %w", p.Name, prog.Phase, ErrBadCursor)
 		}
 		if err != nil {
 			// Keep the progress made: the next run starts from the page
 			// that failed.
-			return p.compareReport(ctx, prog, false), errors.Join(err, save())
+			return p.compareReport(ctx, prog, false), errors.Join(err, errors.Join(failed...), save())
 		}
+		failed = append(failed, errs...)
 		prog.Cursor = next
 		if next != "" {
 			continue
@@ -122,7 +127,7 @@ func (p *Projector) Compare(ctx context.Context, o CompareOptions) (CompareRepor
 				return rep, fmt.Errorf("%s: compare: %w", p.Name, err)
 			}
 		}
-		return rep, nil
+		return rep, errors.Join(failed...)
 	}
 }
 
@@ -147,90 +152,94 @@ func (p *Projector) compareReport(ctx context.Context, prog Progress, done bool)
 	return rep
 }
 
-func (p *Projector) compareSourcePage(ctx context.Context, o CompareOptions, prog *Progress) (string, error) {
+func (p *Projector) compareSourcePage(ctx context.Context, o CompareOptions, prog *Progress) (string, []error, error) {
 	es, next, err := o.Source.Scan(ctx, prog.Cursor, o.PageSize)
 	if err != nil {
-		return "", fmt.Errorf("%s: compare: %w", p.Name, err)
+		return "", nil, fmt.Errorf("%s: compare: %w", p.Name, err)
 	}
+	var errs []error
 	for _, e := range es {
-		src := e.Change
-		if p.Entity != "" && src.Entity != p.Entity {
+		if p.Entity != "" && e.Change.Entity != p.Entity {
 			continue
 		}
 		prog.Counts[countChecked]++
-		cur, found, err := p.Store.Get(ctx, e.Tenant, src.Entity, src.ID)
-		if err != nil {
-			return "", err
-		}
-		var fault string
-		switch {
-		case !found:
-			fault = FaultMissing
-		case cur.Version < src.Version:
-			fault = FaultBehind
-		case cur.Version > src.Version || cur.Deleted:
-			p.ahead(ctx, prog, e.Tenant, cur, src.Version)
-			continue
-		default:
-			want, err := p.row(e.Tenant, src)
-			if err != nil {
-				return "", err
-			}
-			same, err := sameDoc(want.Item, cur.Item)
-			if err != nil {
-				return "", fmt.Errorf("%s: compare %s %s: %w", p.Name, src.Entity, src.ID, err)
-			}
-			if same {
-				continue
-			}
-			ok, err := p.Store.Put(ctx, want, cur.Version, true)
-			if err != nil {
-				return "", err
-			}
-			if ok {
-				p.repaired(ctx, prog, FaultDivergent, e.Tenant, src, cur)
-			}
-			continue
-		}
-		wrote, err := p.repair(ctx, e.Tenant, src)
-		if err != nil {
-			return "", err
-		}
-		if wrote {
-			p.repaired(ctx, prog, fault, e.Tenant, src, cur)
+		if err := p.compareEntity(ctx, prog, e.Tenant, e.Change); err != nil {
+			errs = append(errs, fmt.Errorf("%s: compare %s %s of %s: %w", p.Name, e.Change.Entity, e.Change.ID, e.Tenant, err))
 		}
 	}
-	return next, nil
+	return next, errs, nil
 }
 
-func (p *Projector) compareRowsPage(ctx context.Context, o CompareOptions, prog *Progress) (string, error) {
-	rows, next, err := p.Store.Rows(ctx, prog.Cursor, o.PageSize)
+func (p *Projector) compareEntity(ctx context.Context, prog *Progress, tenant string, src Change) error {
+	cur, found, err := p.Store.Get(ctx, tenant, src.Entity, src.ID)
 	if err != nil {
-		return "", fmt.Errorf("%s: compare: %w", p.Name, err)
+		return err
+	}
+	var fault string
+	switch {
+	case !found:
+		fault = FaultMissing
+	case cur.Version < src.Version:
+		fault = FaultBehind
+	case cur.Version > src.Version || cur.Deleted:
+		p.ahead(ctx, prog, tenant, cur, src.Version)
+		return nil
+	default:
+		want, err := p.row(tenant, src)
+		if err != nil {
+			return err
+		}
+		same, err := sameDoc(want.Item, cur.Item)
+		if err != nil || same {
+			return err
+		}
+		ok, err := p.Store.Put(ctx, want, cur.Version, true)
+		if ok {
+			p.repaired(ctx, prog, FaultDivergent, tenant, src, cur)
+		}
+		return err
+	}
+	wrote, err := p.repair(ctx, tenant, src)
+	if wrote {
+		p.repaired(ctx, prog, fault, tenant, src, cur)
+	}
+	return err
+}
+
+func (p *Projector) compareRowsPage(ctx context.Context, o CompareOptions, prog *Progress) (string, []error, error) {
+	rows, next, err := p.Store.Rows(ctx, prog.Cursor, o.PageSize)
+	var bad *BadRowError
+	if err != nil && !errors.As(err, &bad) {
+		return "", nil, fmt.Errorf("%s: compare: %w", p.Name, err)
+	}
+	var errs []error
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%s: compare: %w", p.Name, err))
 	}
 	for _, r := range rows {
 		prog.Counts[countChecked]++
 		if r.Deleted {
 			continue
 		}
-		_, found, err := o.Source.Get(ctx, r.Tenant, r.Entity, r.ID)
-		if err != nil {
-			return "", fmt.Errorf("%s: compare: %w", p.Name, err)
-		}
-		if found {
-			continue // the source pass compared it
-		}
-		// Gone from the source: its delete was lost. A tombstone at the
-		// row's version supersedes it (an id is never reused).
-		ok, err := p.Store.Put(ctx, Row{Tenant: r.Tenant, Entity: r.Entity, ID: r.ID, Version: r.Version, Deleted: true}, r.Version, true)
-		if err != nil {
-			return "", err
-		}
-		if ok {
-			p.repaired(ctx, prog, FaultOrphaned, r.Tenant, Change{Entity: r.Entity, ID: r.ID, Version: r.Version, Deleted: true}, r)
+		if err := p.compareRow(ctx, prog, o.Source, r); err != nil {
+			errs = append(errs, fmt.Errorf("%s: compare %s %s of %s: %w", p.Name, r.Entity, r.ID, r.Tenant, err))
 		}
 	}
-	return next, nil
+	return next, errs, nil
+}
+
+func (p *Projector) compareRow(ctx context.Context, prog *Progress, src Source, r Row) error {
+	_, found, err := src.Get(ctx, r.Tenant, r.Entity, r.ID)
+	if err != nil || found {
+		return err // found: the source pass compared it
+	}
+	// Gone from the source: its delete was lost. A tombstone at the row's
+	// version supersedes it (an id is never reused).
+	ok, err := p.Store.Put(ctx, Row{Tenant: r.Tenant, Entity: r.Entity, ID: r.ID, Version: r.Version, Deleted: true}, r.Version, true)
+	if ok {
+		p.repaired(ctx, prog, FaultOrphaned, r.Tenant, Change{Entity: r.Entity, ID: r.ID, Version: r.Version, Deleted: true}, r)
+	}
+	return err
 }
 
 func (p *Projector) repaired(ctx context.Context, prog *Progress, fault, tenant string, src Change, cur Row) {

@@ -3,6 +3,7 @@ package projection_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -200,5 +201,32 @@ func TestCompareFailsLoudlyAndKeepsItsPlace(t *testing.T) {
 	}
 	if _, err := rg.p.Compare(ctx, projection.CompareOptions{}); err == nil || !strings.Contains(err.Error(), "Source is required") {
 		t.Errorf("compare without a source: %v, want an error naming Source", err)
+	}
+}
+
+// TestCompareReportsABadRowAndGoesOn: a row that does not decode is an
+// error naming it, and every other row is still compared and repaired.
+func TestCompareReportsABadRowAndGoesOn(t *testing.T) {
+	rg := newLoanRig(t)
+	ctx := context.Background()
+	putLoan(t, rg.db, rg.loans, "t1", "bad", 1, "open")
+	putLoan(t, rg.db, rg.loans, "t1", "ok", 1, "open")
+	_, err := rg.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(rg.store.Table), Item: map[string]types.AttributeValue{
+		keys.AttrPK: &types.AttributeValueMemberS{Value: "t1"}, keys.AttrSK: &types.AttributeValueMemberS{Value: "bad"},
+		keys.AttrVersion: &types.AttributeValueMemberN{Value: "1"}, projection.AttrDoc: &types.AttributeValueMemberS{Value: "{corrupt"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := rg.p.Compare(ctx, projection.CompareOptions{Source: rg.src, PageSize: 1})
+	var bad *projection.BadRowError
+	if !errors.As(err, &bad) || !strings.Contains(err.Error(), `"bad"`) {
+		t.Errorf("got %v, want a BadRowError naming the row", err)
+	}
+	if !rep.Done || rep.Repaired[projection.FaultMissing] != 1 {
+		t.Errorf("report %+v, want done with the missing row repaired", rep)
+	}
+	if got := rg.row(t, "t1", "ok"); got != "open@1" {
+		t.Errorf("ok after the compare: %s, want open@1", got)
 	}
 }

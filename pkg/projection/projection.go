@@ -49,7 +49,8 @@ type Store interface {
 	// false: only if there is no row). It reports whether it wrote.
 	Put(ctx context.Context, r Row, prev int64, found bool) (bool, error)
 	// Rows pages through every projected row; cursor "" starts, a returned
-	// cursor "" means the end.
+	// cursor "" means the end. A row that does not decode is left out of
+	// the page and reported as a *BadRowError beside it.
 	Rows(ctx context.Context, cursor string, limit int) ([]Row, string, error)
 
 	// Park keeps p unless that version is parked already: a duplicate

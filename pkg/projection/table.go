@@ -199,10 +199,12 @@ func (s *Table) Rows(ctx context.Context, cursor string, limit int) ([]Row, stri
 		return nil, "", fmt.Errorf("scan %s: %w", s.Table, err)
 	}
 	rows := make([]Row, 0, len(out.Items))
+	var bad []error
 	for _, it := range out.Items {
 		r, err := s.decodeRow(it)
 		if err != nil {
-			return nil, "", fmt.Errorf("scan %s: %w", s.Table, err)
+			bad = append(bad, &BadRowError{Key: s.keyOf(it), Err: err})
+			continue
 		}
 		rows = append(rows, r)
 	}
@@ -215,8 +217,20 @@ func (s *Table) Rows(ctx context.Context, cursor string, limit int) ([]Row, stri
 		}
 		next = encodeCursor(cursorKey{PK: pk.Value, SK: sk.Value})
 	}
-	return rows, next, nil
+	return rows, next, errors.Join(bad...)
 }
+
+// BadRowError is a stored row that does not decode. Rows passes over it:
+// it returns the page's other rows and its cursor with one BadRowError per
+// such row, so that one bad row does not stop a scan.
+type BadRowError struct {
+	Key string
+	Err error
+}
+
+func (e *BadRowError) Error() string { return fmt.Sprintf("row %s: %v", e.Key, e.Err) }
+
+func (e *BadRowError) Unwrap() error { return e.Err }
 
 func (s *Table) parkShard(tenant, entity, id string) int {
 	h := fnv.New32a()
