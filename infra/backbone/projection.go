@@ -18,7 +18,7 @@ var projectionPeriod = minutes(60)
 // entity and what to do).
 func projectionAlarms(alarm func(name, description string, metric awscloudwatch.IMetric, threshold, periods float64)) {
 	alarm("ProjectionParkAged",
-		"A projection holds a parked change older than an hour (EMF ProjParkAged, by Projection): its predecessor never arrived and the table re-read did not close the gap. dlq-repair's ERROR lines 'parked change outlived its threshold' name the tenant, entity and version. Re-apply the entity (fourlanes repair) or rebuild the projection (docs/projections.md).",
+		"A projection holds a parked change older than an hour (EMF ProjParkAged, by Projection): its predecessor never arrived and the table re-read did not close the gap. dlq-repair's ERROR lines 'parked change outlived its threshold' name the tenant, entity and version. Fix the item in its table and run dlq-repair (fourlanes repair), whose sweep re-reads it, or rebuild the projection (docs/projections.md).",
 		emfQuery("SUM", keys.MetricProjParkAged, projectionPeriod), 1, 1)
 	alarm("ProjectionParkExpiring",
 		"A parked change of a projection is within a day of its TTL, unapplied (EMF ProjParkExpiring, by Projection): when it expires the change it holds is gone. Close the gap before then: the ERROR lines 'parked change about to expire unapplied' say which entity (docs/projections.md).",

@@ -141,8 +141,18 @@ func (p *Projector) OnChange(ctx context.Context, e envelope.Envelope) error {
 // at version) when that is newer than the projection, closing a gap a lost
 // change left, then applies any parked successors.
 func (p *Projector) Repair(ctx context.Context, tenant, entity, id string, version int64, item map[string]any) error {
-	_, err := p.repair(ctx, tenant, Change{Entity: entity, ID: id, Version: version, Deleted: item == nil, Item: item})
-	return err
+	c := Change{Entity: entity, ID: id, Version: version, Deleted: item == nil, Item: item}
+	if _, err := p.repair(ctx, tenant, c); err != nil {
+		return err
+	}
+	if p.Shadow != nil {
+		shadow := *p
+		shadow.Store, shadow.Shadow = p.Shadow, nil
+		if _, err := shadow.repair(ctx, tenant, c); err != nil {
+			return fmt.Errorf("%s shadow: %w", p.Name, err)
+		}
+	}
+	return nil
 }
 
 // Apply applies one change to the projection (and to Shadow, when set).

@@ -141,3 +141,18 @@ func TestRebuildKeepsItsPlaceWhenASwitchFails(t *testing.T) {
 		t.Errorf("after the switch is fixed: %+v, %v; want done with the 5 entities applied once", rep, err)
 	}
 }
+
+// TestRepairReachesTheShadow: dlq-repair's re-reads during a rebuild reach
+// the shadow too.
+func TestRepairReachesTheShadow(t *testing.T) {
+	live, shadow := projection.NewMemory(), projection.NewMemory()
+	p := &projection.Projector{Name: "shelf", Store: live, Shadow: shadow, Logger: quiet}
+	if err := p.Repair(context.Background(), "t1", "LOAN", "l1", 3, map[string]any{"status": "open"}); err != nil {
+		t.Fatal(err)
+	}
+	for name, st := range map[string]projection.Store{"live": live, "shadow": shadow} {
+		if r, ok, _ := st.Get(context.Background(), "t1", "LOAN", "l1"); !ok || r.Version != 3 {
+			t.Errorf("%s after Repair: %+v (found %v), want v3", name, r, ok)
+		}
+	}
+}
