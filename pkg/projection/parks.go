@@ -55,6 +55,12 @@ func (p *Projector) SweepParks(ctx context.Context, o SweepOptions) (SweepReport
 	var errs []error
 	cursor := ""
 	for {
+		if nearDeadline(ctx) {
+			// No cursor: the next run sweeps from the start. Parks are
+			// few unless a feed is badly out of order.
+			p.log().WarnContext(ctx, "park sweep stopped at the invocation's deadline; the next run starts over", slog.String(KeyProjection, p.Name), slog.Int("parks", rep.Parks))
+			break
+		}
 		ps, next, err := p.Store.Parks(ctx, cursor, o.PageSize)
 		if err != nil {
 			return rep, fmt.Errorf("%s: sweep parks: %w", p.Name, err)

@@ -394,3 +394,20 @@ func TestSweepFailsLoudlyWhenTheStateTableIsUnreachable(t *testing.T) {
 		t.Errorf("got %v, want the sweep to fail naming the projection", err)
 	}
 }
+
+// TestSweepStopsAtTheDeadline: with less than the reserve left, the sweep
+// stops and says so rather than run the function out of time.
+func TestSweepStopsAtTheDeadline(t *testing.T) {
+	var logs bytes.Buffer
+	st := projection.NewMemory()
+	p := &projection.Projector{Name: "orders", Store: st, Logger: obs.NewLogger(&logs, "info"), Metrics: obs.NewMetrics(io.Discard)}
+	if err := p.Apply(context.Background(), "t1", write("o", 2)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	rep, err := p.SweepParks(ctx, projection.SweepOptions{})
+	if err != nil || rep.Parks != 0 || !strings.Contains(logs.String(), "park sweep stopped at the invocation's deadline") {
+		t.Errorf("sweep near its deadline: %+v, %v; want it stopped, saying so:\n%s", rep, err, logs.String())
+	}
+}
