@@ -193,11 +193,10 @@ func TestLibraryEndToEnd(t *testing.T) {
 	}
 
 	// The shelf projection reaches every loan's final version.
-	proj := &shelf.Projector{DB: s.ddb, Table: s.env[shelf.EnvTable]}
 	eventually(t, 60*time.Second, "the shelf projection", func() (bool, string) {
 		for tenant, ls := range final {
 			for _, l := range ls {
-				r, ok, err := proj.Get(ctx, tenant, l.ID)
+				r, ok, err := shelf.Get(ctx, s.ddb, s.env[shelf.EnvTable], tenant, l.ID)
 				if err != nil {
 					return false, err.Error()
 				}

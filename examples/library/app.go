@@ -10,6 +10,7 @@ import (
 	"github.com/fourlanes/fourlanes/examples/library/reminders"
 	"github.com/fourlanes/fourlanes/examples/library/shelf"
 	"github.com/fourlanes/fourlanes/pkg/app"
+	"github.com/fourlanes/fourlanes/pkg/projection"
 )
 
 // App is the library as fourlanes' functions and construct take it.
@@ -20,8 +21,10 @@ var App = app.Application{
 		app.Bind(reminders.Module, func(rt app.Runtime) (*reminders.Reminder, error) {
 			return &reminders.Reminder{Logger: rt.Logger}, nil
 		}),
-		app.Bind(shelf.Module, func(rt app.Runtime) (*shelf.Projector, error) {
-			return &shelf.Projector{DB: rt.DynamoDB, Table: rt.Env[shelf.EnvTable], Logger: rt.Logger}, nil
+		app.Bind(shelf.Module, func(rt app.Runtime) (*projection.Projector, error) {
+			p := shelf.New(rt.DynamoDB, rt.Env[shelf.EnvTable], rt.StateTable)
+			p.Logger, p.Metrics = rt.Logger, rt.Metrics
+			return p, nil
 		}, shelf.EnvTable),
 	},
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/fourlanes/fourlanes/examples/orders/orders"
 	"github.com/fourlanes/fourlanes/examples/orders/search"
 	"github.com/fourlanes/fourlanes/pkg/app"
+	"github.com/fourlanes/fourlanes/pkg/projection"
 )
 
 // App is the example application as fourlanes' functions and construct take
@@ -27,12 +28,8 @@ var App = app.Application{
 		}),
 		// The search projection; dlq-repair re-applies an order to it when its
 		// change events were lost (the Projector is a Reapplier).
-		app.Bind(search.Module, func(rt app.Runtime) (*search.Projector, error) {
-			return &search.Projector{
-				Store:   &search.DynamoStore{DB: rt.DynamoDB, SearchTable: rt.Env[search.EnvTable], StateTable: rt.StateTable},
-				Logger:  rt.Logger,
-				Metrics: rt.Metrics,
-			}, nil
+		app.Bind(search.Module, func(rt app.Runtime) (*projection.Projector, error) {
+			return search.New(rt.DynamoDB, rt.Env[search.EnvTable], rt.StateTable, rt.Logger, rt.Metrics), nil
 		}, search.EnvTable),
 	},
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/lanes"
 	"github.com/fourlanes/fourlanes/pkg/obs"
+	"github.com/fourlanes/fourlanes/pkg/projection"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 	"github.com/fourlanes/fourlanes/twin/localaws"
 )
@@ -124,7 +125,7 @@ func newWorld(t *testing.T) *world {
 	if w.deliverer, err = delivery.New(w.consumerReg, delivery.Config{Store: w.claims, Effects: w.effects, Logger: log, Metrics: metrics}); err != nil {
 		t.Fatal(err)
 	}
-	if w.feedReg, err = catalog.NewRegistry(w.cat, search.Module.Bind(&search.Projector{Store: search.NewMemoryStore()})); err != nil {
+	if w.feedReg, err = catalog.NewRegistry(w.cat, search.Module.Bind(&projection.Projector{Name: search.Name, Store: projection.NewMemory()})); err != nil {
 		t.Fatal(err)
 	}
 	return w

@@ -307,6 +307,8 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		"The events Pipe's executions were throttled (AWS/EventBridge/Pipes ExecutionThrottled): the DURABLE lane falls behind. Check the Pipe's concurrency and stream-filter's throttles.",
 		pipeMetric(pipe, "ExecutionThrottled", "Sum"), 1, 1)
 
+	projectionAlarms(alarm)
+
 	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
 		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &metrics, Width: jsii.Number(8)})
 	}

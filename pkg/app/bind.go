@@ -19,8 +19,8 @@ func Declare[T any](m catalog.Module[T]) Module { return Module{Spec: m.Spec()} 
 // functions). A receiver that is also a Reapplier (a projection) is offered
 // to dlq-repair for the change events the feed lost.
 //
-//	app.Bind(shelf.Module, func(rt app.Runtime) (*shelf.Projector, error) {
-//		return &shelf.Projector{DB: rt.DynamoDB, Table: rt.Env[shelf.EnvTable]}, nil
+//	app.Bind(shelf.Module, func(rt app.Runtime) (*projection.Projector, error) {
+//		return shelf.New(rt.DynamoDB, rt.Env[shelf.EnvTable], rt.StateTable), nil
 //	}, shelf.EnvTable)
 func Bind[T any](m catalog.Module[T], build func(rt Runtime) (T, error), env ...string) Module {
 	return Module{Spec: m.Spec(), Env: env, Bind: func(rt Runtime) (Bound, error) {

@@ -125,14 +125,16 @@ const MetricPipeRecordAge = "PipeRecordAge"
 //	claim          pk claim#<event_id>:<subscription>   sk "claim"    (the earlier per-pair layout: read, never written)
 //	dead letter    pk dead#<tenant_id>                   sk <event_id>:<subscription>
 //	effect record  pk effect#<event_id>:<sub>:<effect>   sk "effect"   (effect.go: pkg/effect)
-//	parked change  pk park#<projection>#<tenant_id>#<entity>#<id>   sk <version, 20 digits>
+//	parked change  pk park#<projection>#<shard 0-7>              sk <len>:<tenant_id>#<len>:<entity>#<id>#<version, 20 digits>
+//	projection run pk projrun#<projection>                    sk compare | rebuild  (pkg/projection: saved cursors)
 //
 // Query pk = dead#<tenant> lists (and counts) one tenant's open dead letters.
 const (
-	StateClaimPrefix  = "claim#"
-	StateClaimSK      = "claim"
-	StateDeadPrefix   = "dead#"
-	StateParkedPrefix = "park#"
+	StateClaimPrefix   = "claim#"
+	StateClaimSK       = "claim"
+	StateDeadPrefix    = "dead#"
+	StateParkedPrefix  = "park#"
+	StateProjRunPrefix = "projrun#"
 
 	// Claim and dead-letter attributes (besides AttrPK, AttrSK, AttrExpiresAt;
 	// AttrTenant, AttrID, AttrType, AttrSeq and AttrSchemaVersion copy the event's).
@@ -162,6 +164,16 @@ const (
 	MetricReplayed           = "Replayed"    // a dead-lettered subscription completed on replay
 	MetricProjParked         = "ProjParked"  // a change event arrived early and was parked
 	MetricOrderEvents        = "OrderEvents" // order events by type (example audit module)
+)
+
+// Metrics of projections (pkg/projection; dimension Projection, and Entity
+// on ProjParked).
+const (
+	MetricProjParkAged     = "ProjParkAged"     // a park outlived its threshold: a gap nothing closed
+	MetricProjParkExpiring = "ProjParkExpiring" // a park is about to reach its TTL, unapplied
+	MetricProjRepaired     = "ProjRepaired"     // a compare repaired a row (dimension Fault)
+	MetricProjAhead        = "ProjAhead"        // a compare found a row ahead of its source (not repaired)
+	MetricProjRunFailed    = "ProjRunFailed"    // a scheduled sweep or compare failed
 )
 
 // ---------------------------------------------------------------------------

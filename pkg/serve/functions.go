@@ -1,9 +1,11 @@
 package serve
 
 import (
-	"github.com/aws/aws-lambda-go/lambda"
+	"context"
 	"log/slog"
 	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/pkg/awsenv"
@@ -16,6 +18,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/lanes"
 	"github.com/fourlanes/fourlanes/pkg/obs"
+	"github.com/fourlanes/fourlanes/pkg/projection"
 	"github.com/fourlanes/fourlanes/pkg/reconcile"
 	"github.com/fourlanes/fourlanes/pkg/repair"
 	"github.com/fourlanes/fourlanes/pkg/tamper"
@@ -165,7 +168,18 @@ func DLQRepair(a app.Application) {
 		EventsTable: env[keys.EnvEventsTable], StateTable: state,
 		Logger: b.log, Metrics: b.metrics,
 	})).or(b, "repairer")
-	run(b, r.Handle)
+	// After each run, the projections' upkeep: a park sweep and a share of
+	// a compare against their tracked tables (package projection).
+	receivers := make([]any, len(re))
+	for i, p := range re {
+		receivers[i] = p
+	}
+	upkeep := projection.NewMaintenance(db, state, tables, receivers, b.log, b.metrics)
+	run(b, func(ctx context.Context, req repair.Request) (repair.Report, error) {
+		rep, err := r.Handle(ctx, req)
+		_ = upkeep.Run(ctx) // each failure is logged and counted; the repair report stands
+		return rep, err
+	})
 }
 
 // TamperWatch runs tamper-watch: it reads the events table's stream beside

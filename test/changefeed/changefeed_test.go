@@ -32,6 +32,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/lanes"
 	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/pkg/obs/obstest"
+	"github.com/fourlanes/fourlanes/pkg/projection"
 	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
@@ -86,7 +87,7 @@ type rig struct {
 	raw     *dynamodb.Client
 	db      *failingPut
 	feedTbl string
-	search  *search.DynamoStore
+	search  *projection.Table
 	h       *changefeed.Handler
 	feed    *changefeed.Feed
 	logs    *obstest.Buffer
@@ -100,17 +101,17 @@ func newRig(t *testing.T, ordersTable string) *rig {
 	t.Helper()
 	raw := localaws.DynamoDB(t)
 	feedTbl := aws.ToString(localaws.CreateTable(t, raw, changefeed.TableSchema(localaws.UniqueName(t, "feed"))).TableName)
-	searchTbl := aws.ToString(localaws.CreateTable(t, raw, search.TableSchema(localaws.UniqueName(t, "search"))).TableName)
+	searchTbl := aws.ToString(localaws.CreateTable(t, raw, projection.TableSchema(localaws.UniqueName(t, "search"))).TableName)
 	stateTbl := aws.ToString(localaws.CreateTable(t, raw, delivery.StateTableSchema(localaws.UniqueName(t, "state"))).TableName)
 	rg := &rig{raw: raw, db: &failingPut{Client: raw}, feedTbl: feedTbl, logs: &obstest.Buffer{}, metrics: &obstest.Buffer{}}
 	logger := obs.NewLogger(rg.logs, "debug")
 	metrics := obs.NewMetrics(rg.metrics)
-	rg.search = &search.DynamoStore{DB: raw, SearchTable: searchTbl, StateTable: stateTbl}
+	rg.search = search.Store(raw, searchTbl, stateTbl)
 	cat, err := example.Catalog()
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := catalog.NewRegistry(cat, search.Module.Bind(&search.Projector{Store: rg.search, Logger: logger, Metrics: metrics}))
+	reg, err := catalog.NewRegistry(cat, search.Module.Bind(search.New(raw, searchTbl, stateTbl, logger, metrics)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func loadEvent(t *testing.T) events.DynamoDBEvent {
 	return ev
 }
 
-func (rg *rig) doc(t *testing.T, tenant, id string) (search.Doc, bool) {
+func (rg *rig) doc(t *testing.T, tenant, id string) (projection.Row, bool) {
 	t.Helper()
 	d, ok, err := rg.search.Get(context.Background(), tenant, orders.Entity, id)
 	if err != nil {

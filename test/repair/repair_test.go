@@ -34,6 +34,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/lanes"
 	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/pkg/obs/obstest"
+	"github.com/fourlanes/fourlanes/pkg/projection"
 	"github.com/fourlanes/fourlanes/pkg/repair"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 	"github.com/fourlanes/fourlanes/twin/localaws"
@@ -125,8 +126,8 @@ type rig struct {
 	claims                       *faultyClaims
 	claimStore                   *delivery.DynamoStore
 	mail                         *mailbox
-	proj                         *search.Projector
-	searchStore                  *search.DynamoStore
+	proj                         *projection.Projector
+	searchStore                  *projection.Table
 	feed                         *changefeed.Feed
 	effects                      *effect.Recorder
 	logs, metrics                *obstest.Buffer
@@ -141,7 +142,7 @@ func newRig(t *testing.T) *rig {
 	rg.eventsTbl, rg.eventsStream = aws.ToString(ev.TableName), aws.ToString(ev.LatestStreamArn)
 	rg.stateTbl = aws.ToString(localaws.CreateTable(t, db, delivery.StateTableSchema(localaws.UniqueName(t, "state"))).TableName)
 	rg.feedTbl = aws.ToString(localaws.CreateTable(t, db, changefeed.TableSchema(localaws.UniqueName(t, "feed"))).TableName)
-	searchTbl := aws.ToString(localaws.CreateTable(t, db, search.TableSchema(localaws.UniqueName(t, "search"))).TableName)
+	searchTbl := aws.ToString(localaws.CreateTable(t, db, projection.TableSchema(localaws.UniqueName(t, "search"))).TableName)
 	ord := localaws.CreateTable(t, db, &dynamodb.CreateTableInput{
 		TableName: aws.String(localaws.UniqueName(t, "orders")),
 		AttributeDefinitions: []types.AttributeDefinition{
@@ -170,8 +171,8 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	rg.orders = &orders.Service{Events: rg.store, Table: rg.ordersTbl}
-	rg.searchStore = &search.DynamoStore{DB: db, SearchTable: searchTbl, StateTable: rg.stateTbl}
-	rg.proj = &search.Projector{Store: rg.searchStore, Logger: logger, Metrics: metrics}
+	rg.proj = search.New(db, searchTbl, rg.stateTbl, logger, metrics)
+	rg.searchStore = rg.proj.Store.(*projection.Table)
 	reg, err := catalog.NewRegistry(cat,
 		notifications.Module.Bind(&notifications.Notifier{Mailer: rg.mail}),
 		search.Module.Bind(rg.proj))
