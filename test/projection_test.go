@@ -29,7 +29,7 @@ func TestLibraryShelfKeptByDLQRepair(t *testing.T) {
 	t.Parallel()
 	s := startLibrary(t)
 	ctx := context.Background()
-	events, err := library.App.EventStore(s.ddb, s.env[keys.EnvEventsTable])
+	events, err := library.App.EventStore(s.ddb, s.env[keys.EnvEventsTable], s.vault(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestLibraryShelfKeptByDLQRepair(t *testing.T) {
 	}
 	var ls []loans.Loan
 	for i := range 3 {
-		l, err := desk.Open(tctx, fmt.Sprintf("isbn-%03d", i), "member-1")
+		l, err := desk.Open(tctx, fmt.Sprintf("isbn-%03d", i), "member-1", "")
 		if err != nil {
 			t.Fatal(err)
 		}
