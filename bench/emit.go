@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"maps"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +32,11 @@ const (
 	partitionWCU  = 1000.0
 	issueCeiling  = 470.0
 	awsCeilingRef = "AWS: 1,000 WCU/s per partition key; a tenant's head and events share one"
+	// awsRTT is the round trip the emit shapes also run at: a
+	// TransactWriteItems from Lambda to DynamoDB in one region commonly
+	// answers in single-digit to low-double-digit milliseconds; loopback
+	// answers in a fraction of one, which hides every design's round trips.
+	awsRTT = 8 * time.Millisecond
 )
 
 // design is how emits are committed.
@@ -72,6 +79,19 @@ type shape struct {
 	stores, emitters  int
 	tenants           int
 	openLoopRateShare float64 // offered rate as a share of issueCeiling × tenants; 0: closed loop
+	// rtt, when above 0, holds every answer of the trial's table that long
+	// (the server's delay fault on every call): a round trip as on AWS,
+	// where loopback's is a fraction of a millisecond.
+	rtt time.Duration
+}
+
+// atRTT is s with every call's answer held rtt (0: s itself, on loopback).
+func (s shape) atRTT(rtt time.Duration) shape {
+	if rtt > 0 {
+		s.rtt = rtt
+		s.name += fmt.Sprintf(", %v round trip", rtt)
+	}
+	return s
 }
 
 func (s shape) total() int { return s.stores * s.emitters }
@@ -140,6 +160,35 @@ func startBudgetServer(ctx context.Context) (*budgetServer, error) {
 	return &budgetServer{endpoint: srv.Endpoint, admin: localaws.NewDynamoDB(srv.Endpoint), stop: srv.Stop}, nil
 }
 
+// delay holds every answer about table for d (the server's delay fault,
+// on every call: the write happens, its answer comes d later).
+func (bs *budgetServer) delay(ctx context.Context, table string, d time.Duration) error {
+	body := fmt.Sprintf(`{"action":"*","table":%q,"kind":"delay","rate":1,"delayMs":%d}`, table, d.Milliseconds())
+	return bs.faults(ctx, http.MethodPost, body)
+}
+
+// clearFaults disarms every fault.
+func (bs *budgetServer) clearFaults(ctx context.Context) error {
+	return bs.faults(ctx, http.MethodDelete, "")
+}
+
+func (bs *budgetServer) faults(ctx context.Context, method, body string) error {
+	req, err := http.NewRequestWithContext(ctx, method, bs.endpoint+"/_fourlanes/faults", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("faults: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		msg, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("faults: %s %s: %s", method, resp.Status, msg)
+	}
+	return nil
+}
+
 // openGrace is how long after its schedule ends an open-loop emitter keeps
 // serving arrivals it fell behind on; the rest are counted unserved.
 const openGrace = 2 * time.Second
@@ -206,6 +255,12 @@ func emitTrial(ctx context.Context, bs *budgetServer, sh shape, d design, warm, 
 			c.maxItemBytes = max(c.maxItemBytes, y.maxItemBytes)
 		}
 		return st, c
+	}
+	if sh.rtt > 0 {
+		if err := bs.delay(ctx, table, sh.rtt); err != nil {
+			return emitResult{}, err
+		}
+		defer bs.clearFaults(ctx)
 	}
 	s0, c0 := sum()
 
@@ -292,6 +347,11 @@ func emitTrial(ctx context.Context, bs *budgetServer, sh shape, d design, warm, 
 	}
 	wg.Wait()
 	res.elapsed = time.Since(from)
+	if sh.rtt > 0 {
+		if err := bs.clearFaults(ctx); err != nil { // reading back needs no delay
+			return res, err
+		}
+	}
 
 	s1, c1 := sum()
 	res.events = committed.Load()
@@ -383,9 +443,11 @@ func benchEmit(ctx context.Context, env *benchEnv, o options) (section, error) {
 		}
 		return nil
 	}
-	for _, sh := range closedShapes {
-		if err := run(sh, o.emitReps, o.emitTrial); err != nil {
-			return sec, err
+	for _, rtt := range o.emitRTTs {
+		for _, sh := range closedShapes {
+			if err := run(sh.atRTT(rtt), o.emitReps, o.emitTrial); err != nil {
+				return sec, err
+			}
 		}
 	}
 	for _, sh := range openShapes {
