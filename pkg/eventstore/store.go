@@ -479,11 +479,14 @@ type headView struct {
 	// retried: the last round lost on a stale head and its batch went out
 	// again at once, on the head the loss returned.
 	retried bool
+	// doubt: the last batch that went out on the remembered head found it
+	// stale; until one holds again, a new batch reads the head first.
+	doubt bool
 }
 
 // set records what DynamoDB just told of the head.
 func (hv *headView) set(h *chain.Head, shards int) {
-	hv.known, hv.head, hv.shards, hv.at, hv.retried = true, h, shards, time.Now(), false
+	hv.known, hv.head, hv.shards, hv.at, hv.retried = true, h, shards, time.Now(), false // doubt stays
 }
 
 // commit seals batch (one tenant's requests, in order) once and sends it
@@ -512,6 +515,14 @@ func (s *Store) commit(tenant string, batch []*request, hv *headView) []*request
 		// The round number in the token grows with every round any of these
 		// requests was in, so a re-seal never reuses a token.
 		n := before
+		rtt := s.pacer(tenant).roundTrip()
+		if before == 0 && hv.known && hv.doubt && time.Since(hv.at) > rtt/2 {
+			// The last remembered head this store sealed on had gone stale
+			// (other processes write this chain too): read the head rather
+			// than spend a lost attempt finding that out again. A read costs
+			// the same round trip and no write.
+			hv.known = false
+		}
 		// How old the head this round seals on is (0: round reads it).
 		var age time.Duration
 		if hv.known {
@@ -524,6 +535,9 @@ func (s *Store) commit(tenant string, batch []*request, hv *headView) []*request
 		var undecided *undecidedError
 		switch {
 		case err == nil:
+			if before == 0 && age > 0 {
+				hv.doubt = false // a remembered head held
+			}
 			s.pacer(tenant).won()
 			for _, r := range batch {
 				r.done <- nil
@@ -547,12 +561,15 @@ func (s *Store) commit(tenant string, batch []*request, hv *headView) []*request
 			// moved meanwhile (an idle store's first Emit, a batch's first
 			// attempt after a backoff), not that anyone raced it in flight.
 			// Once per loss streak: the retry on the returned head is fresh.
-			stale := c.head != nil && !hv.retried && age > s.pacer(tenant).roundTrip()/2
+			stale := c.head != nil && !hv.retried && age > rtt/2
 			if c.head != nil {
 				// With the count it was written with, which the next seal checks.
 				hv.set(c.head, c.shards)
 			}
 			hv.retried = stale
+			if stale && before == 0 {
+				hv.doubt = true
+			}
 			return s.keepWithinBudget(tenant, batch, err, stale)
 		default:
 			var cw *batchCallerError
