@@ -7,6 +7,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +115,7 @@ func TestDynamoSections(t *testing.T) {
 	for _, sh := range []shape{
 		{name: "2×2, 2 tenants", stores: 2, emitters: 2, tenants: 2},
 		{name: "open", stores: 2, emitters: 1, tenants: 1, openLoopRateShare: 0.1},
+		{name: "at a round trip", stores: 2, emitters: 1, tenants: 1, rtt: 2 * time.Millisecond},
 	} {
 		for _, d := range designs {
 			r, err := emitTrial(ctx, bs, sh, d, o.emitWarm, o.emitTrial, o.emitMax, orderPayload(1, note))
@@ -147,6 +149,12 @@ func TestDynamoSections(t *testing.T) {
 		}
 		if c.name == "delivery" && !strings.Contains(md, "Target (issue 21): typed decoding does not slow a first delivery") {
 			t.Errorf("delivery: no typed-decoding comparison:\n%s", md)
+		}
+		if c.name == "delivery" {
+			// As deployed, a redelivered batch writes nothing, watermarks included.
+			if !strings.Contains(md, "Target (issue 23)") || regexp.MustCompile(`, [1-9][0-9]* on redelivery`).MatchString(md) {
+				t.Errorf("delivery as deployed: a redelivery wrote, or no verdict:\n%s", md)
+			}
 		}
 	}
 }

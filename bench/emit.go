@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"maps"
+	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +33,11 @@ const (
 	partitionWCU  = 1000.0
 	issueCeiling  = 470.0
 	awsCeilingRef = "AWS: 1,000 WCU/s per partition key; a tenant's head and events share one"
+	// awsRTT is the round trip the emit shapes also run at: a
+	// TransactWriteItems from Lambda to DynamoDB in one region commonly
+	// answers in single-digit to low-double-digit milliseconds; loopback
+	// answers in a fraction of one, which hides every design's round trips.
+	awsRTT = 8 * time.Millisecond
 )
 
 // design is how emits are committed.
@@ -72,6 +80,19 @@ type shape struct {
 	stores, emitters  int
 	tenants           int
 	openLoopRateShare float64 // offered rate as a share of issueCeiling × tenants; 0: closed loop
+	// rtt, when above 0, holds every answer of the trial's table that long
+	// (the server's delay fault on every call): a round trip as on AWS,
+	// where loopback's is a fraction of a millisecond.
+	rtt time.Duration
+}
+
+// atRTT is s with every call's answer held rtt (0: s itself, on loopback).
+func (s shape) atRTT(rtt time.Duration) shape {
+	if rtt > 0 {
+		s.rtt = rtt
+		s.name += fmt.Sprintf(", %v round trip", rtt)
+	}
+	return s
 }
 
 func (s shape) total() int { return s.stores * s.emitters }
@@ -124,6 +145,29 @@ func (r emitResult) ceiling(tenants int, d design) float64 {
 	return partitionWCU / r.wcuPerEvent() * float64(tenants*max(1, d.shards))
 }
 
+// roundTripCeiling is AWS's events/s for tenants tenants at awsRTT by the
+// round trips one chain's commits must take one after another: a commit
+// needs the head the last one left, so a chain commits at most once per
+// round trip (events / tx each), and the mutex design spends two per event
+// under its lock (it reads the head, then writes).
+func (r emitResult) roundTripCeiling(tenants int, d design) float64 {
+	perCommit := 1.0
+	if d.mutex {
+		perCommit = 2
+	}
+	perTx := float64(r.events) / float64(r.txns)
+	return perTx / (perCommit * awsRTT.Seconds()) * float64(tenants*max(1, d.shards))
+}
+
+// awsBound is the lower of the two ceilings, named.
+func (r emitResult) awsBound(tenants int, d design) string {
+	w, t := r.ceiling(tenants, d), r.roundTripCeiling(tenants, d)
+	if w <= t {
+		return f0(w) + " (WCU)"
+	}
+	return fmt.Sprintf("%s (round trips at %v)", f0(t), awsRTT)
+}
+
 // budgetServer is our own DynamoDB with AWS's write conflicts and its
 // per-partition write budget, served in this process for the emit section.
 type budgetServer struct {
@@ -133,11 +177,40 @@ type budgetServer struct {
 }
 
 func startBudgetServer(ctx context.Context) (*budgetServer, error) {
-	srv, err := localaws.ServeDynamoDB(ctx, "127.0.0.1:0", ddb.Options{Conflicts: true, PartitionWCU: partitionWCU})
+	srv, err := localaws.ServeDynamoDB(ctx, "127.0.0.1:0", ddb.Options{Conflicts: true, PartitionWCU: partitionWCU, PartitionStartEmpty: true})
 	if err != nil {
 		return nil, err
 	}
 	return &budgetServer{endpoint: srv.Endpoint, admin: localaws.NewDynamoDB(srv.Endpoint), stop: srv.Stop}, nil
+}
+
+// delay holds every answer about table for d (the server's delay fault,
+// on every call: the write happens, its answer comes d later).
+func (bs *budgetServer) delay(ctx context.Context, table string, d time.Duration) error {
+	body := fmt.Sprintf(`{"action":"*","table":%q,"kind":"delay","rate":1,"delayMs":%d}`, table, d.Milliseconds())
+	return bs.faults(ctx, http.MethodPost, body)
+}
+
+// clearFaults disarms every fault.
+func (bs *budgetServer) clearFaults(ctx context.Context) error {
+	return bs.faults(ctx, http.MethodDelete, "")
+}
+
+func (bs *budgetServer) faults(ctx context.Context, method, body string) error {
+	req, err := http.NewRequestWithContext(ctx, method, bs.endpoint+"/_fourlanes/faults", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("faults: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		msg, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("faults: %s %s: %s", method, resp.Status, msg)
+	}
+	return nil
 }
 
 // openGrace is how long after its schedule ends an open-loop emitter keeps
@@ -206,6 +279,12 @@ func emitTrial(ctx context.Context, bs *budgetServer, sh shape, d design, warm, 
 			c.maxItemBytes = max(c.maxItemBytes, y.maxItemBytes)
 		}
 		return st, c
+	}
+	if sh.rtt > 0 {
+		if err := bs.delay(ctx, table, sh.rtt); err != nil {
+			return emitResult{}, err
+		}
+		defer bs.clearFaults(ctx)
 	}
 	s0, c0 := sum()
 
@@ -292,6 +371,11 @@ func emitTrial(ctx context.Context, bs *budgetServer, sh shape, d design, warm, 
 	}
 	wg.Wait()
 	res.elapsed = time.Since(from)
+	if sh.rtt > 0 {
+		if err := bs.clearFaults(ctx); err != nil { // reading back needs no delay
+			return res, err
+		}
+	}
 
 	s1, c1 := sum()
 	res.events = committed.Load()
@@ -383,9 +467,16 @@ func benchEmit(ctx context.Context, env *benchEnv, o options) (section, error) {
 		}
 		return nil
 	}
-	for _, sh := range closedShapes {
-		if err := run(sh, o.emitReps, o.emitTrial); err != nil {
-			return sec, err
+	// Loopback always runs: the verdicts below are asked of it.
+	rtts := o.emitRTTs
+	if !slices.Contains(rtts, 0) {
+		rtts = append([]time.Duration{0}, rtts...)
+	}
+	for _, rtt := range rtts {
+		for _, sh := range closedShapes {
+			if err := run(sh.atRTT(rtt), o.emitReps, o.emitTrial); err != nil {
+				return sec, err
+			}
 		}
 	}
 	for _, sh := range openShapes {
@@ -404,7 +495,8 @@ func benchEmit(ctx context.Context, env *benchEnv, o options) (section, error) {
 	sec.para("**The server.** Our own DynamoDB (`twin/ddb`), served in the bench's process for this section with "+
 		"`Conflicts` on (a transaction racing another on an item fails with `TransactionConflict`, as on AWS; 2 ms window) and "+
 		"`PartitionWCU` %.0f (each partition key's writes are refused with `ProvisionedThroughputExceeded` above %.0f WCU/s, "+
-		"one second's burst: AWS's per-partition limit). A tenant's head row and its events share one partition key (the tenant), "+
+		"AWS's per-partition limit; each partition's budget starts with nothing saved and holds at most one second's burst, "+
+		"so no trial, however short, can average above the sustained 1,000 WCU/s from its table's first write). A tenant's head row and its events share one partition key (the tenant), "+
 		"so one tenant's writes share one budget here as on AWS. The tables have no stream (the emit path alone).", partitionWCU, partitionWCU)
 	sec.para("**Each trial:** a fresh events table; every tenant's first event emitted first (so heads exist); then the shape's "+
 		"emitters run for %s, of which the first %s are not counted (a partition's budget holds a one-second burst, "+
@@ -416,11 +508,15 @@ func benchEmit(ctx context.Context, env *benchEnv, o options) (section, error) {
 		"The *mutex* baseline holds one `sync.Mutex` per tenant across every store of the trial (a perfect cross-process lock at "+
 		"no cost, which real separate processes would not have): one transaction per event, never racing.",
 		o.emitWarm+o.emitTrial, o.emitWarm, o.emitMax, rowBytes, o.emitReps)
-	sec.para("**AWS ceiling by model** = %s: 1,000 ÷ (model WCU per event) events/s per tenant (× tenants). *WCU (server)* is what "+
+	sec.para("**AWS ceiling by model** = the lower of two bounds, named in the column. *WCU*: %s: 1,000 ÷ (model WCU per event) events/s per chain "+
+		"(× chains). *Round trips*: a chain's commits go one after another (each needs the head the last one left), so a chain commits at most "+
+		"once per round trip, events / tx at a time, and the mutex design spends two per event under its lock (head read, then write); "+
+		"at %v, an AWS-like round trip from Lambda to DynamoDB in one region, which rows marked with a round trip inject on every call "+
+		"(the server's `delay` fault; loopback's own is a fraction of a millisecond). *WCU (server)* is what "+
 		"the server reported in `ConsumedCapacity` for the committed transactions; *WCU (model)* is AWS's rule (2 WCU per started KB per "+
-		"item written in a transaction) applied by the bench to the real item sizes (`eventstore.ItemSize`). The two must agree.", awsCeilingRef)
+		"item written in a transaction) applied by the bench to the real item sizes (`eventstore.ItemSize`). The two must agree.", awsCeilingRef, awsRTT)
 
-	head := []string{"shape", "design", "events/s (local)", "÷ mutex", "AWS ceiling by model (events/s)", "events / tx",
+	head := []string{"shape", "design", "events/s (local)", "÷ mutex", "AWS ceiling by model (events/s; what bounds it)", "events / tx",
 		"p50", "p99", "max", "failed Emits", "failed attempts / event (throttled)", "WCU/event server / model"}
 	row := func(sh shape, d design) []string {
 		r := sum[key{sh.name, d.name}]
@@ -432,15 +528,17 @@ func benchEmit(ctx context.Context, env *benchEnv, o options) (section, error) {
 		if r.firstErr != nil {
 			errs += fmt.Sprintf(" (first: %.160v)", r.firstErr)
 		}
-		return []string{sh.name, d.name, f0(r.eventsPerSec()), ratio(r.eventsPerSec() / m.eventsPerSec()), f0(r.ceiling(sh.tenants, d)),
+		return []string{sh.name, d.name, f0(r.eventsPerSec()), ratio(r.eventsPerSec() / m.eventsPerSec()), r.awsBound(sh.tenants, d),
 			f1(float64(r.events) / float64(r.txns)), ms(percentile(r.lat, 50)), ms(percentile(r.lat, 99)), ms(percentile(r.lat, 100)),
 			errs, fmt.Sprintf("%.2f (%.2f)", float64(r.failed)/float64(r.events), float64(r.throttled)/float64(r.events)),
 			f2(r.localWCU/float64(r.events)) + " / " + f2(r.wcuPerEvent())}
 	}
 	t := &table{head: head}
-	for _, sh := range closedShapes {
-		for _, d := range designs {
-			t.add(row(sh, d)...)
+	for _, rtt := range rtts {
+		for _, sh := range closedShapes {
+			for _, d := range designs {
+				t.add(row(sh.atRTT(rtt), d)...)
+			}
 		}
 	}
 	sec.para("**Closed loop** (every emitter emits again as soon as its Emit returns):")

@@ -51,15 +51,16 @@ import (
 type options struct {
 	out        string
 	only       map[string]bool
-	emitTrial  time.Duration // one emit trial's measured part (bounded also by emitMax)
-	emitWarm   time.Duration // run before it, not counted
-	emitReps   int           // interleaved repetitions per emitter count
-	emitMax    int64         // events per emit trial at most
-	emitShapes string        // only the emit shapes whose name contains this (no tables)
-	verifyN    int           // events in the in-memory chain
-	verifyReps int           // interleaved rounds
-	coldReps   int           // cold starts per binary
-	reconcileN int           // events before the checkpoint
+	emitTrial  time.Duration   // one emit trial's measured part (bounded also by emitMax)
+	emitWarm   time.Duration   // run before it, not counted
+	emitReps   int             // interleaved repetitions per emitter count
+	emitMax    int64           // events per emit trial at most
+	emitShapes string          // only the emit shapes whose name contains this (no tables)
+	emitRTTs   []time.Duration // round trips every closed-loop emit shape runs at (0: loopback's)
+	verifyN    int             // events in the in-memory chain
+	verifyReps int             // interleaved rounds
+	coldReps   int             // cold starts per binary
+	reconcileN int             // events before the checkpoint
 }
 
 func defaults() options {
@@ -69,6 +70,7 @@ func defaults() options {
 		emitWarm:   time.Second,
 		emitReps:   2,
 		emitMax:    30000,
+		emitRTTs:   []time.Duration{0, awsRTT},
 		verifyN:    2000,
 		verifyReps: 9,
 		coldReps:   9,
@@ -98,6 +100,17 @@ func main() {
 	flag.DurationVar(&o.emitTrial, "emit-trial", o.emitTrial, "length of one emit trial")
 	flag.IntVar(&o.emitReps, "emit-reps", o.emitReps, "repetitions per closed-loop emit configuration")
 	flag.StringVar(&o.emitShapes, "emit-shapes", "", "run only the emit shapes whose name contains this, and write no tables (e.g. \"independent\")")
+	flag.Func("emit-rtt", "comma-separated round trips the closed-loop emit shapes run at, e.g. \"0,8ms\" (0: loopback's; default \"0,8ms\")", func(v string) error {
+		o.emitRTTs = nil
+		for _, f := range strings.Split(v, ",") {
+			d, err := time.ParseDuration(strings.TrimSpace(f))
+			if err != nil {
+				return err
+			}
+			o.emitRTTs = append(o.emitRTTs, d)
+		}
+		return nil
+	})
 	flag.IntVar(&o.coldReps, "cold-reps", o.coldReps, "cold starts per binary")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
@@ -127,6 +140,8 @@ func main() {
 				q.coldReps = o.coldReps
 			case "emit-shapes":
 				q.emitShapes = o.emitShapes
+			case "emit-rtt":
+				q.emitRTTs = o.emitRTTs
 			}
 		})
 		q.out = o.out

@@ -58,6 +58,7 @@ func (r *report) markdown() string {
 	t := &table{head: []string{"", ""}}
 	m := r.machine
 	t.add("date", m.date)
+	t.add("commit measured", m.commit)
 	t.add("CPU", m.cpu)
 	t.add("cores (runtime.NumCPU)", fmt.Sprint(m.cores))
 	t.add("Go", m.goVersion)
@@ -73,8 +74,8 @@ func (r *report) markdown() string {
 }
 
 type machine struct {
-	date, cpu, goVersion, dynamoDB, loadStart, loadEnd string
-	cores                                              int
+	date, commit, cpu, goVersion, dynamoDB, loadStart, loadEnd string
+	cores                                                      int
 }
 
 func describeMachine(root string) machine {
@@ -83,6 +84,7 @@ func describeMachine(root string) machine {
 		cpu:       cpuModel(),
 		cores:     runtime.NumCPU(),
 		goVersion: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
+		commit:    commitMeasured(root),
 		dynamoDB:  dynamoDBRevision(root),
 		loadStart: loadAverage(),
 	}
@@ -130,6 +132,20 @@ func loadAverage() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// commitMeasured names the commit whose code the run measured, marked when
+// the tree had uncommitted changes (then the figures are of no commit).
+func commitMeasured(root string) string {
+	rev, err := exec.Command("git", "-C", root, "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return "unknown (not a git checkout)"
+	}
+	out := strings.TrimSpace(string(rev))
+	if st, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+		out += " with uncommitted changes (the figures are of no commit)"
+	}
+	return out
 }
 
 // dynamoDBRevision names the DynamoDB the run measured: the project's own server

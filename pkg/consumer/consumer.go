@@ -115,7 +115,7 @@ type DeadLetterSender interface {
 type Deliverer interface {
 	DeliverWith(ctx context.Context, e envelope.Envelope, p *delivery.Prefetched) (delivery.Result, error)
 	Prefetch(ctx context.Context, envs []envelope.Envelope) (*delivery.Prefetched, delivery.PrefetchStats, error)
-	Settled(ctx context.Context, tenant string, seqs []int64) (map[string]int64, error)
+	SettledWith(ctx context.Context, tenant string, seqs []int64, p *delivery.Prefetched) (map[string]int64, error)
 }
 
 var _ Deliverer = (*delivery.Deliverer)(nil)
@@ -272,7 +272,7 @@ func (h *Handler) tenant(ctx, dctx context.Context, pre *delivery.Prefetched, ms
 	blocked := ""
 	var settled []int64
 	tenant := ""
-	defer func() { h.settle(ctx, tenant, settled) }()
+	defer func() { h.settle(ctx, tenant, settled, pre) }()
 	for _, m := range ms {
 		mctx := ctx
 		if m.err == nil {
@@ -387,14 +387,14 @@ func (h *Handler) deadLetter(ctx context.Context, m *message, reason string, why
 // settle moves the tenant's delivery watermarks over the seqs this batch
 // settled. A failure is logged, not answered: delivery is done, and a later
 // batch or dlq-repair moves the watermark on.
-func (h *Handler) settle(ctx context.Context, tenant string, seqs []int64) {
+func (h *Handler) settle(ctx context.Context, tenant string, seqs []int64, pre *delivery.Prefetched) {
 	if len(seqs) == 0 {
 		return
 	}
 	tctx := tenancy.MustWithChain(ctx, tenant)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(tctx), 5*time.Second)
 	defer cancel()
-	moved, err := h.cfg.Deliverer.Settled(wctx, tenant, seqs)
+	moved, err := h.cfg.Deliverer.SettledWith(wctx, tenant, seqs, pre)
 	if err != nil {
 		h.cfg.Logger.WarnContext(tctx, "delivery watermark not moved; reconcile shows the lag until a later batch or dlq-repair moves it", slog.Any(obs.KeyErr, err))
 		return

@@ -460,3 +460,84 @@ func emfSum(t *testing.T, emf, name string) int {
 	}
 	return n
 }
+
+// TestRedeliveryMovesNoWatermark: a batch delivered and settled, then
+// redelivered whole (SQS gives it again: the invocation timed out after the
+// writes), is answered from the prefetch without a write: no claim, no
+// completion and no watermark write, not even a refused conditional one,
+// because the prefetch read the watermarks with the claims.
+func TestRedeliveryMovesNoWatermark(t *testing.T) {
+	rg := newBatchRig(t)
+	envs := batchEvents(t, 10)
+	ctx := context.Background()
+	seqs := make([]int64, len(envs))
+	for i, e := range envs {
+		seqs[i] = e.Seq
+	}
+	deliver := func() (*delivery.Prefetched, delivery.PrefetchStats, int, map[string]int64) {
+		t.Helper()
+		p, st, err := rg.d.Prefetch(ctx, envs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rg.db.reset()
+		deliverAll(t, ctx, rg.d, p, envs)
+		moved, err := rg.d.SettledWith(ctx, "t1", seqs, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, writes, _, _, _ := rg.db.snapshot()
+		return p, st, writes, moved
+	}
+	_, st, first, moved := deliver()
+	if st.Watermarks != batchSubs {
+		t.Errorf("the prefetch read %d watermarks, want %d (one per DURABLE subscription of the tenant)", st.Watermarks, batchSubs)
+	}
+	if len(moved) != batchSubs {
+		t.Errorf("first delivery moved %v, want every one of %d subscriptions to 10", moved, batchSubs)
+	}
+	if want := len(envs) + len(envs)*batchSubs + batchSubs; first > want {
+		t.Errorf("first delivery: %d writes, want at most %d (claims, completions, one watermark write per subscription)", first, want)
+	}
+	_, _, again, moved := deliver()
+	if again != 0 || len(moved) != 0 {
+		t.Errorf("redelivery: %d writes (watermarks moved %v), want 0", again, moved)
+	}
+	marks, err := rg.d.Watermarks(ctx, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sub, w := range marks {
+		if w.Seq != 10 {
+			t.Errorf("watermark of %s at %d, want 10", sub, w.Seq)
+		}
+	}
+}
+
+// TestSettledWithStaleWatermarkStillWrites: a watermark the prefetch read
+// lower than it is (its reads are eventually consistent) never keeps a run
+// above it from being written; the condition decides.
+func TestSettledWithStaleWatermarkStillWrites(t *testing.T) {
+	rg := newBatchRig(t)
+	envs := batchEvents(t, 10)
+	ctx := context.Background()
+	p, _, err := rg.d.Prefetch(ctx, envs[:5]) // reads every watermark at 0
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rg.d.Settled(ctx, "t1", []int64{1, 2, 3}); err != nil { // moves them after the read
+		t.Fatal(err)
+	}
+	moved, err := rg.d.SettledWith(ctx, "t1", []int64{4, 5}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(moved) != batchSubs {
+		t.Fatalf("moved %v, want every one of %d subscriptions to 5", moved, batchSubs)
+	}
+	for sub, to := range moved {
+		if to != 5 {
+			t.Errorf("%s moved to %d, want 5", sub, to)
+		}
+	}
+}

@@ -201,6 +201,16 @@ var ErrNoWatermarks = errors.New("delivery store keeps no watermarks")
 // (joined); delivery itself is done, and a later batch or dlq-repair moves
 // the watermark on.
 func (d *Deliverer) Settled(ctx context.Context, tenant string, seqs []int64) (map[string]int64, error) {
+	return d.SettledWith(ctx, tenant, seqs, nil)
+}
+
+// SettledWith is Settled for a batch Prefetch read: a run that ends at or
+// below the watermark p read for a subscription is already settled (a
+// redelivery) and costs no write, not even a refused conditional one. The
+// prefetch reads eventually consistent and a watermark only moves up, so
+// what it read is at most the true one: a run above it is still written,
+// and its condition decides.
+func (d *Deliverer) SettledWith(ctx context.Context, tenant string, seqs []int64, p *Prefetched) (map[string]int64, error) {
 	if d.marks == nil || len(seqs) == 0 {
 		return nil, nil
 	}
@@ -222,7 +232,11 @@ func (d *Deliverer) Settled(ctx context.Context, tenant string, seqs []int64) (m
 	var errs []error
 	now := d.cfg.Now()
 	for _, sub := range d.Subscriptions() {
+		at, known := p.watermark(tenant, sub)
 		for _, r := range runs {
+			if known && r.to <= at {
+				continue // settled before: a redelivery
+			}
 			ok, err := d.marks.Advance(ctx, tenant, sub, r.from, r.to, now)
 			if err != nil {
 				errs = append(errs, err)
@@ -231,6 +245,7 @@ func (d *Deliverer) Settled(ctx context.Context, tenant string, seqs []int64) (m
 			}
 			if ok {
 				moved[sub] = r.to
+				at, known = r.to, true
 			}
 		}
 	}

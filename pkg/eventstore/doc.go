@@ -4,8 +4,8 @@
 //
 // One TransactWriteItems holds the tenant's head row (a conditional Put on
 // last_seq), the event row (condition: absent), then the caller's writes.
-// Losing the race for the head is contention: the store re-reads the head and
-// retries within a bounded, jittered budget. Any other cancellation is the
+// Losing the race for the head is contention: the store retries on the head
+// the lost race returned, within a bounded, jittered budget. Any other cancellation is the
 // caller's answer and comes back at once, named by the caller's index
 // (extra_writes[1] ConditionalCheckFailed: …), with nothing written.
 //
@@ -26,6 +26,15 @@
 // keeps its own seq, its own post-commit dispatch and its own error, its own
 // outcome-unknown error included. A goroutine per busy tenant commits the
 // batches, never a caller, so no caller waits for batches other than its own.
+//
+// The remembered head. A store keeps the head it last committed or was told
+// of per tenant, across Emits, so a store emitting one event at a time (a
+// Lambda instance) spends one round trip per event, not a head read and a
+// write. A head another process moved meanwhile costs one lost attempt, which
+// returns the head that won; that is staleness, not contention, so the batch
+// goes out again at once, and the store reads the head before its next batch
+// until a remembered head holds again. The head's condition checks the
+// recorded shard count too, since a remembered head is not re-read.
 //
 // Hot tenants. A tenant's head row and events share one partition key, so one
 // tenant takes at most AWS's 1,000 WCU/s per partition (about 470 one-KB

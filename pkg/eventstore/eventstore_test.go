@@ -504,3 +504,69 @@ func TestGroupCommitLeaderSkipsHeadReads(t *testing.T) {
 	}
 	f.verify(t, "t1", 640+320)
 }
+
+// TestIdleStoreCarriesTheHead: a store whose Emits come one at a time (a
+// Lambda instance's) reads the head once, for its first Emit, and then seals
+// every later one on the head it committed: one round trip per event.
+func TestIdleStoreCarriesTheHead(t *testing.T) {
+	f := newFixture(t, nil)
+	cdb := &countingDB{DynamoDB: f.db}
+	s := mustStore(t, cdb, eventstore.Config{Table: f.table, Catalog: catalog})
+	for i := range 10 {
+		if _, err := s.Emit(ctxFor("t1"), "order.placed", map[string]any{"i": i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if gets := cdb.gets.Load(); gets != 1 {
+		t.Errorf("%d head reads for 10 Emits one after another, want 1 (the first)", gets)
+	}
+	if st := s.Stats(); st.Attempts != 10 || st.FailedAttempts != 0 {
+		t.Errorf("got %d attempts, %d failed, want 10 and 0", st.Attempts, st.FailedAttempts)
+	}
+	f.verify(t, "t1", 10)
+}
+
+// TestStaleHeadCostsOneLostAttempt: two stores taking turns on one tenant
+// each find their remembered head moved by the other. The lost attempt's
+// failed condition returns the head that won, so that Emit costs one lost
+// attempt and no read, and it does not wait out a backoff window (a stale
+// head is not contention). Having seen its remembered head go stale, a store
+// reads the head before its next Emits instead of losing again.
+func TestStaleHeadCostsOneLostAttempt(t *testing.T) {
+	f := newFixture(t, nil)
+	adb, bdb := &countingDB{DynamoDB: f.db}, &countingDB{DynamoDB: f.db}
+	// A contention window of a minute: an Emit that waited one out would
+	// sleep a random share of it (a whole minute at most), so the turns
+	// below, a few round trips each, would take seconds, not milliseconds.
+	cfg := eventstore.Config{Table: f.table, Catalog: catalog, BaseDelay: time.Minute, MaxDelay: time.Minute, MaxElapsed: time.Minute}
+	a, b := mustStore(t, adb, cfg), mustStore(t, bdb, cfg)
+	const turns = 5
+	start := time.Now()
+	defer func() {
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("the turns took %v: an Emit waited out a backoff window on a stale head", took)
+		}
+	}()
+	for i := range turns {
+		for _, s := range []*eventstore.Store{a, b} {
+			if _, err := s.Emit(ctxFor("t1"), "order.placed", map[string]any{"i": i}); err != nil {
+				t.Fatalf("turn %d: %v", i, err)
+			}
+		}
+	}
+	// Each store: its first Emit reads (no head known), its second seals on
+	// the head it committed, finds it stale, loses once and commits on the
+	// head the loss returned; its later ones read first.
+	for name, x := range map[string]struct {
+		c *countingDB
+		s *eventstore.Store
+	}{"a": {adb, a}, "b": {bdb, b}} {
+		if gets := x.c.gets.Load(); gets != turns-1 {
+			t.Errorf("store %s read the head %d times, want %d", name, gets, turns-1)
+		}
+		if st := x.s.Stats(); st.Attempts != turns+1 || st.FailedAttempts != 1 {
+			t.Errorf("store %s: %d attempts, %d failed, want %d and 1", name, st.Attempts, st.FailedAttempts, turns+1)
+		}
+	}
+	f.verify(t, "t1", 2*turns)
+}

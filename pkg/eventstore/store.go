@@ -400,10 +400,13 @@ func (s *Store) enqueue(tenant string, req *request) {
 // A batch that lost to contention goes out again with whatever queued
 // meanwhile: the more contended the head, the larger the batch that takes it.
 func (s *Store) lead(tenant string, q *tenantQueue) {
-	// The committer remembers the head it last committed, so a tenant's next
-	// batch needs no read: only contention (another process moved the head)
-	// sends it back to DynamoDB for the head.
-	hv := &headView{}
+	// The store remembers the head it last committed or was told of, across
+	// Emits, so a tenant's next batch needs no read: a head another process
+	// moved meanwhile costs one lost attempt, whose failed condition returns
+	// the head that won (ReturnValuesOnConditionCheckFailure), instead of a
+	// read before every Emit of an idle store. Only the tenant's committer
+	// (one at a time, q.leading) touches it.
+	hv := &s.pacer(tenant).head
 	var carry []*request
 	for {
 		s.mu.Lock()
@@ -484,7 +487,19 @@ func takeBatch(q *tenantQueue, carry []*request) []*request {
 type headView struct {
 	known  bool
 	head   *chain.Head
-	shards int // the shard count the head was written with (keys.AttrShards; 1 when absent)
+	shards int       // the shard count the head was written with (keys.AttrShards; 1 when absent)
+	at     time.Time // when DynamoDB told it (a read, a commit or a lost race answered)
+	// retried: the last round lost on a stale head and its batch went out
+	// again at once, on the head the loss returned.
+	retried bool
+	// doubt: the last batch that went out on the remembered head found it
+	// stale; until one holds again, a new batch reads the head first.
+	doubt bool
+}
+
+// set records what DynamoDB just told of the head.
+func (hv *headView) set(h *chain.Head, shards int) {
+	hv.known, hv.head, hv.shards, hv.at, hv.retried = true, h, shards, time.Now(), false // doubt stays
 }
 
 // commit seals batch (one tenant's requests, in order) once and sends it
@@ -513,6 +528,19 @@ func (s *Store) commit(tenant string, batch []*request, hv *headView) []*request
 		// The round number in the token grows with every round any of these
 		// requests was in, so a re-seal never reuses a token.
 		n := before
+		rtt := s.pacer(tenant).roundTrip()
+		if before == 0 && hv.known && hv.doubt && time.Since(hv.at) > rtt/2 {
+			// The last remembered head this store sealed on had gone stale
+			// (other processes write this chain too): read the head rather
+			// than spend a lost attempt finding that out again. A read costs
+			// the same round trip and no write.
+			hv.known = false
+		}
+		// How old the head this round seals on is (0: round reads it).
+		var age time.Duration
+		if hv.known {
+			age = time.Since(hv.at)
+		}
 		err := s.round(tenant, batch, hv, &n)
 		for _, r := range batch {
 			r.attempts += n - before
@@ -520,6 +548,9 @@ func (s *Store) commit(tenant string, batch []*request, hv *headView) []*request
 		var undecided *undecidedError
 		switch {
 		case err == nil:
+			if before == 0 && age > 0 {
+				hv.doubt = false // a remembered head held
+			}
 			s.pacer(tenant).won()
 			for _, r := range batch {
 				r.done <- nil
@@ -538,11 +569,21 @@ func (s *Store) commit(tenant string, batch []*request, hv *headView) []*request
 			if c.throttled {
 				s.stats.throttled.Add(1)
 			}
+			// Stale: the head this round sealed on was older than half a
+			// round trip when it went out, so losing says only that the head
+			// moved meanwhile (an idle store's first Emit, a batch's first
+			// attempt after a backoff), not that anyone raced it in flight.
+			// Once per loss streak: the retry on the returned head is fresh.
+			stale := c.head != nil && !hv.retried && age > rtt/2
 			if c.head != nil {
 				// With the count it was written with, which the next seal checks.
-				hv.known, hv.head, hv.shards = true, c.head, c.shards
+				hv.set(c.head, c.shards)
 			}
-			return s.keepWithinBudget(tenant, batch, err)
+			hv.retried = stale
+			if stale && before == 0 {
+				hv.doubt = true
+			}
+			return s.keepWithinBudget(tenant, batch, err, stale)
 		default:
 			var cw *batchCallerError
 			if errors.As(err, &cw) {
@@ -583,8 +624,9 @@ func (s *Store) commit(tenant string, batch []*request, hv *headView) []*request
 
 // keepWithinBudget answers the requests of a contended batch whose own budget
 // is spent with a *ContentionError, waits the backoff (never past the
-// earliest deadline among the rest) and returns the rest.
-func (s *Store) keepWithinBudget(tenant string, batch []*request, last error) []*request {
+// earliest deadline among the rest; none when the batch lost only because
+// the head it sealed on was stale) and returns the rest.
+func (s *Store) keepWithinBudget(tenant string, batch []*request, last error, stale bool) []*request {
 	now := time.Now()
 	keep := make([]*request, 0, len(batch))
 	var earliest time.Time
@@ -605,6 +647,12 @@ func (s *Store) keepWithinBudget(tenant string, batch []*request, last error) []
 		if earliest.IsZero() || r.deadline.Before(earliest) {
 			earliest = r.deadline
 		}
+	}
+	if stale {
+		// The lost race returned the head that won it, the freshest head
+		// there is: re-seal on it at once, as waiting would only age it.
+		// This is not contention, so the window stays as it is.
+		return keep
 	}
 	w := s.pacer(tenant).lost(s.cfg.BaseDelay, s.cfg.MaxDelay)
 	if len(keep) > 0 {
@@ -636,6 +684,9 @@ func (s *Store) keepWithinBudget(tenant string, batch []*request, last error) []
 type pacer struct {
 	mu     sync.Mutex
 	window time.Duration
+	rtt    time.Duration // moving average of the definite answers' round trips
+
+	head headView // the tenant's head as this store last knew it; only the tenant's committer uses it
 }
 
 func (s *Store) pacer(tenant string) *pacer {
@@ -656,6 +707,27 @@ func (s *Store) pacer(tenant string) *pacer {
 		s.pacers[tenant] = p
 	}
 	return p
+}
+
+// answered folds one definite answer's round trip into the average.
+func (p *pacer) answered(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rtt == 0 {
+		p.rtt = d
+		return
+	}
+	p.rtt += (d - p.rtt) / 8
+}
+
+// roundTrip is the average round trip so far (a millisecond before any).
+func (p *pacer) roundTrip() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rtt == 0 {
+		return time.Millisecond
+	}
+	return p.rtt
 }
 
 // lost widens the window after a lost attempt and returns it.
@@ -738,16 +810,20 @@ func (s *Store) round(tenant string, batch []*request, hv *headView, attempts *i
 	for n := 1; ; n++ {
 		*attempts++
 		ctx, cancel := context.WithTimeout(base, s.cfg.CallTimeout)
+		sent := time.Now()
 		out, callErr := s.db.TransactWriteItems(ctx, in)
 		cancel()
 		s.stats.attempts.Add(1)
 		if callErr == nil {
-			hv.head = &chain.Head{TenantID: tenant, LastSeq: last.Seq, LastHash: last.Hash}
-			hv.shards = s.shardCount(tenant)
+			s.pacer(tenant).answered(time.Since(sent))
+			hv.set(&chain.Head{TenantID: tenant, LastSeq: last.Seq, LastHash: last.Hash}, s.shardCount(tenant))
 			s.committed(len(batch), out)
 			return nil
 		}
 		err = classify(callErr, owners)
+		if isContention(err) {
+			s.pacer(tenant).answered(time.Since(sent))
+		}
 		if !firstAmbiguous.IsZero() {
 			// A copy of this request may have committed.
 			var cw *batchCallerError
@@ -831,7 +907,7 @@ func (s *Store) seal(ctx context.Context, tenant string, batch []*request, hv *h
 		if err != nil {
 			return nil, nil, fmt.Errorf("head row of chain %q: %w", tenant, err)
 		}
-		hv.known, hv.head, hv.shards = true, h, n
+		hv.set(h, n)
 	}
 	if err := s.checkRecorded(tenant, hv.shards); err != nil {
 		return nil, nil, err
@@ -911,10 +987,17 @@ func (s *Store) headPut(tenant string, prevSeq int64, exists bool, last envelope
 	}
 	if exists {
 		p.ExpressionAttributeNames["#l"] = keys.AttrLastSeq
+		p.ExpressionAttributeNames["#s"] = keys.AttrShards
 		p.ExpressionAttributeValues = map[string]types.AttributeValue{
 			":l": &types.AttributeValueMemberN{Value: strconv.FormatInt(prevSeq, 10)},
+			":s": &types.AttributeValueMemberN{Value: strconv.Itoa(s.shardCount(tenant))},
 		}
-		p.ConditionExpression = aws.String("attribute_exists(#t) AND #l = :l")
+		// The shard count is checked in the condition, not only when the head
+		// is read: the store seals on the head it remembers, and a head since
+		// rewritten by an emitter with more shards (or by something other
+		// than the event store) must refuse the write, returning the row that
+		// seal then checks.
+		p.ConditionExpression = aws.String("attribute_exists(#t) AND #l = :l AND (attribute_not_exists(#s) OR #s <= :s)")
 	} else {
 		p.ConditionExpression = aws.String("attribute_not_exists(#t)")
 	}

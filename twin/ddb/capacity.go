@@ -246,7 +246,7 @@ func (db *DB) takeBudgets(reqs []budgetReq) int {
 	}
 	claims := map[*bucket]*claim{}
 	for i, r := range reqs {
-		bk := r.t.extra.budgets.get(keyString(r.hk, nil), now, rate)
+		bk := r.t.extra.budgets.get(keyString(r.hk, nil), now, rate, db.opts.PartitionStartEmpty)
 		c := claims[bk]
 		if c == nil {
 			c = &claim{bk: bk}
@@ -263,7 +263,7 @@ func (db *DB) takeBudgets(reqs []budgetReq) int {
 	return -1
 }
 
-func (b *partitionBudgets) get(k string, now time.Time, rate float64) *bucket {
+func (b *partitionBudgets) get(k string, now time.Time, rate float64, empty bool) *bucket {
 	if b.buckets == nil {
 		b.buckets = map[string]*bucket{}
 	}
@@ -273,6 +273,9 @@ func (b *partitionBudgets) get(k string, now time.Time, rate float64) *bucket {
 			b.prune(now, rate)
 		}
 		bk = &bucket{tokens: rate, at: now}
+		if empty {
+			bk.tokens = 0
+		}
 		b.buckets[k] = bk
 	}
 	bk.refill(now, rate)

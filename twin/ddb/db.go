@@ -44,6 +44,10 @@ type Options struct {
 	// PartitionWCU, when positive, is a per-partition-key write budget in WCU per
 	// second (AWS: 1,000); writes over it fail with ProvisionedThroughputExceededException.
 	PartitionWCU float64
+	// PartitionStartEmpty makes a partition's budget start with nothing saved (it
+	// then holds at most one second's worth, as always): a benchmark on fresh tables
+	// measures the sustained rate, not a sustained rate plus a second's burst.
+	PartitionStartEmpty bool
 }
 
 // DB is one DynamoDB endpoint's state: its tables, streams, idempotency tokens and faults.

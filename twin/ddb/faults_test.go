@@ -316,3 +316,31 @@ func TestAdminClock(t *testing.T) {
 		t.Errorf("GET: %+v %v; want skew 7200000 ms and the server's time two hours ahead", c, err)
 	}
 }
+
+// TestPartitionBudgetStartEmpty: with PartitionStartEmpty a fresh partition has
+// no second's burst saved: it takes only what has refilled since its first write.
+func TestPartitionBudgetStartEmpty(t *testing.T) {
+	clock := NewTestClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	e := newDP(t, Options{Now: clock.Now, PartitionWCU: 10, PartitionStartEmpty: true})
+	e.create(t, "budget", tableSpec{sk: types.ScalarAttributeTypeN})
+	ctx := context.Background()
+	putN := func(i int) error {
+		_, err := e.c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("budget"), Item: map[string]av{"pk": s("hot"), "sk": ni(i)}})
+		return err
+	}
+	wantCode(t, putN(0), "ProvisionedThroughputExceededException", "")
+	clock.Advance(300 * time.Millisecond) // refills 3 WCU
+	for i := range 3 {
+		if err := putN(1 + i); err != nil {
+			t.Fatalf("after refill, write %d: %v", i, err)
+		}
+	}
+	wantCode(t, putN(9), "ProvisionedThroughputExceededException", "")
+	clock.Advance(10 * time.Second) // holds at most one second's worth, as always
+	for i := range 10 {
+		if err := putN(10 + i); err != nil {
+			t.Fatalf("a second's burst, write %d: %v", i, err)
+		}
+	}
+	wantCode(t, putN(99), "ProvisionedThroughputExceededException", "")
+}
