@@ -84,11 +84,12 @@ func (s *Store) BindFollowOn(ctx context.Context, cause envelope.Envelope, subsc
 	return context.WithValue(ctx, emitterKey{}, &Emitter{store: s, cause: cause, subscription: subscription, ranks: map[string]int{}})
 }
 
-// EmitterFrom returns the Emitter bound to ctx, or ErrNoEmitter.
+// EmitterFrom returns the Emitter bound to ctx, or an error matching
+// ErrNoEmitter (permanent: a retry cannot bind one).
 func EmitterFrom(ctx context.Context) (*Emitter, error) {
 	em, _ := ctx.Value(emitterKey{}).(*Emitter)
 	if em == nil {
-		return nil, ErrNoEmitter
+		return nil, &followOnError{ErrNoEmitter} // wiring: retrying cannot fix it
 	}
 	return em, nil
 }
