@@ -4,6 +4,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"log/slog"
 	"os"
+	"slices"
 
 	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/pkg/awsenv"
@@ -39,20 +40,21 @@ func StreamFilter(a app.Application) {
 func DurableConsumer(a app.Application) {
 	b := start(keys.FnDurableConsumer)
 	cat := b.catalog(a)
-	durable := []catalog.Lane{catalog.Durable}
-	env := b.env(a, durable, keys.EnvStateTable, keys.EnvEventsTable)
+	mods := a.RunsDurable()
+	env := get(awsenv.Require(append([]string{keys.EnvStateTable, keys.EnvEventsTable}, app.EnvOf(mods)...)...)).or(b, "environment")
 	db := awsenv.DynamoDB(b.aws())
 	state := env[keys.EnvStateTable]
-	// DURABLE handlers that emit flush their LOCAL lane through
-	// consumer.Config.Flusher; the application value does not bind one yet.
-	reg, _ := b.bind(a, cat, env, db, state, durable...)
+	reg, _ := b.bind(mods, cat, env, db, state)
+	// DURABLE handlers emit follow-on events through the log (Config.Events);
+	// their INLINE and LOCAL subscribers run here, flushed per invocation.
+	inproc, events := b.followOn(a, cat, reg, db, env[keys.EnvEventsTable])
 	// The prefetch reads the batch's claims and its event rows together;
 	// delivery refuses an envelope that is not the log's event at its seq.
 	claims := get(delivery.NewDynamoStore(db, state).PerPairClaims(os.Getenv(keys.EnvPerPairClaims))).or(b, "environment")
 	claims = claims.WithLog(env[keys.EnvEventsTable])
 	store := get(delivery.NewBatchedStore(claims)).or(b, "claim store")
-	d := get(delivery.New(reg, delivery.Config{Store: store, Log: claims, Effects: b.effects(db, state), Logger: b.log, Metrics: b.metrics})).or(b, "deliverer")
-	h := get(consumer.New(b.ctx, consumer.Config{Deliverer: d, Registry: reg, Logger: b.log, Metrics: b.metrics})).or(b, "handler")
+	d := get(delivery.New(reg, delivery.Config{Store: store, Log: claims, Effects: b.effects(db, state), Events: events, Logger: b.log, Metrics: b.metrics})).or(b, "deliverer")
+	h := get(consumer.New(b.ctx, consumer.Config{Deliverer: d, Registry: reg, Flusher: inproc, Logger: b.log, Metrics: b.metrics})).or(b, "handler")
 	run(b, h.Handle)
 }
 
@@ -70,7 +72,7 @@ func Changefeed(a app.Application) {
 		b.fail("environment", err)
 	}
 	db := awsenv.DynamoDB(b.aws())
-	reg, _ := b.bind(a, cat, env, db, env[keys.EnvStateTable], bestEffort...)
+	reg, _ := b.bind(a.Runs(bestEffort...), cat, env, db, env[keys.EnvStateTable])
 	feed := get(changefeed.New(changefeed.Config{
 		DB: db, Table: env[keys.EnvChangeFeedTable], Tables: tables,
 		Dispatcher: lanes.NewBestEffort(reg, lanes.Config{Logger: b.log, Metrics: b.metrics, Effects: b.effects(db, env[keys.EnvStateTable])}),
@@ -118,9 +120,14 @@ func Reconcile(a app.Application) {
 func DLQRepair(a app.Application) {
 	b := start(keys.FnDLQRepair)
 	cat := b.catalog(a)
-	both := []catalog.Lane{catalog.Durable, catalog.BestEffort}
+	mods := a.RunsDurable()
+	for _, m := range a.Runs(catalog.BestEffort) {
+		if !slices.ContainsFunc(mods, func(x app.Module) bool { return x.Spec.Name == m.Spec.Name }) {
+			mods = append(mods, m)
+		}
+	}
 	names := append([]string{keys.EnvDurableDLQURL, keys.EnvPipeDLQURL, keys.EnvChangeFeedDLQURL, keys.EnvEventsTable,
-		keys.EnvStateTable, keys.EnvChangeFeedTable}, a.Env(both...)...)
+		keys.EnvStateTable, keys.EnvChangeFeedTable}, app.EnvOf(mods)...)
 	env, tables, err := changefeed.RequireEnv(cat.Entities(), names...)
 	if err != nil {
 		b.fail("environment", err)
@@ -128,14 +135,15 @@ func DLQRepair(a app.Application) {
 	cfg := b.aws()
 	db := awsenv.DynamoDB(cfg)
 	state := env[keys.EnvStateTable]
-	reg, re := b.bind(a, cat, env, db, state, both...)
+	reg, re := b.bind(mods, cat, env, db, state)
 	if err := reg.LogServed(b.ctx, b.log, catalog.Durable, catalog.BestEffort); err != nil {
 		b.fail("registry", err)
 	}
 	claims := get(delivery.NewDynamoStore(db, state).PerPairClaims(os.Getenv(keys.EnvPerPairClaims))).or(b, "environment")
 	effects := b.effects(db, state)
-	d := get(delivery.New(reg, delivery.Config{Store: claims, Effects: effects, Logger: b.log, Metrics: b.metrics})).or(b, "deliverer")
-	events := get(eventstore.New(db, eventstore.Config{Table: env[keys.EnvEventsTable], Catalog: cat})).or(b, "event log")
+	// Replayed DURABLE handlers emit follow-on events as in durable-consumer.
+	inproc, events := b.followOn(a, cat, reg, db, env[keys.EnvEventsTable])
+	d := get(delivery.New(reg, delivery.Config{Store: claims, Effects: effects, Events: events, Logger: b.log, Metrics: b.metrics})).or(b, "deliverer")
 	feed := get(changefeed.New(changefeed.Config{
 		DB: db, Table: env[keys.EnvChangeFeedTable], Tables: tables,
 		Dispatcher: lanes.NewBestEffort(reg, lanes.Config{Logger: b.log, Metrics: b.metrics, Effects: effects}),
@@ -152,7 +160,7 @@ func DLQRepair(a app.Application) {
 		EventsTable: env[keys.EnvEventsTable], StateTable: state,
 		Logger: b.log, Metrics: b.metrics,
 	})).or(b, "repairer")
-	run(b, r.Handle)
+	run(b, flushed(r.Handle, inproc, b))
 }
 
 // TamperWatch runs tamper-watch: it reads the events table's stream beside
