@@ -24,8 +24,9 @@ import (
 )
 
 // StreamFilter runs stream-filter, the events Pipe's enrichment: stream
-// records of the events table in, envelopes of new event rows out, checked
-// against the application's declared types (package enrich).
+// records of the events table in, envelopes of new event rows out, their
+// hashes and links checked; a type or version the application's catalog
+// does not declare yet passes with a warning (package enrich).
 func StreamFilter(a app.Application) {
 	b := start(keys.FnStreamFilter)
 	cat := b.catalog(a)
