@@ -138,11 +138,15 @@ func (s *stack) events(t *testing.T, store *eventstore.Store, tenant string) []e
 }
 
 // lineFields returns the JSON lines function fn (a folder name) printed with
-// msg whose field key is value, decoded.
+// msg (any, when empty) whose field key is value, decoded.
 func (s *stack) lineFields(t *testing.T, fn, msg, key, value string) []map[string]any {
 	t.Helper()
+	sub := `"msg":"` + msg + `"`
+	if msg == "" {
+		sub = value
+	}
 	var out []map[string]any
-	for _, l := range s.grep(s.fn[fn], `"msg":"`+msg+`"`) {
+	for _, l := range s.grep(s.fn[fn], sub) {
 		_, text, _ := strings.Cut(l, ": ")
 		var m map[string]any
 		if err := json.Unmarshal([]byte(text), &m); err != nil {
