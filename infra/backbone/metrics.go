@@ -194,6 +194,14 @@ func (b *Backbone) MetricDeadLettered(opts *awscloudwatch.MathExpressionOptions)
 	return withExpression(emfQuery("SUM", keys.MetricDeadLettered, minutes(5)), opts)
 }
 
+// MetricUndeclaredEvents counts the events stream-filter passed although
+// its build does not declare their type or schema version (EMF
+// UndeclaredEvents, SUM over five minutes), one time series per Type and
+// Version: a producer deployed before the backbone.
+func (b *Backbone) MetricUndeclaredEvents(opts *awscloudwatch.MathExpressionOptions) awscloudwatch.IMetric {
+	return withExpression(emfQueryBy("SUM", keys.MetricUndeclaredEvents, minutes(5), "Type", "Version"), opts)
+}
+
 // MetricChainBreaks counts the broken hash chains reconcile found (EMF
 // ChainBreaks, SUM over five minutes): a data-integrity incident.
 func (b *Backbone) MetricChainBreaks(opts *awscloudwatch.MathExpressionOptions) awscloudwatch.IMetric {
