@@ -179,8 +179,11 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		"The events Pipe timed out executions (enrichment and target must finish within 5 minutes). Check stream-filter's duration.",
 		pipeMetric(pipe, "ExecutionTimeout", "Sum"), 1, 1)
 	alarm("StreamFilterRejected",
-		"stream-filter rejected stream records (EMF RejectedRecords, by Reason: hash_mismatch, broken_link, undeclared, undecodable, unstamped_head). The Pipe retries, bisects and finally dead-letters the batch. Read the Reason in stream-filter's logs before draining.",
+		"stream-filter rejected stream records (EMF RejectedRecords, by Reason: hash_mismatch, broken_link, undecodable, unstamped_head). The Pipe retries, bisects and finally dead-letters the batch. Read the Reason in stream-filter's logs before draining.",
 		rejected, 1, 1)
+	alarm("UndeclaredEvents",
+		"stream-filter passed events of a type or schema version its build does not declare (EMF UndeclaredEvents by Type and Version; each contributor of this alarm is one type and version): a producer was deployed before the backbone. Their hashes checked out and they are on the DURABLE lane; every subscription that cannot read them is dead-lettered alone, the rest deliver. Deploy the backbone with the producer's catalog, then run dlq-repair (docs/changing-events.md, 'Deploy order').",
+		emfQueryBy("SUM", keys.MetricUndeclaredEvents, fiveMin, "Type", "Version"), 1, 1)
 	alarm("DurableDLQDepth",
 		"Messages in the DURABLE FIFO DLQ: an event failed durable-consumer 5 times (an infrastructure error, not a handler error, which dead-letters per subscription). Run dlq-repair (docs/operations.md, 'Runbook: draining the dead-letter queues').",
 		visible(props.Durable.DLQ), 1, 1)

@@ -375,3 +375,40 @@ func TestUnknownEffectsAlarmUntilDecided(t *testing.T) {
 		t.Errorf("the alarm does not say what to do: %q", d)
 	}
 }
+
+// TestUndeclaredEventsAlarm: an event of a type or version the backbone's
+// build does not declare (a producer deployed first) pages within five
+// minutes, one contributor per type and version, so the alarm names them,
+// and its description says what to deploy and run.
+func TestUndeclaredEventsAlarm(t *testing.T) {
+	s := synth(t)
+	q := EMFQueryBy("SUM", keys.MetricUndeclaredEvents, "Type", "Version")
+	if want := `SELECT SUM(UndeclaredEvents) FROM SCHEMA("fourlanes", Type, Version) GROUP BY Type, Version`; q != want {
+		t.Errorf("query %s, want %s", q, want)
+	}
+	p, ok := s.alarmOnQuery(q)
+	if !ok {
+		t.Fatalf("no alarm on %s", q)
+	}
+	if p["Threshold"] != 1.0 || p["EvaluationPeriods"] != 1.0 || p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" || p["TreatMissingData"] != "notBreaching" {
+		t.Errorf("UndeclaredEvents alarm %v %v over %v periods, missing %v; want >= 1 in one period, missing not breaching",
+			p["ComparisonOperator"], p["Threshold"], p["EvaluationPeriods"], p["TreatMissingData"])
+	}
+	for _, m := range list(p["Metrics"]) {
+		if period, _ := m.(map[string]any)["Period"].(float64); period != 300 {
+			t.Errorf("UndeclaredEvents alarm period %vs, want 300", period)
+		}
+	}
+	if diff := cmp.Diff([]any{ref(LogicalAlarmTopic)}, p["AlarmActions"]); diff != "" {
+		t.Errorf("UndeclaredEvents alarm actions (-want +got):\n%s", diff)
+	}
+	desc, _ := p["AlarmDescription"].(string)
+	for _, want := range []string{"Type and Version", "dead-lettered alone", "Deploy the backbone with the producer's catalog", "dlq-repair", "Deploy order"} {
+		if !strings.Contains(desc, want) {
+			t.Errorf("UndeclaredEvents description %q lacks %q", desc, want)
+		}
+	}
+	if _, ok := s.stack.Alarms.ByName["UndeclaredEvents"]; !ok {
+		t.Error("Alarms.ByName has no UndeclaredEvents")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -248,6 +249,39 @@ func TestSecondApplication(t *testing.T) {
 		} {
 			if diff := cmp.Diff(tt.want, app(tt.fn)); diff != "" {
 				t.Errorf("%s: access to the library's tables (-want +got):\n%s", tt.fn.name, diff)
+			}
+		}
+	})
+
+	// library.remind is DURABLE and its module declares library.book-lent:
+	// its handler may emit follow-on events, so durable-consumer and
+	// dlq-repair may append to the log, exactly as Emit does (Put and
+	// ConditionCheck, only inside TransactWriteItems) and nothing more. The
+	// widget workshop's DURABLE module declares no type, and its functions
+	// only read the log (TestRoleAccess).
+	t.Run("follow-on grant", func(t *testing.T) {
+		gs := grants(s.Doc)
+		for _, f := range []Function{b.Durable.DurableConsumer, b.Repair.Function} {
+			role := ls.id(f.Role)
+			got := access(gs, role)[LogicalEventsTable+".Arn"]
+			if want := sorted(tableRead, logAppendWrite); !cmp.Equal(got, want) {
+				t.Errorf("%s on the events table: %v, want %v", f.name, got, want)
+			}
+			var appends []grant
+			for _, g := range gs {
+				if slices.Contains(g.Roles, role) && slices.Contains(g.Actions, "dynamodb:PutItem") &&
+					cmp.Equal(g.Resources, []any{getAtt(LogicalEventsTable, "Arn")}) {
+					appends = append(appends, g)
+				}
+			}
+			want := map[string]any{"ForAnyValue:StringEquals": map[string]any{"dynamodb:EnclosingOperation": []any{"TransactWriteItems"}}}
+			if len(appends) != 1 || !cmp.Equal(appends[0].Condition, want) || !cmp.Equal(sorted(appends[0].Actions), sorted(logAppendWrite)) {
+				t.Errorf("%s: PutItem on the log granted by %+v; want one statement of %v conditioned on %v", f.name, appends, logAppendWrite, want)
+			}
+		}
+		for _, f := range []Function{b.Durable.StreamFilter, b.Reconcile.Function, b.ChangeFeed.Changefeed, b.Tamper.Function} {
+			if got := access(gs, ls.id(f.Role))[LogicalEventsTable+".Arn"]; slices.Contains(got, "dynamodb:PutItem") {
+				t.Errorf("%s may put on the events table: %v", f.name, got)
 			}
 		}
 	})

@@ -236,6 +236,14 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	useTables(b.Durable.DurableConsumer, w.env[catalog.Durable])
 	useTables(b.ChangeFeed.Changefeed, w.env[catalog.BestEffort])
 	useTables(b.Repair.Function, w.env[catalog.Durable], w.env[catalog.BestEffort])
+	if p.App.EmitsFollowOn() {
+		// DURABLE handlers emit follow-on events (eventstore.EmitterFrom):
+		// the two functions that run them may append to the log exactly as
+		// Emit does, only inside TransactWriteItems.
+		for _, f := range []Function{b.Durable.DurableConsumer, b.Repair.Function} {
+			followOnPermission(b.Log.Events.TableArn()).grant(f.Role)
+		}
+	}
 
 	b.Alarms = NewAlarms(c, "Alarms", &AlarmsProps{
 		Log: b.Log, Durable: b.Durable, ChangeFeed: b.ChangeFeed, Reconcile: b.Reconcile, Repair: b.Repair,
@@ -373,7 +381,11 @@ func resolve(p *Props) wiring {
 	missing := map[string]bool{}
 	for _, lane := range []catalog.Lane{catalog.Durable, catalog.BestEffort} {
 		w.env[lane] = map[string]awsdynamodb.ITable{}
-		for _, m := range p.App.Runs(lane) {
+		mods := p.App.Runs(lane)
+		if lane == catalog.Durable {
+			mods = p.App.RunsDurable() // with the INLINE/LOCAL modules bound for follow-on events
+		}
+		for _, m := range mods {
 			for _, name := range m.Env {
 				t, ok := p.Tables[name]
 				if !ok || t == nil {

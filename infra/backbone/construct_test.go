@@ -271,6 +271,7 @@ func TestMetrics(t *testing.T) {
 			"OldestMessage":          {b.MetricOldestMessage(nil), "DurableOldestMessage"},
 			"UnsettledAge":           {b.MetricUnsettledAge(nil), "DeliveryWatermarkStalled"},
 			"DeadLettered":           {b.MetricDeadLettered(nil), "DeadLettered"},
+			"UndeclaredEvents":       {b.MetricUndeclaredEvents(nil), "UndeclaredEvents"},
 			"ChainBreaks":            {b.MetricChainBreaks(nil), "ChainBreaks"},
 			"TamperDetected":         {b.MetricTamperDetected(nil), "TamperDetected"},
 			"DLQDepth":               {b.MetricDLQDepth(nil), ""},

@@ -95,6 +95,15 @@ func logEmitPermissions(events *string) []permission {
 	}
 }
 
+// followOnPermission is what a DURABLE handler's follow-on emit needs on
+// the log beyond the lane's reads: the conditional head, event and
+// idempotency-row Puts and the caller's condition checks, only inside
+// TransactWriteItems (the transaction shape Emit uses). The reads Emit
+// makes (GetItem, Query) the functions already have.
+func followOnPermission(events *string) permission {
+	return permission{sid: "AppendFollowOnEventsInsideTransactWriteItems", actions: logAppendWrite, resources: []*string{events}, conditions: transactionOnly()}
+}
+
 // trackedWritePermission is what Emit's transaction writes on the tracked
 // tables (the team's own, written in the same transaction as the event):
 // Put, Update, Delete and ConditionCheck, only inside TransactWriteItems.

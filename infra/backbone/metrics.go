@@ -2,6 +2,7 @@ package backbone
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
@@ -80,6 +81,25 @@ func emfQuery(stat, metric string, period awscdk.Duration) awscloudwatch.MathExp
 // every backbone's functions write there.
 func EMFQuery(stat, metric string) string {
 	return fmt.Sprintf(`SELECT %s(%s) FROM SCHEMA(%q, %s)`, stat, metric, keys.MetricNamespace, obs.ServiceDimension)
+}
+
+// emfQueryBy is emfQuery over the metric's own dimension set, one time
+// series per combination of dims: an alarm on it has each as a contributor,
+// so its state reason names the dimension values that breached.
+func emfQueryBy(stat, metric string, period awscdk.Duration, dims ...string) awscloudwatch.MathExpression {
+	return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression:   jsii.String(EMFQueryBy(stat, metric, dims...)),
+		Label:        jsii.String(metric),
+		Period:       period,
+		UsingMetrics: &map[string]awscloudwatch.IMetric{},
+	})
+}
+
+// EMFQueryBy is the Metrics Insights expression emfQueryBy alarms on:
+// SELECT stat(metric) FROM SCHEMA(namespace, dims…) GROUP BY dims….
+func EMFQueryBy(stat, metric string, dims ...string) string {
+	d := strings.Join(dims, ", ")
+	return fmt.Sprintf(`SELECT %s(%s) FROM SCHEMA(%q, %s) GROUP BY %s`, stat, metric, keys.MetricNamespace, d, d)
 }
 
 // withMetric applies opts (nil: none) to m, as CDK's own metricX methods
@@ -172,6 +192,14 @@ func (b *Backbone) MetricUnsettledAge(opts *awscloudwatch.MathExpressionOptions)
 // were dead-lettered (EMF DeadLettered, SUM over five minutes).
 func (b *Backbone) MetricDeadLettered(opts *awscloudwatch.MathExpressionOptions) awscloudwatch.IMetric {
 	return withExpression(emfQuery("SUM", keys.MetricDeadLettered, minutes(5)), opts)
+}
+
+// MetricUndeclaredEvents counts the events stream-filter passed although
+// its build does not declare their type or schema version (EMF
+// UndeclaredEvents, SUM over five minutes), one time series per Type and
+// Version: a producer deployed before the backbone.
+func (b *Backbone) MetricUndeclaredEvents(opts *awscloudwatch.MathExpressionOptions) awscloudwatch.IMetric {
+	return withExpression(emfQueryBy("SUM", keys.MetricUndeclaredEvents, minutes(5), "Type", "Version"), opts)
 }
 
 // MetricChainBreaks counts the broken hash chains reconcile found (EMF

@@ -145,11 +145,43 @@ func (a Application) Runs(lanes ...catalog.Lane) []Module {
 	return out
 }
 
+// RunsDurable returns the modules the DURABLE lane's functions
+// (durable-consumer, dlq-repair) bind, in order: every module with a
+// DURABLE subscription, and every module with an INLINE or LOCAL
+// subscription that gives a Bind. DURABLE handlers emit follow-on events
+// there (eventstore.EmitterFrom), and the INLINE and LOCAL subscribers of
+// those events run in the process that emitted them, as in any service.
+func (a Application) RunsDurable() []Module {
+	var out []Module
+	for _, m := range a.Modules {
+		in := func(lanes ...catalog.Lane) bool {
+			return slices.ContainsFunc(m.Spec.Subscribes, func(s catalog.SubscriptionSpec) bool { return slices.Contains(lanes, s.Lane) })
+		}
+		if in(catalog.Durable) || (m.Bind != nil && in(catalog.Inline, catalog.Local)) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// EmitsFollowOn reports whether a DURABLE handler of the application may
+// emit: some module with a DURABLE subscription declares event types. The
+// construct then lets the DURABLE lane's functions append to the log, only
+// inside TransactWriteItems, as Emit does.
+func (a Application) EmitsFollowOn() bool {
+	return slices.ContainsFunc(a.Runs(catalog.Durable), func(m Module) bool { return len(m.Spec.Emits) > 0 })
+}
+
 // Env returns the environment variables the modules running on lanes read,
 // each once, in order.
 func (a Application) Env(lanes ...catalog.Lane) []string {
+	return EnvOf(a.Runs(lanes...))
+}
+
+// EnvOf returns the environment variables mods read, each once, in order.
+func EnvOf(mods []Module) []string {
 	var out []string
-	for _, m := range a.Runs(lanes...) {
+	for _, m := range mods {
 		for _, e := range m.Env {
 			if !slices.Contains(out, e) {
 				out = append(out, e)

@@ -151,3 +151,41 @@ func tenancyCtx(t *testing.T, tenant string) context.Context {
 	}
 	return ctx
 }
+
+// TestRunsDurable: the DURABLE lane's functions bind the DURABLE modules and
+// the INLINE/LOCAL ones that give a Bind (they run on follow-on events
+// emitted there); EmitsFollowOn only when a DURABLE module declares types.
+func TestRunsDurable(t *testing.T) {
+	bindStock := func(app.Runtime) (app.Bound, error) { return app.Bound{Binding: inline.Bind(recv{})}, nil }
+	names := func(ms []app.Module) []string {
+		var out []string
+		for _, m := range ms {
+			out = append(out, m.Spec.Name)
+		}
+		return out
+	}
+	a := app.Application{Name: "shop-1", Modules: []app.Module{
+		{Spec: shop.Spec()},
+		{Spec: durable.Spec(), Bind: bindMail, Env: []string{"MAIL_TABLE"}},
+		{Spec: inline.Spec()}, // no Bind: bound only by the service that emits
+	}}
+	if got := names(a.RunsDurable()); !slices.Equal(got, []string{"mail"}) {
+		t.Errorf("RunsDurable without a bound INLINE module: %v, want [mail]", got)
+	}
+	if a.EmitsFollowOn() {
+		t.Error("EmitsFollowOn: mail declares no type, want false")
+	}
+	a.Modules[2] = app.Module{Spec: inline.Spec(), Bind: bindStock, Env: []string{"STOCK_TABLE"}}
+	if got := names(a.RunsDurable()); !slices.Equal(got, []string{"mail", "stock"}) {
+		t.Errorf("RunsDurable: %v, want [mail stock]", got)
+	}
+	if got := app.EnvOf(a.RunsDurable()); !slices.Equal(got, []string{"MAIL_TABLE", "STOCK_TABLE"}) {
+		t.Errorf("EnvOf(RunsDurable): %v", got)
+	}
+	emitting := durable
+	emitting.Emits = []catalog.EventType{{Name: "mail.sent", Versions: []catalog.Version{catalog.V[struct{ N int }](1)}}}
+	a.Modules[1].Spec = emitting.Spec()
+	if !a.EmitsFollowOn() {
+		t.Error("EmitsFollowOn: mail declares mail.sent, want true")
+	}
+}

@@ -45,7 +45,9 @@ var _ Dispatcher = (*lanes.BestEffort)(nil)
 type Config struct {
 	DB    DynamoDB // required
 	Table string   // the change-feed table; required
-	// Tables maps each tracked table's name to its entity; required.
+	// Tables maps each tracked table's name to its entity. Empty for an
+	// application that tracks no table (dlq-repair builds a feed all the
+	// same): every record is then untracked (ErrUntracked).
 	Tables     map[string]catalog.Entity
 	Dispatcher Dispatcher // required
 	Logger     *slog.Logger
@@ -69,8 +71,6 @@ func New(cfg Config) (*Feed, error) {
 		return nil, errors.New("changefeed: Config.DB is nil")
 	case cfg.Table == "":
 		return nil, errors.New("changefeed: Config.Table (the change-feed table) is empty")
-	case len(cfg.Tables) == 0:
-		return nil, errors.New("changefeed: Config.Tables names no tracked table")
 	case cfg.Dispatcher == nil:
 		return nil, errors.New("changefeed: Config.Dispatcher is nil; use lanes.NewBestEffort")
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/lanes"
 	"github.com/fourlanes/fourlanes/pkg/obs"
@@ -47,7 +48,21 @@ type Config struct {
 	// head, or with a prev_hash that is not the hash of the event before
 	// (NotCoveredError). The consumer and dlq-repair set it.
 	Log LogReader
+	// Events, when set, gives every run of a handler a follow-on emitter
+	// (eventstore.EmitterFrom): the log bound to the event's tenant, its
+	// emits caused by the event and keyed per (event, subscription, emit),
+	// so a handler run again never emits twice. nil leaves handlers
+	// without one (eventstore.ErrNoEmitter).
+	Events FollowOnBinder
 }
+
+// FollowOnBinder binds a follow-on emitter for one run of subscription's
+// handler on e (*eventstore.Store).
+type FollowOnBinder interface {
+	BindFollowOn(ctx context.Context, e envelope.Envelope, subscription string) context.Context
+}
+
+var _ FollowOnBinder = (*eventstore.Store)(nil)
 
 // Deliverer is the DURABLE dispatcher. It is safe for concurrent use.
 type Deliverer struct {
@@ -324,7 +339,7 @@ func (d *Deliverer) runClaimed(ctx context.Context, log *slog.Logger, b catalog.
 	// token, shared by its retries here.
 	hctx := d.cfg.Effects.Bind(ctx, effect.Scope{Tenant: e.TenantID, EventID: e.ID, Seq: e.Seq, Subscription: b.Name,
 		Lane: effect.LaneDurable, Token: req.Token})
-	herr := lanes.Guard(b, lanes.Retrying(retry), lanes.Counted(&sr.Attempts))(hctx, e)
+	herr := lanes.Guard(b, lanes.Retrying(retry), lanes.Counted(&sr.Attempts), d.followOn(b.Name))(hctx, e)
 	// Record the end even if ctx is ending: the handler's work is done.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -378,6 +393,19 @@ func (d *Deliverer) runClaimed(ctx context.Context, log *slog.Logger, b catalog.
 	d.cfg.Metrics.Count(keys.MetricDeadLettered, 1, "Subscription", b.Name)
 	sr.Outcome, sr.Err = DeadLettered, herr
 	return sr
+}
+
+// followOn binds a fresh follow-on emitter for each run of subscription's
+// handler (inside Retrying: the ranks of an emitter count within one run).
+func (d *Deliverer) followOn(subscription string) lanes.Middleware {
+	return func(next catalog.Handler) catalog.Handler {
+		if d.cfg.Events == nil {
+			return next
+		}
+		return func(ctx context.Context, e envelope.Envelope) error {
+			return next(d.cfg.Events.BindFollowOn(ctx, e, subscription), e)
+		}
+	}
 }
 
 // Replay re-runs exactly one dead-lettered subscription for e (which the

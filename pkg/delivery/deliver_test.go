@@ -518,3 +518,38 @@ func TestForgottenRegistrationIsLoud(t *testing.T) {
 		t.Error("no Unmatched metric for unbound subscriptions")
 	}
 }
+
+// TestUndeclaredEventsDeadLetterOnlyWhoCannotRead: events of a producer
+// deployed before this build (a schema version and a type its catalog does
+// not declare) reach the DURABLE lane. A subscription that cannot read the
+// version is dead-lettered for that event alone, its siblings and the
+// tenant's next event go on; a glob subscription that reads version 1 of the
+// new type runs it.
+func TestUndeclaredEventsDeadLetterOnlyWhoCannotRead(t *testing.T) {
+	stores(t, func(t *testing.T, newStore func(t *testing.T) delivery.Store) {
+		ctx := context.Background()
+		rg := newRig(t, newStore(t), true)
+		newer := event(t, "thing.happened", "t1", 7) // version 7: declared nowhere here
+		res, err := rg.d.Deliver(ctx, newer)
+		if got, want := outcomes(res), "test.first=dead_lettered test.second=dead_lettered test.third=dead_lettered"; err != nil || got != want {
+			t.Fatalf("undeclared version: %s, %v; want %s", got, err, want)
+		}
+		letters, _, _ := rg.store.DeadLetters(ctx, "t1", "", 0)
+		if len(letters) != 3 || !strings.Contains(letters[0].Error, "schema version 7") {
+			t.Errorf("dead letters: %+v, want three naming schema version 7", letters)
+		}
+		next := event(t, "thing.happened", "t1", 1)
+		next.Seq = 2
+		if res, err := rg.d.Deliver(ctx, next); err != nil || outcomes(res) != "test.first=completed test.second=completed test.third=completed" {
+			t.Errorf("the tenant's next event: %s, %v; want every subscription completed", outcomes(res), err)
+		}
+		hatched := event(t, "thing.hatched", "t1", 1) // a type declared nowhere here; test.third's glob thing.h* matches
+		hatched.Seq = 3
+		if res, err := rg.d.Deliver(ctx, hatched); err != nil || outcomes(res) != "test.third=completed" {
+			t.Errorf("undeclared type: %s, %v; want test.third completed", outcomes(res), err)
+		}
+		if n := rg.r.count("test.third"); n != 2 {
+			t.Errorf("test.third ran %d times, want 2 (the v1 event and the new type)", n)
+		}
+	})
+}

@@ -15,16 +15,26 @@
 //     without them fails the whole batch: the stamps are what keep a head
 //     row harmless on the FIFO target if the filter is ever missing.
 //   - Every event's stored hash is recomputed from its canonical bytes, and
-//     consecutive events of a tenant in one batch must link (prev_hash). Its
-//     type and schema version must be declared in the catalog (fail closed).
-//     Any violation, or a record that does not decode, fails the whole batch
+//     consecutive events of a tenant in one batch must link (prev_hash). Any
+//     violation, or a record that does not decode, fails the whole batch
 //     with an error naming every bad record (tenant and seq), so the Pipe
 //     bisects, retries and finally dead-letters it; nothing unverified
 //     reaches a subscriber.
+//   - An event whose type or schema version this build's catalog does not
+//     declare, its integrity checked as above, is passed on: logged (WARN,
+//     naming type, version, tenant and seq) and counted
+//     (keys.MetricUndeclaredEvents by Type and Version, alarmed on).
 //
-// Deploy note: the catalog is compiled in, so a new event type or schema
-// version must reach stream-filter no later than its producer (the CDK app
-// deploys both together); until then the Pipe holds that tenant's batches.
+// Deploy in any order. The catalog is compiled into each binary, so a
+// producer may ship a new type or version before the backbone is
+// redeployed. Refusing such an event would fail its whole Pipe batch, every
+// tenant and type on the shard with it, until bisection and retries put it
+// in the Pipe DLQ. Its hash and link say it is the log's event, which is
+// all the enrichment vouches for; whether a subscriber can read it is the
+// subscriber's to say: on the DURABLE lane one that cannot read the
+// version is dead-lettered alone (lanes.VersionError) and replayed by
+// dlq-repair once a backbone that reads it is deployed; its siblings and
+// the rest of the batch go on.
 package enrich
 
 import (
@@ -57,9 +67,6 @@ var (
 	// ErrBrokenLink: an event's prev_hash is not the hash of the tenant's
 	// previous event in the same batch.
 	ErrBrokenLink = errors.New("prev_hash does not link to the previous event")
-	// ErrUndeclared: the event type, or its schema version, is declared by no
-	// module of this build's catalog.
-	ErrUndeclared = errors.New("event type or schema version not declared")
 	// ErrUnstampedHead: a head row lacks tenant_id or a dedup_id derived from
 	// its last event id.
 	ErrUnstampedHead = errors.New("head row without its stamps")
@@ -78,7 +85,6 @@ const (
 	rejectUndecodable = "undecodable"
 	rejectHash        = "hash_mismatch"
 	rejectLink        = "broken_link"
-	rejectUndeclared  = "undeclared"
 	rejectUnstamped   = "unstamped_head"
 )
 
@@ -185,6 +191,7 @@ func (h *Handler) Handle(ctx context.Context, records []json.RawMessage) ([]enve
 				Err: fmt.Errorf("%w: seq %d has prev_hash %s, seq %d in this batch has hash %s", ErrBrokenLink, env.Seq, env.PrevHash, prev.Seq, prev.Hash)}))
 			continue
 		}
+		h.checkDeclared(ctx, i, env)
 		last[env.TenantID] = env
 		out = append(out, env)
 	}
@@ -276,14 +283,28 @@ func (h *Handler) record(i int, rec events.DynamoDBEventRecord) (envelope.Envelo
 		}
 		return fail(fmt.Errorf("%w: %w", ErrUndecodable, err))
 	}
-	t, _, ok := h.cat.Type(env.Type)
-	if !ok {
-		return fail(fmt.Errorf("%w: type %q is declared by no module of this build", ErrUndeclared, env.Type))
-	}
-	if _, ok := t.Version(env.SchemaVersion); !ok {
-		return fail(fmt.Errorf("%w: %s schema version %d is not declared (declared: %v)", ErrUndeclared, env.Type, env.SchemaVersion, versions(t)))
-	}
 	return env, nil, nil
+}
+
+// checkDeclared makes an event this build does not declare loud: its type,
+// or its schema version, is unknown here (a producer deployed first). It is
+// passed on all the same (see the package doc, "Deploy in any order").
+func (h *Handler) checkDeclared(ctx context.Context, i int, env envelope.Envelope) {
+	t, _, ok := h.cat.Type(env.Type)
+	reason := ""
+	switch {
+	case !ok:
+		reason = "type declared by no module of this build"
+	default:
+		if _, ok := t.Version(env.SchemaVersion); ok {
+			return
+		}
+		reason = fmt.Sprintf("schema version not declared by this build (declared: %v)", versions(t))
+	}
+	h.log.WarnContext(ctx, "event of a type or schema version this build does not declare passed on; its integrity is checked, and subscriptions that cannot read it dead-letter it alone: deploy the backbone with the producer's catalog, then dlq-repair replays them",
+		slog.String(obs.KeyEventType, env.Type), slog.Int("schema_version", env.SchemaVersion), slog.String(obs.KeyReason, reason),
+		slog.Int("record", i), slog.String(obs.KeyTenant, env.TenantID), slog.Int64(obs.KeySeq, env.Seq), slog.String("event_id", env.ID))
+	h.metrics.Count(keys.MetricUndeclaredEvents, 1, "Type", env.Type, "Version", strconv.Itoa(env.SchemaVersion))
 }
 
 // checkStamps requires the attributes the Pipe's target reads on a head row:
@@ -348,8 +369,6 @@ func reason(err error) string {
 		return rejectHash
 	case errors.Is(err, ErrBrokenLink):
 		return rejectLink
-	case errors.Is(err, ErrUndeclared):
-		return rejectUndeclared
 	case errors.Is(err, ErrUnstampedHead):
 		return rejectUnstamped
 	default:
@@ -365,7 +384,7 @@ func LogServed(ctx context.Context, log *slog.Logger, cat *catalog.Catalog) {
 		t, module, _ := cat.Type(name)
 		served = append(served, fmt.Sprintf("%s v%v (%s)", name, versions(t), module))
 	}
-	log.InfoContext(ctx, "stream-filter serving: event rows of these types and schema versions pass; anything else fails the batch",
+	log.InfoContext(ctx, "stream-filter serving: event rows pass when their hash and chain link check out; these types and schema versions are declared, any other passes with a warning (UndeclaredEvents)",
 		slog.String(obs.KeyFunction, keys.FnStreamFilter), slog.Int(obs.KeyCount, len(served)), slog.Any("types", served))
 }
 

@@ -115,6 +115,13 @@ const (
 // any dimension set works.
 const MetricPipeRecordAge = "PipeRecordAge"
 
+// MetricUndeclaredEvents counts event rows stream-filter passed on although
+// its build's catalog does not declare their type or schema version (a
+// producer deployed before the backbone), with the dimensions Type and
+// Version: their integrity was checked, their delivery left to the
+// subscriptions that can read them. infra alarms on it by Type and Version.
+const MetricUndeclaredEvents = "UndeclaredEvents"
+
 // ---------------------------------------------------------------------------
 // State-table layout of delivery, catalog lanes and the example projection
 // (pkg/delivery, pkg/lanes, examples/orders). Keys are prefixed strings so other

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"slices"
 
 	"github.com/aws/aws-lambda-go/lambda"
 
@@ -26,8 +27,9 @@ import (
 )
 
 // StreamFilter runs stream-filter, the events Pipe's enrichment: stream
-// records of the events table in, envelopes of new event rows out, checked
-// against the application's declared types (package enrich).
+// records of the events table in, envelopes of new event rows out, their
+// hashes and links checked; a type or version the application's catalog
+// does not declare yet passes with a warning (package enrich).
 func StreamFilter(a app.Application) {
 	b := start(keys.FnStreamFilter)
 	cat := b.catalog(a)
@@ -42,23 +44,24 @@ func StreamFilter(a app.Application) {
 func DurableConsumer(a app.Application) {
 	b := start(keys.FnDurableConsumer)
 	cat := b.catalog(a)
-	durable := []catalog.Lane{catalog.Durable}
-	env := b.env(a, durable, keys.EnvStateTable, keys.EnvEventsTable, keys.EnvDurableDLQURL)
+	mods := a.RunsDurable()
+	env := get(awsenv.Require(append([]string{keys.EnvStateTable, keys.EnvEventsTable, keys.EnvDurableDLQURL}, app.EnvOf(mods)...)...)).or(b, "environment")
 	cfg := b.aws()
 	db := awsenv.DynamoDB(cfg)
 	b.vault(cat, cfg, db)
 	state := env[keys.EnvStateTable]
-	// DURABLE handlers that emit flush their LOCAL lane through
-	// consumer.Config.Flusher; the application value does not bind one yet.
-	reg, _ := b.bind(a, cat, env, db, state, durable...)
+	reg, _ := b.bind(mods, cat, env, db, state)
+	// DURABLE handlers emit follow-on events through the log (Config.Events);
+	// their INLINE and LOCAL subscribers run here, flushed per invocation.
+	inproc, events := b.followOn(a, cat, reg, db, env[keys.EnvEventsTable])
 	// The prefetch reads the batch's claims and its event rows together;
 	// delivery refuses an envelope that is not the log's event at its seq.
 	claims := get(delivery.NewDynamoStore(db, state).PerPairClaims(os.Getenv(keys.EnvPerPairClaims))).or(b, "environment")
 	claims = claims.WithLog(env[keys.EnvEventsTable])
 	store := get(delivery.NewBatchedStore(claims)).or(b, "claim store")
-	d := get(delivery.New(reg, delivery.Config{Store: store, Log: claims, Effects: b.effects(db, state), Logger: b.log, Metrics: b.metrics})).or(b, "deliverer")
+	d := get(delivery.New(reg, delivery.Config{Store: store, Log: claims, Effects: b.effects(db, state), Events: events, Logger: b.log, Metrics: b.metrics})).or(b, "deliverer")
 	// A poison message goes to the FIFO DLQ at its first receive.
-	h := get(consumer.New(b.ctx, consumer.Config{Deliverer: d, Registry: reg, Logger: b.log, Metrics: b.metrics,
+	h := get(consumer.New(b.ctx, consumer.Config{Deliverer: d, Registry: reg, Flusher: inproc, Logger: b.log, Metrics: b.metrics,
 		DeadLetters: awsenv.SQS(cfg), DeadLetterQueue: env[keys.EnvDurableDLQURL]})).or(b, "handler")
 	run(b, h.Handle)
 }
@@ -79,7 +82,7 @@ func Changefeed(a app.Application) {
 	cfg := b.aws()
 	db := awsenv.DynamoDB(cfg)
 	b.vault(cat, cfg, db)
-	reg, _ := b.bind(a, cat, env, db, env[keys.EnvStateTable], bestEffort...)
+	reg, _ := b.bind(a.Runs(bestEffort...), cat, env, db, env[keys.EnvStateTable])
 	feed := get(changefeed.New(changefeed.Config{
 		DB: db, Table: env[keys.EnvChangeFeedTable], Tables: tables,
 		Dispatcher: lanes.NewBestEffort(reg, lanes.Config{Logger: b.log, Metrics: b.metrics, Effects: b.effects(db, env[keys.EnvStateTable])}),
@@ -131,9 +134,14 @@ func Reconcile(a app.Application) {
 func DLQRepair(a app.Application) {
 	b := start(keys.FnDLQRepair)
 	cat := b.catalog(a)
-	both := []catalog.Lane{catalog.Durable, catalog.BestEffort}
+	mods := a.RunsDurable()
+	for _, m := range a.Runs(catalog.BestEffort) {
+		if !slices.ContainsFunc(mods, func(x app.Module) bool { return x.Spec.Name == m.Spec.Name }) {
+			mods = append(mods, m)
+		}
+	}
 	names := append([]string{keys.EnvDurableDLQURL, keys.EnvPipeDLQURL, keys.EnvChangeFeedDLQURL, keys.EnvEventsTable,
-		keys.EnvStateTable, keys.EnvChangeFeedTable}, a.Env(both...)...)
+		keys.EnvStateTable, keys.EnvChangeFeedTable}, app.EnvOf(mods)...)
 	env, tables, err := changefeed.RequireEnv(cat.Entities(), names...)
 	if err != nil {
 		b.fail("environment", err)
@@ -142,16 +150,17 @@ func DLQRepair(a app.Application) {
 	db := awsenv.DynamoDB(cfg)
 	b.vault(cat, cfg, db)
 	state := env[keys.EnvStateTable]
-	reg, re := b.bind(a, cat, env, db, state, both...)
+	reg, re := b.bind(mods, cat, env, db, state)
 	if err := reg.LogServed(b.ctx, b.log, catalog.Durable, catalog.BestEffort); err != nil {
 		b.fail("registry", err)
 	}
 	claims := get(delivery.NewDynamoStore(db, state).PerPairClaims(os.Getenv(keys.EnvPerPairClaims))).or(b, "environment")
 	effects := b.effects(db, state)
+	// Replayed DURABLE handlers emit follow-on events as in durable-consumer.
 	// It delivers only what the log holds and its chain covers, as the
 	// consumer does: a planted row dead-lettered there stays open here.
-	d := get(delivery.New(reg, delivery.Config{Store: claims, Log: claims.WithLog(env[keys.EnvEventsTable]), Effects: effects, Logger: b.log, Metrics: b.metrics})).or(b, "deliverer")
-	events := get(eventstore.New(db, eventstore.Config{Table: env[keys.EnvEventsTable], Catalog: cat})).or(b, "event log")
+	inproc, events := b.followOn(a, cat, reg, db, env[keys.EnvEventsTable])
+	d := get(delivery.New(reg, delivery.Config{Store: claims, Log: claims.WithLog(env[keys.EnvEventsTable]), Effects: effects, Events: events, Logger: b.log, Metrics: b.metrics})).or(b, "deliverer")
 	feed := get(changefeed.New(changefeed.Config{
 		DB: db, Table: env[keys.EnvChangeFeedTable], Tables: tables,
 		Dispatcher: lanes.NewBestEffort(reg, lanes.Config{Logger: b.log, Metrics: b.metrics, Effects: effects}),
@@ -175,8 +184,9 @@ func DLQRepair(a app.Application) {
 		receivers[i] = p
 	}
 	upkeep := projection.NewMaintenance(db, state, tables, receivers, b.log, b.metrics)
+	handle := flushed(r.Handle, inproc, b)
 	run(b, func(ctx context.Context, req repair.Request) (repair.Report, error) {
-		rep, err := r.Handle(ctx, req)
+		rep, err := handle(ctx, req)
 		_ = upkeep.Run(ctx) // each failure is logged and counted; the repair report stands
 		return rep, err
 	})

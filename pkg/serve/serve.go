@@ -28,6 +28,8 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/erasure"
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/lanes"
 	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
@@ -87,21 +89,14 @@ func (b *boot) vault(cat *catalog.Catalog, cfg aws.Config, db *dynamodb.Client) 
 	cat.UseVault(v)
 }
 
-// env requires names and the environment the modules of a on lanes read,
-// all at once (the error names every one missing), or fails.
-func (b *boot) env(a app.Application, lanes []catalog.Lane, names ...string) map[string]string {
-	return get(awsenv.Require(append(names, a.Env(lanes...)...)...)).or(b, "environment")
-}
-
-// bind binds every module of a with a subscription on lanes, each given its
-// Env from env, and returns the registry and the reappliers the modules
-// offer.
-func (b *boot) bind(a app.Application, cat *catalog.Catalog, env map[string]string, db *dynamodb.Client, stateTable string, lanes ...catalog.Lane) (*catalog.Registry, []app.Reapplier) {
+// bind binds mods, each given its Env from env, and returns the registry
+// and the reappliers the modules offer.
+func (b *boot) bind(mods []app.Module, cat *catalog.Catalog, env map[string]string, db *dynamodb.Client, stateTable string) (*catalog.Registry, []app.Reapplier) {
 	var (
 		bindings []catalog.Binding
 		re       []app.Reapplier
 	)
-	for _, m := range a.Runs(lanes...) {
+	for _, m := range mods {
 		menv := make(map[string]string, len(m.Env))
 		for _, n := range m.Env {
 			menv[n] = env[n]
@@ -115,6 +110,32 @@ func (b *boot) bind(a app.Application, cat *catalog.Catalog, env map[string]stri
 		}
 	}
 	return get(catalog.NewRegistry(cat, bindings...)).or(b, "registry"), re
+}
+
+// followOn returns what DURABLE handlers emit follow-on events with: the
+// log (the application's catalog and chain shards), whose INLINE and LOCAL
+// subscribers reg binds run after each commit in this process, and that
+// dispatcher, to flush before each invocation returns.
+func (b *boot) followOn(a app.Application, cat *catalog.Catalog, reg *catalog.Registry, db *dynamodb.Client, eventsTable string) (*lanes.InProcess, *eventstore.Store) {
+	inproc := lanes.NewInProcess(reg, lanes.Config{Logger: b.log, Metrics: b.metrics})
+	store := get(eventstore.New(db, eventstore.Config{Table: eventsTable, Catalog: cat, Shards: a.ChainShards, Dispatcher: inproc})).or(b, "event log")
+	if a.EmitsFollowOn() {
+		b.log.InfoContext(b.ctx, "DURABLE handlers may emit follow-on events; their INLINE and LOCAL subscribers bound here run in this function",
+			slog.Int("inline", len(reg.Served(catalog.Inline))), slog.Int("local", len(reg.Served(catalog.Local))))
+	}
+	return inproc, store
+}
+
+// flushed is h followed by the LOCAL handlers it started (follow-on
+// events' subscribers), waited for before the invocation returns.
+func flushed[In, Out any](h func(context.Context, In) (Out, error), inproc *lanes.InProcess, b *boot) func(context.Context, In) (Out, error) {
+	return func(ctx context.Context, in In) (Out, error) {
+		out, err := h(ctx, in)
+		if ferr := inproc.Flush(ctx); ferr != nil {
+			b.log.ErrorContext(ctx, "LOCAL handlers still running when the invocation ends", slog.String(obs.KeyErr, ferr.Error()))
+		}
+		return out, err
+	}
 }
 
 // effects returns the recorder of the handlers' side effects (effect.Do),

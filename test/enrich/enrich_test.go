@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -234,12 +235,11 @@ func TestBatchFailures(t *testing.T) {
 			img[keys.AttrDedupID] = events.NewStringAttribute(a[0].ID)
 			return batch(t, record("INSERT", 1, img, nil))
 		}, enrich.ErrUnstampedHead, "acme", 0},
-		{"undeclared schema version", func() []any {
-			return batch(t, sealed(func(e *envelope.Envelope) { e.SchemaVersion = 9 }))
-		}, enrich.ErrUndeclared, "acme", 2},
-		{"undeclared type", func() []any {
-			return batch(t, sealed(func(e *envelope.Envelope) { e.Type = "order.refunded" }))
-		}, enrich.ErrUndeclared, "acme", 2},
+		{"undeclared type whose hash does not match", func() []any {
+			e := a[1]
+			e.Type = "order.refunded" // edited after sealing: a new type is no excuse
+			return batch(t, record("INSERT", 20, image(t, e), nil))
+		}, enrich.ErrHashMismatch, "acme", 2},
 		{"re-sealed event that does not link", func() []any {
 			return batch(t, record("INSERT", 0, image(t, a[0]), nil),
 				sealed(func(e *envelope.Envelope) { e.PrevHash = strings.Repeat("ab", 32) }))
@@ -283,6 +283,69 @@ func TestBatchFailures(t *testing.T) {
 				t.Errorf("no rejection logged:\n%s", hs.logs)
 			}
 		})
+	}
+}
+
+// TestUndeclaredPassesLoudly: a producer deployed before the backbone
+// writes a type, and a schema version, this build does not declare. Their
+// hashes and links check out, so the batch passes whole, in order, the other
+// tenant's events with it; each undeclared one is logged (WARN, naming type,
+// version, tenant and seq) and counted by Type and Version; nothing is
+// rejected.
+func TestUndeclaredPassesLoudly(t *testing.T) {
+	hs := newHarness(t)
+	a, g := acmeChain(t), globexChain(t)
+	next := a[1]
+	next.Type = "order.refunded" // a type the producer's build added
+	newer := a[2]
+	newer.SchemaVersion = 9 // a version it added
+	for _, e := range []*envelope.Envelope{&next, &newer} {
+		if err := chain.Seal(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newer.PrevHash = next.Hash
+	if err := chain.Seal(&newer); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(batch(t,
+		record("INSERT", 0, image(t, a[0]), nil), record("INSERT", 1, image(t, next), nil),
+		record("INSERT", 2, image(t, g[0]), nil), record("INSERT", 3, image(t, newer), nil)))
+	out, err := hs.invoke(t, raw)
+	if err != nil {
+		t.Fatalf("batch with undeclared events: %v\nlogs:\n%s", err, hs.logs)
+	}
+	var got []envelope.Envelope
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := []envelope.Envelope{a[0], next, g[0], newer}
+	if len(got) != len(want) {
+		t.Fatalf("envelopes: got %d, want %d: %s", len(got), len(want), out)
+	}
+	for i := range want {
+		if got[i].ID != want[i].ID || got[i].Type != want[i].Type || got[i].SchemaVersion != want[i].SchemaVersion || got[i].Hash != want[i].Hash {
+			t.Errorf("envelope %d: %s %s v%d, want %s %s v%d", i, got[i].ID, got[i].Type, got[i].SchemaVersion, want[i].ID, want[i].Type, want[i].SchemaVersion)
+		}
+	}
+	if got := metric(t, hs.emf, keys.MetricUndeclaredEvents, "Type"); !equal(got, map[string]int{"order.refunded": 1, a[2].Type: 1}) {
+		t.Errorf("UndeclaredEvents by Type: %v, want order.refunded 1, %s 1", got, a[2].Type)
+	}
+	if got := metric(t, hs.emf, keys.MetricUndeclaredEvents, "Version"); !equal(got, map[string]int{"9": 1, strconv.Itoa(a[1].SchemaVersion): 1}) {
+		t.Errorf("UndeclaredEvents by Version: %v, want %d (order.refunded) and 9", got, a[1].SchemaVersion)
+	}
+	if got := metric(t, hs.emf, keys.MetricRejectedRecords, "Reason"); len(got) != 0 {
+		t.Errorf("RejectedRecords: %v, want none", got)
+	}
+	var warns []map[string]any
+	for _, l := range jsonLines(t, hs.logs) {
+		if l["level"] == "WARN" && strings.Contains(l["msg"].(string), "does not declare passed on") {
+			warns = append(warns, l)
+		}
+	}
+	if len(warns) != 2 || warns[0][obs.KeyEventType] != "order.refunded" || warns[0][obs.KeySeq] != 2.0 ||
+		warns[1][obs.KeyEventType] != a[2].Type || warns[1]["schema_version"] != 9.0 || warns[1][obs.KeyTenant] != "acme" {
+		t.Errorf("undeclared warnings: %v, want order.refunded at acme seq 2, then %s v9 at acme seq 3", warns, a[2].Type)
 	}
 }
 

@@ -65,6 +65,7 @@ type outcome struct {
 type env struct {
 	f   *Function
 	id  int
+	bin string // the code it runs (Function.Redeploy replaces the function's)
 	ln  net.Listener
 	srv *http.Server
 	cmd *exec.Cmd
@@ -116,8 +117,10 @@ func startEnv(f *Function, id int) (*env, error) {
 	e.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go e.srv.Serve(ln) //nolint:errcheck // ends with Close
 
-	cmd := exec.Command(f.spec.Binary)
-	cmd.Dir = filepath.Dir(f.spec.Binary)
+	bin := f.binary()
+	e.bin = bin
+	cmd := exec.Command(bin)
+	cmd.Dir = filepath.Dir(bin)
 	cmd.Env = e.environ()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// One pipe for stdout and stderr: one stream, in order, like a Lambda
@@ -153,7 +156,7 @@ func startEnv(f *Function, id int) (*env, error) {
 		stdout.Close()
 		w.Close()
 		e.srv.Close()
-		return nil, fmt.Errorf("start %s: %w", f.spec.Binary, err)
+		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	return e, nil
 }

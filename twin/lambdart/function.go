@@ -125,7 +125,33 @@ func New(spec Spec) *Function {
 func (f *Function) Name() string { return f.spec.Name }
 
 // Spec returns the function's spec.
-func (f *Function) Spec() Spec { return f.spec }
+func (f *Function) Spec() Spec {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.spec
+}
+
+// Redeploy replaces the function's code with binary, as Lambda's
+// UpdateFunctionCode does: idle environments are stopped, invocations in
+// flight finish on the code they started with, and every invocation from
+// now on runs in an environment started with binary (a cold start).
+func (f *Function) Redeploy(binary string) {
+	f.mu.Lock()
+	f.spec.Binary = binary
+	idle := f.idle
+	f.idle = nil
+	f.mu.Unlock()
+	for _, e := range idle {
+		f.discard(e)
+	}
+}
+
+// binary is the code a new environment starts.
+func (f *Function) binary() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.spec.Binary
+}
 
 // Invoke runs one invocation and returns its result. The error is non-nil
 // only when the result is unknown: ctx ended first (the process running
@@ -251,11 +277,17 @@ func (f *Function) acquire(ctx context.Context) (*env, bool, error) {
 
 func (f *Function) release(e *env) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.closed {
+		f.mu.Unlock()
+		return
+	}
+	if e.bin != f.spec.Binary { // redeployed while it ran: retire it
+		f.mu.Unlock()
+		f.discard(e)
 		return
 	}
 	f.idle = append(f.idle, e)
+	f.mu.Unlock()
 }
 
 func (f *Function) discard(e *env) {

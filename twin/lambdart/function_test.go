@@ -283,3 +283,38 @@ func TestOutputBeforeOutcome(t *testing.T) {
 		t.Errorf("a sync marker reached Output: %q", l.Text)
 	}
 }
+
+// TestRedeploy: new code reaches the next invocation (a cold start, its
+// init error and all), while the invocation in flight finishes on the code
+// it started with, and its environment is not reused.
+func TestRedeploy(t *testing.T) {
+	f, out := newFn(t, 5*time.Second, 1)
+	_, warm := invoke(t, f, `{"echo":"old"}`)
+	done := make(chan resp, 1)
+	go func() {
+		_, r := invoke(t, f, `{"echo":"in flight","print":"started in flight","sleep_ms":300}`)
+		done <- r
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, ok := out.find("started in flight"); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the in-flight invocation never started")
+		}
+	}
+	f.Redeploy(filepath.Join(binDir, "initfail", "bootstrap"))
+	if got := f.Spec().Binary; !strings.HasSuffix(got, filepath.Join("initfail", "bootstrap")) {
+		t.Errorf("Spec().Binary after Redeploy: %s", got)
+	}
+	if r := <-done; r.Echo != "in flight" || r.PID != warm.PID {
+		t.Errorf("in-flight invocation: echo %q pid %d, want it finished on the old process %d", r.Echo, r.PID, warm.PID)
+	}
+	res, err := f.Invoke(context.Background(), []byte(`{"echo":"new"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Err == nil || res.Err.Type != lambdart.ErrTypeInit {
+		t.Errorf("after Redeploy: %+v, want the new code's init error (a new process)", res.Err)
+	}
+}
