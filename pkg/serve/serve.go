@@ -27,8 +27,8 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/erasure"
-	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/lanes"
 	"github.com/fourlanes/fourlanes/pkg/obs"
 )
