@@ -41,7 +41,9 @@ type Catalog interface {
 
 // TenantCatalog is a Catalog whose preparation depends on the tenant and may
 // call out (catalog.Catalog seals personal fields with its vault): Emit
-// calls PrepareFor instead of Prepare when the catalog has it.
+// calls PrepareFor instead of Prepare when the catalog has it, so a wrapper
+// that embeds a *catalog.Catalog and overrides Prepare overrides PrepareFor
+// too.
 type TenantCatalog interface {
 	PrepareFor(ctx context.Context, tenant, eventType string, payload any) (schemaVersion int, normalized map[string]any, err error)
 }

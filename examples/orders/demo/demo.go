@@ -187,6 +187,15 @@ func (c uncheckedCatalog) Prepare(eventType string, payload any) (int, map[strin
 	return t.Current().Schema, norm, nil
 }
 
+// PrepareFor is Prepare for the event store (eventstore.TenantCatalog): an
+// Unchecked payload skips the catalog here too.
+func (c uncheckedCatalog) PrepareFor(ctx context.Context, tenant, eventType string, payload any) (int, map[string]any, error) {
+	if _, ok := payload.(Unchecked); ok {
+		return c.Prepare(eventType, payload)
+	}
+	return c.Catalog.PrepareFor(ctx, tenant, eventType, payload)
+}
+
 // EmitUnchecked appends an order.paid event whose payload lacks a field the
 // declared schema requires (payment_ref), as a producer built with a stale
 // catalog would write it, and carries one it does not declare (gift_wrap,
