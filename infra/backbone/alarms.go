@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -85,6 +86,9 @@ type AlarmsProps struct {
 	// AlarmEmail, when set, subscribes this address to the alarm topic
 	// (AWS mails a confirmation link first).
 	AlarmEmail string
+	// NoDestination is why no one is subscribed (Props.NoAlarmDestination):
+	// recorded in the created topic's metadata.
+	NoDestination string
 	// TrackedStreams names the streams changefeed reads, for the alarms'
 	// descriptions (New: the application's tracked entities).
 	TrackedStreams string
@@ -125,6 +129,9 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 			EnforceSSL:  jsii.Bool(true),
 		})
 		pin(own, props.Log.LogicalIDPrefix(), LogicalAlarmTopic)
+		if props.NoDestination != "" {
+			own.Node().DefaultChild().(awscdk.CfnResource).AddMetadata(jsii.String(keys.MetadataNoAlarmDestination), jsii.String(props.NoDestination))
+		}
 		topic = own
 	}
 	a.Topic = topic
@@ -258,8 +265,28 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		tampered, 1, 1)
 	tamperIteratorAge := iteratorAge(props.TamperWatch.Function)
 	alarm("TamperWatchIteratorAge",
-		"tamper-watch is more than a minute behind the events stream for 3 minutes: changes to the log are not being seen as they happen. Check tamper-watch's errors; it never skips a record, so a failing batch holds its shard until fixed.",
+		"tamper-watch is more than a minute behind the events stream for 3 minutes: changes to the log are not being seen as they happen. Check tamper-watch's errors and its on-failure queue.",
 		tamperIteratorAge, tamperLagThresholdMs, 3)
+
+	// A stopped watcher is silent: a disabled or deleted mapping invokes
+	// nothing, so no IteratorAge, no error and no finding. The mapping's own
+	// metrics (MetricsConfig EventCount) count every record it polls, before
+	// its filter; the events table's writes are the heartbeat: each one puts
+	// a record in the stream, so writes with nothing polled for 10 minutes
+	// mean the mapping stopped, and an idle table (no writes) alarms no one.
+	// Missing polling data counts as zero (FILL), so it breaches.
+	tamperStopped := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression: jsii.String("IF(FILL(writes, 0) > 0 AND FILL(polled, 0) == 0, 1, 0)"),
+		Label:      jsii.String("log written, tamper-watch polled nothing"),
+		Period:     fiveMin,
+		UsingMetrics: &map[string]awscloudwatch.IMetric{
+			"writes": logWrites(props.Log, fiveMin),
+			"polled": mappingMetric(props.TamperWatch.Mapping, "PolledEventCount", fiveMin),
+		},
+	})
+	alarm("TamperWatchStopped",
+		"The events table was written for 10 minutes while tamper-watch's event source mapping polled no record of its stream (AWS/Lambda PolledEventCount by EventSourceMappingUUID): the mapping is disabled, deleted or cannot read the stream, and rewrites of the log go unseen. Who changed it: CloudTrail management events UpdateEventSourceMapping / DeleteEventSourceMapping. Enable it (aws lambda update-event-source-mapping --enabled); it resumes where it stopped while the stream (24 hours) still holds the records, then call reconcile for every tenant.",
+		tamperStopped, 1, 2)
 
 	// Every function: errors (a crash, a timeout, a failed batch) and
 	// throttles (concurrency exhausted).
@@ -287,18 +314,11 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 	// A stopped Pipe publishes nothing, so no failure metric can see it: the
 	// log is written (the events table consumes write capacity) while the
 	// Pipe handles no event, for 10 minutes.
-	logWrites := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-		Namespace:     jsii.String("AWS/DynamoDB"),
-		MetricName:    jsii.String("ConsumedWriteCapacityUnits"),
-		DimensionsMap: &map[string]*string{"TableName": props.Log.Events.TableName()},
-		Statistic:     jsii.String("Sum"),
-		Period:        fiveMin,
-	})
 	pipeStalled := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
 		Expression:   jsii.String("IF(FILL(writes, 0) > 0 AND FILL(piped, 0) == 0, 1, 0)"),
 		Label:        jsii.String("log written, Pipe idle"),
 		Period:       fiveMin,
-		UsingMetrics: &map[string]awscloudwatch.IMetric{"writes": logWrites, "piped": pipeMetric(pipe, "EventCount", "Sum")},
+		UsingMetrics: &map[string]awscloudwatch.IMetric{"writes": logWrites(props.Log, fiveMin), "piped": pipeMetric(pipe, "EventCount", "Sum")},
 	})
 	alarm("PipeStopped",
 		"The events table was written for 10 minutes while the events Pipe handled no event: the Pipe is stopped, disabled (AWS disables a Pipe after continuous 4xx errors; see its StateReason), or cannot read the stream. Events are not reaching the DURABLE lane; they stay in the stream for 24 hours. Start or fix the Pipe (aws pipes describe-pipe).",
@@ -348,4 +368,29 @@ func alarmRefs(alarms []awscloudwatch.IAlarm) *[]interfacesawscloudwatch.IAlarmR
 		refs = append(refs, al)
 	}
 	return &refs
+}
+
+// logWrites is the write capacity the events table consumed: every write is
+// a record in its stream.
+func logWrites(log *EventLog, period awscdk.Duration) awscloudwatch.IMetric {
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace:     jsii.String("AWS/DynamoDB"),
+		MetricName:    jsii.String("ConsumedWriteCapacityUnits"),
+		DimensionsMap: &map[string]*string{"TableName": log.Events.TableName()},
+		Statistic:     jsii.String("Sum"),
+		Period:        period,
+	})
+}
+
+// mappingMetric is one of an event source mapping's own metrics (published
+// with MetricsConfig EventCount; AWS Lambda Developer Guide, "Event source
+// mapping metrics"), summed.
+func mappingMetric(m awslambda.EventSourceMapping, name string, period awscdk.Duration) awscloudwatch.IMetric {
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace:     jsii.String("AWS/Lambda"),
+		MetricName:    jsii.String(name),
+		DimensionsMap: &map[string]*string{"EventSourceMappingUUID": m.EventSourceMappingId()},
+		Statistic:     jsii.String("Sum"),
+		Period:        period,
+	})
 }

@@ -73,10 +73,30 @@ type Props struct {
 	// AlarmTopic, when set, is the topic every alarm notifies (ALARM and
 	// OK), one of the team's own say; nil creates one (output
 	// AlarmTopicArn either way).
+	//
+	// Alarms must reach someone: the synthesis fails unless AlarmTopic (or
+	// AlarmTopicArn), AlarmEmail or NoAlarmDestination is set.
 	AlarmTopic awssns.ITopic
+	// AlarmTopicArn names an existing topic by its ARN, in place of
+	// AlarmTopic (the backbone imports it).
+	AlarmTopicArn string
 	// AlarmEmail, when set, is subscribed to the alarm topic (AlarmTopic, or
 	// the one the backbone creates).
 	AlarmEmail string
+	// NoAlarmDestination is the reason the alarms may reach no one (a
+	// sandbox account, the local twin), for a backbone given neither
+	// AlarmTopic nor AlarmEmail. The template records it: in the metadata
+	// of the topic the backbone creates (keys.MetadataNoAlarmDestination)
+	// and in the AlarmTopicArn output's description. It cannot be combined
+	// with AlarmTopic or AlarmEmail.
+	NoAlarmDestination string
+	// AuditTrail adds a CloudTrail trail of the data events on the events
+	// table and the checkpoint bucket (who wrote, read or tried to delete
+	// what), delivered to a bucket of its own. Off by default: the account
+	// may have an organization trail already, and data events are charged
+	// per event. The tamper and checkpoint alarms send responders to these
+	// events.
+	AuditTrail bool
 	// ReserveConcurrency reserves 2 for reconcile and 1 for dlq-repair. An
 	// account whose concurrency quota is still 10 cannot reserve any: set it
 	// false there.
@@ -125,6 +145,8 @@ type Backbone struct {
 	Tamper      *TamperWatch
 	Alarms      *Alarms
 	Schedules   *Schedules
+	// Trail is the audit trail (Props.AuditTrail); nil without one.
+	Trail *AuditTrail
 
 	prefix  string
 	tracked []trackedTable
@@ -182,6 +204,13 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		awscdk.Tags_Of(c).Add(jsii.String(k), jsii.String(tags[k]), nil)
 	}
+	p.NoAlarmDestination = strings.TrimSpace(p.NoAlarmDestination)
+	for _, err := range alarmDestinationErrors(&p) {
+		fail("%v", err)
+	}
+	if p.AlarmTopic == nil && p.AlarmTopicArn != "" {
+		p.AlarmTopic = awssns.Topic_FromTopicArn(c, jsii.String("AlarmTopic"), jsii.String(p.AlarmTopicArn))
+	}
 	w := resolve(&p)
 	for _, err := range w.errs {
 		fail("%v", err)
@@ -225,8 +254,12 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 
 	b.Alarms = NewAlarms(c, "Alarms", &AlarmsProps{
 		Log: b.Log, Durable: b.Durable, ChangeFeed: b.ChangeFeed, Reconcile: b.Reconcile, Repair: b.Repair,
-		TamperWatch: b.Tamper, Topic: p.AlarmTopic, AlarmEmail: p.AlarmEmail, TrackedStreams: w.streams(p.App.Name),
+		TamperWatch: b.Tamper, Topic: p.AlarmTopic, AlarmEmail: p.AlarmEmail, NoDestination: p.NoAlarmDestination,
+		TrackedStreams: w.streams(p.App.Name),
 	})
+	if p.AuditTrail {
+		b.Trail = NewAuditTrail(c, "AuditTrail", &AuditTrailProps{Log: b.Log, Checkpoints: b.Checkpoints})
+	}
 	b.Schedules = NewSchedules(c, "Schedules", &SchedulesProps{Reconcile: b.Reconcile, Repair: b.Repair})
 
 	out := func(name, description string, value *string) {
@@ -243,7 +276,11 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	out(OutputDurableDLQ, "DURABLE FIFO dead-letter queue", b.Durable.DLQ.QueueUrl())
 	out(OutputPipeDLQ, "Pipe dead-letter queue (batch metadata)", b.Durable.PipeDLQ.QueueUrl())
 	out(OutputChangeFeedDLQ, "Change-feed on-failure queue (batch metadata)", b.ChangeFeed.DLQ.QueueUrl())
-	out(OutputAlarmTopic, "SNS topic every alarm notifies (ALARM and OK); subscribe people to it", b.Alarms.Topic.TopicArn())
+	alarmTopic := "SNS topic every alarm notifies (ALARM and OK); subscribe people to it"
+	if p.NoAlarmDestination != "" {
+		alarmTopic += ". No one is subscribed: " + p.NoAlarmDestination
+	}
+	out(OutputAlarmTopic, alarmTopic, b.Alarms.Topic.TopicArn())
 	out(OutputCheckpointBucket, "Object Lock bucket of signed checkpoints (checkpoints/<tenant>/…)", b.Checkpoints.Bucket.BucketName())
 	out(OutputCheckpointKey, "KMS key that signs checkpoints: aws kms get-public-key gives the key fourlanes verify -key takes", b.Checkpoints.Key.KeyArn())
 	return b
@@ -413,4 +450,51 @@ func streamView(t awsdynamodb.ITable) (view awsdynamodb.StreamViewType, known bo
 		}
 	}
 	return "", false
+}
+
+// alarmDestinationErrors checks that the alarms reach someone, or that the
+// application said why they need not.
+func alarmDestinationErrors(p *Props) []error {
+	const choices = "Props.AlarmEmail (an address to subscribe), Props.AlarmTopic or Props.AlarmTopicArn (an existing SNS topic) " +
+		"or Props.NoAlarmDestination (why the alarms may reach no one, e.g. \"sandbox account\"; the template records it)"
+	var errs []error
+	named := p.AlarmEmail != "" || p.AlarmTopic != nil || p.AlarmTopicArn != ""
+	if p.AlarmTopic != nil && p.AlarmTopicArn != "" {
+		errs = append(errs, fmt.Errorf("Props.AlarmTopic and Props.AlarmTopicArn (%q) both name a topic: give one", p.AlarmTopicArn))
+	}
+	switch {
+	case !named && p.NoAlarmDestination == "":
+		errs = append(errs, fmt.Errorf("the alarms reach no one: give %s", choices))
+	case named && p.NoAlarmDestination != "":
+		errs = append(errs, fmt.Errorf("Props.NoAlarmDestination (%q) says the alarms reach no one, but Props.AlarmEmail or Props.AlarmTopic names a destination: give one or the other", p.NoAlarmDestination))
+	}
+	if e := p.AlarmEmail; e != "" {
+		if at := strings.IndexByte(e, '@'); at <= 0 || at == len(e)-1 || strings.ContainsAny(e, " \t\n,;") {
+			errs = append(errs, fmt.Errorf("Props.AlarmEmail %q is not one email address: give one address (subscribe more people to the AlarmTopicArn output's topic)", e))
+		}
+	}
+	return errs
+}
+
+// AlarmsFromContext sets p's alarm destination from the CDK context
+// (`cdk deploy -c alarmEmail=ops@example.com`): keys.ContextAlarmEmail,
+// keys.ContextAlarmTopicArn (an existing topic, AlarmTopicArn) and
+// keys.ContextNoAlarmDestination (the reason for none), as the examples'
+// apps and the one `fourlanes init` writes read them. A value the context
+// does not hold leaves p's as it was; New then fails the synthesis if none
+// of the three is set.
+func (p *Props) AlarmsFromContext(scope constructs.IConstruct) {
+	get := func(key string) string {
+		v, _ := scope.Node().TryGetContext(jsii.String(key)).(string)
+		return strings.TrimSpace(v)
+	}
+	if v := get(keys.ContextAlarmEmail); v != "" {
+		p.AlarmEmail = v
+	}
+	if v := get(keys.ContextAlarmTopicArn); v != "" {
+		p.AlarmTopicArn = v
+	}
+	if v := get(keys.ContextNoAlarmDestination); v != "" {
+		p.NoAlarmDestination = v
+	}
 }

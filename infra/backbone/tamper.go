@@ -79,6 +79,8 @@ func NewTamperWatch(scope constructs.Construct, id string, props *TamperWatchPro
 		Filters: &[]*map[string]interface{}{
 			{"pattern": jsii.String(TamperFilterPattern())},
 		},
+		// PolledEventCount, before the filter: the TamperWatchStopped alarm.
+		MetricsConfig: &awslambda.MetricsConfig{Metrics: &[]awslambda.MetricType{awslambda.MetricType_EVENT_COUNT}},
 	})
 	pin(mapping, props.Log.LogicalIDPrefix(), LogicalTamperESM)
 	mapping.Node().AddDependency(fn.Role)
