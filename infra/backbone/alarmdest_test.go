@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/google/go-cmp/cmp"
 
@@ -200,5 +201,41 @@ func TestAuditTrail(t *testing.T) {
 	ls := synthLibrary(t, nil)
 	if trails := backbonetest.Template(ls.doc).Resources("AWS::CloudTrail::Trail"); len(trails) != 0 {
 		t.Errorf("trails %v without Props.AuditTrail, want none", trails)
+	}
+}
+
+// TestLogRetention: the watchers' log groups keep a year by default, the
+// others a month; both are props.
+func TestLogRetention(t *testing.T) {
+	s := synth(t)
+	groups := s.resources("AWS::Logs::LogGroup")
+	tamper := s.id(s.stack.Tamper.Function.Logs)
+	for id, g := range groups {
+		if strings.HasPrefix(id, "Bench") {
+			continue // the team's function beside the backbone
+		}
+		want := 30.0
+		if id == tamper {
+			want = 365
+		}
+		if got := props(g)["RetentionInDays"]; got != want {
+			t.Errorf("log group %s keeps %v days, want %v", id, got, want)
+		}
+	}
+	ls := synthLibrary(t, func(_ awscdk.Stack, p *Props) {
+		p.LogRetention, p.IntegrityLogRetention = awslogs.RetentionDays_ONE_WEEK, awslogs.RetentionDays_TEN_YEARS
+	})
+	if len(ls.errors) > 0 {
+		t.Fatalf("synthesis errors: %v", ls.errors)
+	}
+	tamper = ls.id(ls.stack.Tamper.Function.Logs)
+	for id, g := range backbonetest.Template(ls.doc).Resources("AWS::Logs::LogGroup") {
+		want := 7.0
+		if id == tamper {
+			want = 3653
+		}
+		if got := props(g)["RetentionInDays"]; got != want {
+			t.Errorf("library log group %s keeps %v days, want %v", id, got, want)
+		}
 	}
 }

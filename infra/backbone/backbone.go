@@ -117,6 +117,10 @@ type Props struct {
 	// LogRetention of every function's and the Pipe's log group; zero means
 	// one month.
 	LogRetention awslogs.RetentionDays
+	// IntegrityLogRetention of the log groups of tamper-watch and the
+	// notary, whose ERROR lines are the evidence of a tampered log; zero
+	// means one year.
+	IntegrityLogRetention awslogs.RetentionDays
 	// DurableMaxConcurrency caps durable-consumer's concurrency from the
 	// queue; zero means 10.
 	DurableMaxConcurrency float64
@@ -217,7 +221,7 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	}
 	b.tracked = w.tracked
 
-	fo := FunctionOptions{CodeRoot: p.CodeRoot, LogRetention: p.LogRetention, Tracing: p.Tracing}
+	fo := FunctionOptions{CodeRoot: p.CodeRoot, LogRetention: p.LogRetention, IntegrityLogRetention: p.IntegrityLogRetention, Tracing: p.Tracing}
 	var reconcileRC, repairRC *float64
 	if p.ReserveConcurrency {
 		reconcileRC, repairRC = jsii.Number(2), jsii.Number(1)
@@ -234,6 +238,7 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 		Log: b.Log, Durable: b.Durable, ChangeFeed: b.ChangeFeed, Functions: fo, ReservedConcurrency: repairRC,
 	})
 	b.Durable.OnlyBackboneSends(b.Repair.Function.Role)
+	b.ChangeFeed.OnlyBackboneSends(b.Repair.Function.Role)
 	b.Tamper = NewTamperWatch(c, "TamperWatch", &TamperWatchProps{Log: b.Log, Functions: fo})
 
 	for _, t := range w.tracked {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -141,4 +142,12 @@ func alnum(s string) string {
 		}
 		return -1
 	}, s)
+}
+
+// OnlyBackboneSends denies sqs:SendMessage on the on-failure queue to every
+// principal but changefeed's role (a mapping's on-failure destination is
+// sent to with the function's execution role) and the given senders
+// (dlq-repair's role, which re-parks what it cannot fix).
+func (c *ChangeFeed) OnlyBackboneSends(senders ...awsiam.IRole) {
+	onlyTheseSend(c.DLQ, append([]awsiam.IRole{c.Changefeed.Role}, senders...)...)
 }

@@ -247,21 +247,33 @@ func suppressIsDLQ(q awssqs.Queue, why string) {
 // durable-consumer delivers only events it finds in the log as well
 // (pkg/delivery, batch.go): the policy keeps forgeries out, the check keeps
 // anything that still gets in from being delivered.
+//
+// The Pipe DLQ gets the same policy: only the Pipe (its dead-letter config
+// sends with the Pipe's role) and the senders may put a message there, so a
+// forged "failed batch" cannot send dlq-repair to a range of its choosing.
 func (l *DurableLane) OnlyBackboneSends(senders ...awsiam.IRole) {
-	arns := []*string{l.PipeRole.RoleArn()}
+	for _, q := range []awssqs.Queue{l.Queue, l.DLQ, l.PipeDLQ} {
+		onlyTheseSend(q, append([]awsiam.IRole{l.PipeRole}, senders...)...)
+	}
+}
+
+// onlyTheseSend denies sqs:SendMessage on q to every principal but the
+// given roles (see DurableLane.OnlyBackboneSends for why this condition
+// also refuses a request without a principal ARN). The queue's EnforceSSL
+// statement denies any request without TLS beside it.
+func onlyTheseSend(q awssqs.Queue, senders ...awsiam.IRole) {
+	var arns []*string
 	for _, r := range senders {
 		arns = append(arns, r.RoleArn())
 	}
-	for _, q := range []awssqs.Queue{l.Queue, l.DLQ} {
-		q.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid:        jsii.String("OnlyTheBackboneSends"),
-			Effect:     awsiam.Effect_DENY,
-			Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
-			Actions:    jsii.Strings("sqs:SendMessage"),
-			Resources:  &[]*string{q.QueueArn()},
-			Conditions: &map[string]interface{}{
-				"ArnNotEquals": map[string]interface{}{"aws:PrincipalArn": arns},
-			},
-		}))
-	}
+	q.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("OnlyTheBackboneSends"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings("sqs:SendMessage"),
+		Resources:  &[]*string{q.QueueArn()},
+		Conditions: &map[string]interface{}{
+			"ArnNotEquals": map[string]interface{}{"aws:PrincipalArn": arns},
+		},
+	}))
 }

@@ -59,10 +59,26 @@ func (l *EventLog) LogicalIDPrefix() string { return l.prefix }
 // plant a row above a tenant's head (blocking its next Emit) or one no chain
 // links to. UpdateTimeToLive is denied because TTL would delete rows "by
 // design"; the log has none.
+//
+// The table's own settings are the log's too: UpdateTable could turn its
+// stream off (blinding the Pipe, tamper-watch and the notary: a rewrite
+// leaves no record) or its deletion protection; UpdateContinuousBackups
+// could turn point-in-time recovery off; DeleteResourcePolicy would take
+// these denies away (AWS lets the account's root user call it anyway, "to
+// make sure that you don't inadvertently lock yourself out": DynamoDB API
+// Reference, DeleteResourcePolicy); ExportTableToPointInTime copies every
+// tenant's events out of the account's reach. Each of these, wanted on
+// purpose, is a change made by the root user (docs/operations.md, "Changing
+// the events table"). What the policy cannot deny: PutResourcePolicy (the
+// deploy puts the next version of this policy with it), RestoreTableTo
+// PointInTime (it writes a new table, and is the recovery path) and
+// ImportTable (it creates a new table; this policy is not on it).
 var logDenied = []string{
 	"dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem",
 	"dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate", "dynamodb:PartiQLDelete",
 	"dynamodb:DeleteTable", "dynamodb:UpdateTimeToLive",
+	"dynamodb:UpdateTable", "dynamodb:UpdateContinuousBackups", "dynamodb:DeleteResourcePolicy",
+	"dynamodb:ExportTableToPointInTime",
 }
 
 // transactionOnly is the condition that lets an action run only as part of

@@ -224,7 +224,9 @@ func TestLogResourcePolicy(t *testing.T) {
 		t.Errorf("statement %v: want an unconditional Deny to every principal on this table", st)
 	}
 	denied := strs(st["Action"])
-	for _, a := range logRewrites {
+	for _, a := range append(slices.Clone(logRewrites),
+		// The table's settings: its stream, backups, these denies, an export.
+		"dynamodb:UpdateTable", "dynamodb:UpdateContinuousBackups", "dynamodb:DeleteResourcePolicy", "dynamodb:ExportTableToPointInTime") {
 		if !slices.Contains(denied, a) {
 			t.Errorf("the resource policy does not deny %s", a)
 		}

@@ -67,6 +67,7 @@ func NewTamperWatch(scope constructs.Construct, id string, props *TamperWatchPro
 		description: "fourlanes tamper-watch: every MODIFY/REMOVE of the insert-only log, logged and counted",
 		timeout:     awscdk.Duration_Seconds(jsii.Number(30)),
 		memoryMB:    128,
+		integrity:   true,
 	})
 	allow(fn.Role, streamRead, props.Log.Events.TableStreamArn())
 	listStreams(fn.Role)
