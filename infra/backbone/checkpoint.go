@@ -201,8 +201,10 @@ func NewCheckpoints(scope constructs.Construct, id string, props *CheckpointsPro
 
 	allow(fn.Role, []string{"kms:Sign", "kms:GetPublicKey"}, key.KeyArn())
 	checkpointObjects := bucket.ArnForObjects(jsii.String(keys.CheckpointObjectPrefix + "*"))
-	allow(fn.Role, []string{"s3:PutObject", "s3:GetObject"}, checkpointObjects)
-	allow(fn.Role, []string{"s3:ListBucket"}, bucket.BucketArn())
+	// Versions, not only current objects: reconcile reads under a delete
+	// marker (pkg/reconcile, CheckpointS3).
+	allow(fn.Role, []string{"s3:PutObject", "s3:GetObject", "s3:GetObjectVersion"}, checkpointObjects)
+	allow(fn.Role, []string{"s3:ListBucket", "s3:ListBucketVersions"}, bucket.BucketArn())
 	fn.Fn.AddEnvironment(jsii.String(keys.EnvCheckpointBucket), bucket.BucketName(), nil)
 	fn.Fn.AddEnvironment(jsii.String(keys.EnvCheckpointKey), key.KeyArn(), nil)
 	fn.Fn.AddEnvironment(jsii.String(keys.EnvCheckpointLog), jsii.String(CheckpointLog(*awscdk.Aws_STACK_NAME(), prefix)), nil)
