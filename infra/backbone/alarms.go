@@ -268,6 +268,10 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		"tamper-watch is more than a minute behind the events stream for 3 minutes: changes to the log are not being seen as they happen. Check tamper-watch's errors and its on-failure queue.",
 		tamperIteratorAge, tamperLagThresholdMs, 3)
 
+	alarm("TamperWatchDLQDepth",
+		"Messages in tamper-watch's on-failure queue: a range of the events stream that tamper-watch could not inspect after bisecting, 10 retries or 6 hours (each message names the shard and the first and last sequence numbers). Changes to the log in that range went unseen: read the range from the stream (aws dynamodbstreams get-records) while it holds it (24 hours after the write), run pkg/tamper's Inspect on it or look for MODIFY and REMOVE records, and call reconcile for the tenants in it. Then fix what made tamper-watch fail (its Errors alarm and log group).",
+		visible(props.TamperWatch.DLQ), 1, 1)
+
 	// A stopped watcher is silent: a disabled or deleted mapping invokes
 	// nothing, so no IteratorAge, no error and no finding. The mapping's own
 	// metrics (MetricsConfig EventCount) count every record it polls, before
@@ -310,6 +314,9 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 			oldestMessage(q.queue, fiveMin),
 			dlqAgeThresholdS, 1)
 	}
+	alarm("TamperWatchDLQOldestMessage",
+		"A range of the events stream that tamper-watch could not inspect has waited in its on-failure queue for more than 6 hours: no one has read it yet, and the stream drops its records 24 hours after the write. Follow TamperWatchDLQDepth's steps now, then delete the message.",
+		oldestMessage(props.TamperWatch.DLQ, fiveMin), dlqAgeThresholdS, 1)
 
 	// A stopped Pipe publishes nothing, so no failure metric can see it: the
 	// log is written (the events table consumes write capacity) while the

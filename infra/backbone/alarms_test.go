@@ -86,7 +86,7 @@ func (s *synthesized) dlqs() []string {
 func TestEveryDLQHasADepthAlarm(t *testing.T) {
 	s := synth(t)
 	got := s.dlqs()
-	if diff := cmp.Diff([]string{LogicalChangeFeedDLQ, LogicalDurableDLQ, LogicalPipeDLQ}, got); diff != "" {
+	if diff := cmp.Diff([]string{LogicalChangeFeedDLQ, LogicalDurableDLQ, LogicalPipeDLQ, LogicalTamperDLQ}, got); diff != "" {
 		t.Errorf("dead-letter destinations (-want +got):\n%s", diff)
 	}
 	for _, id := range got {

@@ -239,7 +239,7 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	})
 	b.Durable.OnlyBackboneSends(b.Repair.Function.Role)
 	b.ChangeFeed.OnlyBackboneSends(b.Repair.Function.Role)
-	b.Tamper = NewTamperWatch(c, "TamperWatch", &TamperWatchProps{Log: b.Log, Functions: fo})
+	b.Tamper = NewTamperWatch(c, "TamperWatch", &TamperWatchProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy})
 
 	for _, t := range w.tracked {
 		b.ChangeFeed.Track(t.entity, t.table)

@@ -33,7 +33,7 @@ func TestPinnedLogicalIDs(t *testing.T) {
 		// The backbone's three, and the application's own two (their IDs are
 		// the application's business).
 		"AWS::DynamoDB::Table": sorted([]string{LogicalChangeFeedTable, LogicalEventsTable, LogicalStateTable, s.id(s.stack.Widgets), s.id(s.stack.Listing)}),
-		"AWS::SQS::Queue":      {LogicalChangeFeedDLQ, LogicalDurableDLQ, LogicalDurableQueue, LogicalPipeDLQ},
+		"AWS::SQS::Queue":      {LogicalChangeFeedDLQ, LogicalDurableDLQ, LogicalDurableQueue, LogicalPipeDLQ, LogicalTamperDLQ},
 		"AWS::Pipes::Pipe":     {LogicalEventsPipe},
 	} {
 		if diff := cmp.Diff(want, ids(typ)); diff != "" {

@@ -342,13 +342,15 @@ func TestRoleAccess(t *testing.T) {
 			LogicalEventsTable + ".Arn": read,
 			LogicalStateTable + ".Arn":  rw,
 			// Signed checkpoints (checkpoint.go): sign, read the public key,
-			// put/get/list checkpoint objects; never delete.
+			// put/get/list checkpoint objects and their versions (a delete
+			// marker hides none); never delete.
 			LogicalCheckpointKey + ".Arn":    {"kms:GetPublicKey", "kms:Sign"},
-			LogicalCheckpointBucket + ".Arn": {"s3:ListBucket"},
-			`{"Fn::Join":["",[{"Fn::GetAtt":["` + LogicalCheckpointBucket + `","Arn"]},"/checkpoints/*"]]}`: {"s3:GetObject", "s3:PutObject"},
+			LogicalCheckpointBucket + ".Arn": {"s3:ListBucket", "s3:ListBucketVersions"},
+			`{"Fn::Join":["",[{"Fn::GetAtt":["` + LogicalCheckpointBucket + `","Arn"]},"/checkpoints/*"]]}`: {"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"},
 		}},
 		{"tamper-watch", st.Tamper.Function, map[string][]string{
 			LogicalEventsTable + ".StreamArn": stream,
+			LogicalTamperDLQ + ".Arn":         sqsSend,
 			"*+dynamodb:ListStreams":          nil,
 		}},
 		{"dlq-repair", st.Repair.Function, map[string][]string{

@@ -5,6 +5,8 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
@@ -15,8 +17,22 @@ import (
 // start again at TRIM_HORIZON and re-report a day of changes.
 const LogicalTamperESM = "TamperWatchMapping"
 
-// tamperBatchSize: tamper-watch only reads and logs.
-const tamperBatchSize = 100
+// LogicalTamperDLQ pins tamper-watch's on-failure queue.
+const LogicalTamperDLQ = "TamperWatchDLQ"
+
+// tamper-watch's mapping settings.
+const (
+	// tamperBatchSize: tamper-watch only reads and logs.
+	tamperBatchSize = 100
+	// tamperMaxRetries: tamper-watch fails a batch only when Lambda cannot
+	// hand it the event (a record too large, a crash, a timeout); after
+	// bisecting, 10 retries isolate the record that does it.
+	tamperMaxRetries = 10
+	// tamperMaxRecordAgeS: a record still not inspected after 6 hours goes
+	// to the on-failure queue, with 18 of the stream's 24 hours left to read
+	// it by hand.
+	tamperMaxRecordAgeS = 6 * 3600
+)
 
 // TamperFilterPattern passes exactly the MODIFY and REMOVE records of the
 // events table: they, and only they, carry an OldImage (the stream is
@@ -40,8 +56,9 @@ func TamperFilterPattern() string {
 
 // TamperWatchProps wires tamper-watch to the log.
 type TamperWatchProps struct {
-	Log       *EventLog
-	Functions FunctionOptions
+	Log           *EventLog
+	Functions     FunctionOptions
+	RemovalPolicy awscdk.RemovalPolicy
 }
 
 // TamperWatch is the second reader of the events table's stream (beside the
@@ -50,13 +67,19 @@ type TamperWatchProps struct {
 // ERROR and counts it (EMF TamperDetected). The Pipe's filter drops those
 // records, so this path must not go through it.
 //
-// It never drops a record: no retry limit, no record age, no on-failure
-// destination. A failing tamper-watch holds its shards (the Pipe reads on)
-// and its Errors and IteratorAge alarms page.
+// A record tamper-watch cannot read is a finding, never a failed batch
+// (pkg/tamper). A batch fails only if Lambda cannot invoke it with the
+// records at all; the mapping bisects it, retries 10 times and gives up on a
+// record after 6 hours, sending the range's metadata (shard, first and last
+// sequence number) to DLQ, whose depth alarm pages: those records were not
+// inspected, and one poison record no longer blinds it for a day.
 type TamperWatch struct {
 	constructs.Construct
 	Function Function
 	Mapping  awslambda.EventSourceMapping
+	// DLQ is the mapping's on-failure destination (standard queue; only
+	// tamper-watch's role may send to it).
+	DLQ awssqs.Queue
 }
 
 // NewTamperWatch creates the function and its mapping.
@@ -72,11 +95,26 @@ func NewTamperWatch(scope constructs.Construct, id string, props *TamperWatchPro
 	allow(fn.Role, streamRead, props.Log.Events.TableStreamArn())
 	listStreams(fn.Role)
 
+	dlq := awssqs.NewQueue(c, jsii.String("DLQ"), &awssqs.QueueProps{
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+		RemovalPolicy:   props.RemovalPolicy,
+	})
+	pin(dlq, props.Log.LogicalIDPrefix(), LogicalTamperDLQ)
+	suppressIsDLQ(dlq, "It is tamper-watch's on-failure destination: it receives metadata of stream ranges tamper-watch could not inspect; a person reads them from the stream.")
+	onlyTheseSend(dlq, fn.Role)
+
 	mapping := awslambda.NewEventSourceMapping(c, jsii.String("Mapping"), &awslambda.EventSourceMappingProps{
-		Target:           fn.Fn,
-		EventSourceArn:   props.Log.Events.TableStreamArn(),
-		StartingPosition: awslambda.StartingPosition_TRIM_HORIZON,
-		BatchSize:        jsii.Number(tamperBatchSize),
+		Target:                fn.Fn,
+		EventSourceArn:        props.Log.Events.TableStreamArn(),
+		StartingPosition:      awslambda.StartingPosition_TRIM_HORIZON,
+		BatchSize:             jsii.Number(tamperBatchSize),
+		BisectBatchOnError:    jsii.Bool(true),
+		RetryAttempts:         jsii.Number(tamperMaxRetries),
+		MaxRecordAge:          awscdk.Duration_Seconds(jsii.Number(tamperMaxRecordAgeS)),
+		ParallelizationFactor: jsii.Number(1),
+		OnFailure:             awslambdaeventsources.NewSqsDlq(dlq),
 		Filters: &[]*map[string]interface{}{
 			{"pattern": jsii.String(TamperFilterPattern())},
 		},
@@ -85,5 +123,5 @@ func NewTamperWatch(scope constructs.Construct, id string, props *TamperWatchPro
 	})
 	pin(mapping, props.Log.LogicalIDPrefix(), LogicalTamperESM)
 	mapping.Node().AddDependency(fn.Role)
-	return &TamperWatch{Construct: c, Function: fn, Mapping: mapping}
+	return &TamperWatch{Construct: c, Function: fn, Mapping: mapping, DLQ: dlq}
 }

@@ -39,7 +39,8 @@ func mappingPasses(t *testing.T, mapping map[string]any, record []byte) bool {
 
 // TestTamperMapping: tamper-watch reads the events stream with its own
 // mapping, its filter passes exactly the MODIFY and REMOVE records (checked
-// on real record shapes), and it never drops a record.
+// on real record shapes), and a poison batch cannot blind it: bisect, a
+// retry limit, a maximum record age and an on-failure queue that alarms.
 func TestTamperMapping(t *testing.T) {
 	s := synth(t)
 	m := props(s.resources("AWS::Lambda::EventSourceMapping")[LogicalTamperESM])
@@ -56,12 +57,30 @@ func TestTamperMapping(t *testing.T) {
 			t.Errorf("%s (-want +got):\n%s", k, diff)
 		}
 	}
-	// Nothing that gives a record up: no retry limit, no record age, no
-	// destination (a failing batch holds the shard and pages).
-	for _, k := range []string{"MaximumRetryAttempts", "MaximumRecordAgeInSeconds", "DestinationConfig", "FunctionResponseTypes"} {
-		if v, ok := m[k]; ok && v != -1.0 {
-			t.Errorf("%s = %v: tamper-watch must never give a record up", k, v)
+	for k, want := range map[string]any{
+		"BisectBatchOnFunctionError": true,
+		"MaximumRetryAttempts":       float64(tamperMaxRetries),
+		"MaximumRecordAgeInSeconds":  float64(tamperMaxRecordAgeS),
+		"ParallelizationFactor":      1.0,
+		"DestinationConfig":          map[string]any{"OnFailure": map[string]any{"Destination": getAtt(LogicalTamperDLQ, "Arn")}},
+	} {
+		if diff := cmp.Diff(want, m[k]); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", k, diff)
 		}
+	}
+	if a := float64(tamperMaxRecordAgeS); a > 12*3600 {
+		t.Errorf("MaximumRecordAgeInSeconds = %v, want well under the stream's 24 h (a person reads the range from the stream)", a)
+	}
+	// The on-failure queue pages at once, and tamper-watch's role may send
+	// to it (the mapping sends with the function's role).
+	if _, ok := s.alarmOn("AWS/SQS", "ApproximateNumberOfMessagesVisible", map[string]any{"QueueName": getAtt(LogicalTamperDLQ, "QueueName")}); !ok {
+		t.Errorf("no depth alarm on %s", LogicalTamperDLQ)
+	}
+	if s.queueSendDenied(t, LogicalTamperDLQ, getAtt(s.id(s.stack.Tamper.Function.Role), "Arn")) {
+		t.Errorf("%s refuses tamper-watch's role", LogicalTamperDLQ)
+	}
+	if got := access(grants(s.Doc), s.id(s.stack.Tamper.Function.Role)); !contains(got[LogicalTamperDLQ+".Arn"], "sqs:SendMessage") {
+		t.Errorf("tamper-watch's role may not send to %s: %v", LogicalTamperDLQ, got)
 	}
 
 	tests := []struct {
