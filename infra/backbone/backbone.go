@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
@@ -124,6 +125,11 @@ type Props struct {
 	// DurableMaxConcurrency caps durable-consumer's concurrency from the
 	// queue; zero means 10.
 	DurableMaxConcurrency float64
+	// StateOperators are the roles, besides the backbone's own functions,
+	// that may write the state table: whoever runs `fourlanes effects -redo
+	// KEY` or `-done KEY`. Every other principal's writes are denied by the
+	// table's resource policy.
+	StateOperators []awsiam.IRole
 	// FailOnTeamFindings makes cdk-nag's findings on the stack's other
 	// resources (the team's) errors that fail the synthesis, as findings on
 	// the backbone's own resources are. By default they are warnings, in the
@@ -238,6 +244,9 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 		Log: b.Log, Durable: b.Durable, ChangeFeed: b.ChangeFeed, Functions: fo, ReservedConcurrency: repairRC,
 	})
 	b.Durable.OnlyBackboneSends(b.Repair.Function.Role)
+	b.Log.ProtectState(append([]awsiam.IRole{
+		b.Durable.DurableConsumer.Role, b.ChangeFeed.Changefeed.Role, b.Reconcile.Function.Role, b.Repair.Function.Role,
+	}, p.StateOperators...)...)
 	b.ChangeFeed.OnlyBackboneSends(b.Repair.Function.Role)
 	b.Tamper = NewTamperWatch(c, "TamperWatch", &TamperWatchProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy})
 

@@ -271,7 +271,7 @@ func TestFunctions(t *testing.T) {
 			keys.EnvCheckpointKey:    getAtt("CheckpointSigningKey", "Arn"),
 			keys.EnvCheckpointLog:    map[string]any{"Fn::Join": []any{"", []any{"fourlanes/", ref("AWS::StackName")}}},
 		}}},
-		keys.FnTamperWatch: {st.Tamper.Function, fnSpec{env: map[string]any{}}},
+		keys.FnTamperWatch: {st.Tamper.Function, fnSpec{env: map[string]any{keys.EnvStateTable: ref(LogicalStateTable)}}},
 		keys.FnDLQRepair: {st.Repair.Function, fnSpec{reserved: 1.0, env: map[string]any{
 			keys.EnvDurableDLQURL:    queueURL(LogicalDurableDLQ),
 			keys.EnvPipeDLQURL:       queueURL(LogicalPipeDLQ),

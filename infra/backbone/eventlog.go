@@ -137,9 +137,12 @@ func NewEventLog(scope constructs.Construct, id string, props *EventLogProps) *E
 	pin(events, props.LogicalIDPrefix, LogicalEventsTable)
 
 	state := awsdynamodb.NewTable(c, jsii.String("State"), &awsdynamodb.TableProps{
-		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(keys.AttrPK), Type: awsdynamodb.AttributeType_STRING},
-		SortKey:             &awsdynamodb.Attribute{Name: jsii.String(keys.AttrSK), Type: awsdynamodb.AttributeType_STRING},
-		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		PartitionKey: &awsdynamodb.Attribute{Name: jsii.String(keys.AttrPK), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:      &awsdynamodb.Attribute{Name: jsii.String(keys.AttrSK), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		// tamper-watch reads it for deletes of dead letters, claims and
+		// watermarks (pkg/tamper InspectState).
+		Stream:              awsdynamodb.StreamViewType_NEW_AND_OLD_IMAGES,
 		TimeToLiveAttribute: jsii.String(keys.AttrExpiresAt),
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
@@ -159,4 +162,49 @@ func NewEventLog(scope constructs.Construct, id string, props *EventLogProps) *E
 	})
 
 	return &EventLog{Construct: c, Events: events, State: state, EmitterPolicy: emitter, prefix: props.LogicalIDPrefix}
+}
+
+// stateWriteActions are the state table's item writes.
+var stateWriteActions = []string{
+	"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem",
+	"dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate", "dynamodb:PartiQLDelete",
+}
+
+// stateDenied are what the state table's resource policy denies to every
+// principal: nothing in the stack needs them. UpdateTimeToLive could point
+// TTL at an attribute every dead letter holds; the others as for the log
+// (logDenied). UpdateTable is not denied: a deploy adds the stream
+// tamper-watch reads with it, and a stream turned off stops tamper-watch's
+// state mapping, which its Errors and IteratorAge alarms do not see (a gap,
+// docs/operations.md).
+var stateDenied = []string{
+	"dynamodb:DeleteTable", "dynamodb:UpdateTimeToLive", "dynamodb:UpdateContinuousBackups",
+	"dynamodb:DeleteResourcePolicy", "dynamodb:ExportTableToPointInTime",
+}
+
+// ProtectState puts the state table's resource policy: its item writes are
+// denied to every principal but writers (the backbone's functions, and the
+// roles a team names for `fourlanes effects -redo|-done`), whatever their
+// identity policies allow; stateDenied is denied to all. Reads stay with IAM
+// (GrantRead). New calls it once every writer exists.
+func (l *EventLog) ProtectState(writers ...awsiam.IRole) {
+	var arns []*string
+	for _, r := range writers {
+		arns = append(arns, r.RoleArn())
+	}
+	l.State.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("OnlyTheBackboneWrites"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings(stateWriteActions...),
+		Resources:  jsii.Strings("*"),
+		Conditions: &map[string]any{"ArnNotEquals": map[string]any{"aws:PrincipalArn": arns}},
+	}))
+	l.State.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("TheStateTableStays"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings(stateDenied...),
+		Resources:  jsii.Strings("*"),
+	}))
 }

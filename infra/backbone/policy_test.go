@@ -234,9 +234,10 @@ func TestLogResourcePolicy(t *testing.T) {
 	if slices.Contains(denied, "dynamodb:PutItem") || slices.Contains(denied, "dynamodb:ConditionCheckItem") {
 		t.Errorf("the resource policy denies %v: Emit needs PutItem and ConditionCheckItem", denied)
 	}
-	// The other tables are updated by design: no resource policy there.
+	// The other tables are updated by design: no resource policy there but
+	// the state table's (TestStateResourcePolicy).
 	for id, tb := range s.resources("AWS::DynamoDB::Table") {
-		if id != LogicalEventsTable && props(tb)["ResourcePolicy"] != nil {
+		if id != LogicalEventsTable && id != LogicalStateTable && props(tb)["ResourcePolicy"] != nil {
 			t.Errorf("table %s has a resource policy", id)
 		}
 	}
@@ -351,6 +352,8 @@ func TestRoleAccess(t *testing.T) {
 		{"tamper-watch", st.Tamper.Function, map[string][]string{
 			LogicalEventsTable + ".StreamArn": stream,
 			LogicalTamperDLQ + ".Arn":         sqsSend,
+			LogicalStateTable + ".StreamArn":  stream,
+			LogicalStateTable + ".Arn":        {"dynamodb:GetItem"},
 			"*+dynamodb:ListStreams":          nil,
 		}},
 		{"dlq-repair", st.Repair.Function, map[string][]string{

@@ -20,6 +20,28 @@ const LogicalTamperESM = "TamperWatchMapping"
 // LogicalTamperDLQ pins tamper-watch's on-failure queue.
 const LogicalTamperDLQ = "TamperWatchDLQ"
 
+// LogicalTamperStateESM pins tamper-watch's mapping on the state table's
+// stream.
+const LogicalTamperStateESM = "TamperWatchStateMapping"
+
+// TamperStateFilterPattern passes the records of the state table's rows
+// whose deletion tamper-watch checks: dead letters, event claims and
+// watermarks (their OldImage, so MODIFYs of those rows pass too, and the
+// handler passes over them).
+func TamperStateFilterPattern() string {
+	var prefixes []any
+	for _, p := range []string{keys.StateDeadPrefix, keys.StateEventClaimPrefix, keys.StateWatermarkPrefix} {
+		prefixes = append(prefixes, map[string]any{"prefix": p})
+	}
+	b, err := json.Marshal(map[string]any{
+		"dynamodb": map[string]any{"OldImage": map[string]any{keys.AttrPK: map[string]any{"S": prefixes}}},
+	})
+	if err != nil {
+		panic(err) // a constant map
+	}
+	return string(b)
+}
+
 // tamper-watch's mapping settings.
 const (
 	// tamperBatchSize: tamper-watch only reads and logs.
@@ -77,6 +99,8 @@ type TamperWatch struct {
 	constructs.Construct
 	Function Function
 	Mapping  awslambda.EventSourceMapping
+	// StateMapping reads the state table's stream (pkg/tamper InspectState).
+	StateMapping awslambda.EventSourceMapping
 	// DLQ is the mapping's on-failure destination (standard queue; only
 	// tamper-watch's role may send to it).
 	DLQ awssqs.Queue
@@ -92,7 +116,10 @@ func NewTamperWatch(scope constructs.Construct, id string, props *TamperWatchPro
 		memoryMB:    128,
 		integrity:   true,
 	})
-	allow(fn.Role, streamRead, props.Log.Events.TableStreamArn())
+	allow(fn.Role, streamRead, props.Log.Events.TableStreamArn(), props.Log.State.TableStreamArn())
+	// A deleted dead letter is honest only if its claim says completed.
+	allow(fn.Role, []string{"dynamodb:GetItem"}, props.Log.State.TableArn())
+	fn.Fn.AddEnvironment(jsii.String(keys.EnvStateTable), props.Log.State.TableName(), nil)
 	listStreams(fn.Role)
 
 	dlq := awssqs.NewQueue(c, jsii.String("DLQ"), &awssqs.QueueProps{
@@ -123,5 +150,21 @@ func NewTamperWatch(scope constructs.Construct, id string, props *TamperWatchPro
 	})
 	pin(mapping, props.Log.LogicalIDPrefix(), LogicalTamperESM)
 	mapping.Node().AddDependency(fn.Role)
-	return &TamperWatch{Construct: c, Function: fn, Mapping: mapping, DLQ: dlq}
+
+	state := awslambda.NewEventSourceMapping(c, jsii.String("StateMapping"), &awslambda.EventSourceMappingProps{
+		Target:                fn.Fn,
+		EventSourceArn:        props.Log.State.TableStreamArn(),
+		StartingPosition:      awslambda.StartingPosition_TRIM_HORIZON,
+		BatchSize:             jsii.Number(tamperBatchSize),
+		BisectBatchOnError:    jsii.Bool(true),
+		RetryAttempts:         jsii.Number(tamperMaxRetries),
+		MaxRecordAge:          awscdk.Duration_Seconds(jsii.Number(tamperMaxRecordAgeS)),
+		ParallelizationFactor: jsii.Number(1),
+		OnFailure:             awslambdaeventsources.NewSqsDlq(dlq),
+		Filters:               &[]*map[string]interface{}{{"pattern": jsii.String(TamperStateFilterPattern())}},
+		MetricsConfig:         &awslambda.MetricsConfig{Metrics: &[]awslambda.MetricType{awslambda.MetricType_EVENT_COUNT}},
+	})
+	pin(state, props.Log.LogicalIDPrefix(), LogicalTamperStateESM)
+	state.Node().AddDependency(fn.Role)
+	return &TamperWatch{Construct: c, Function: fn, Mapping: mapping, StateMapping: state, DLQ: dlq}
 }
