@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/google/go-cmp/cmp"
@@ -237,5 +239,61 @@ func TestLogRetention(t *testing.T) {
 		if got := props(g)["RetentionInDays"]; got != want {
 			t.Errorf("library log group %s keeps %v days, want %v", id, got, want)
 		}
+	}
+}
+
+// TestCustomerManagedKeys: with TableKey, QueueKey and LogKey, every table
+// of the backbone, every queue and every log group is encrypted with its
+// key; every role of the backbone and the emitter policy may use the keys,
+// CloudWatch Logs may use the log key, and the synthesis (cdk-nag included)
+// has no error.
+func TestCustomerManagedKeys(t *testing.T) {
+	var tableKey, queueKey, logKey awskms.Key
+	ls := synthLibrary(t, func(st awscdk.Stack, p *Props) {
+		mk := func(id string) awskms.Key {
+			return awskms.NewKey(st, jsii.String(id), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+		}
+		tableKey, queueKey, logKey = mk("TableKey"), mk("QueueKey"), mk("LogKey")
+		p.TableKey, p.QueueKey, p.LogKey = tableKey, queueKey, logKey
+	})
+	if len(ls.errors) > 0 {
+		t.Fatalf("synthesis errors: %v", ls.errors)
+	}
+	tmpl := backbonetest.Template(ls.doc)
+	arn := func(k awskms.Key) any { return getAtt(ls.id(k), "Arn") }
+	for _, id := range []string{LogicalEventsTable, LogicalStateTable, LogicalChangeFeedTable} {
+		sse, _ := props(tmpl.Resources("AWS::DynamoDB::Table")[id])["SSESpecification"].(map[string]any)
+		if !cmp.Equal(sse["KMSMasterKeyId"], arn(tableKey)) || sse["SSEType"] != "KMS" {
+			t.Errorf("table %s SSESpecification %v, want the table key", id, sse)
+		}
+	}
+	for id, q := range tmpl.Resources("AWS::SQS::Queue") {
+		if k := props(q)["KmsMasterKeyId"]; !cmp.Equal(k, arn(queueKey)) {
+			t.Errorf("queue %s KmsMasterKeyId %v, want the queue key", id, k)
+		}
+	}
+	for id, g := range tmpl.Resources("AWS::Logs::LogGroup") {
+		if k := props(g)["KmsKeyId"]; !cmp.Equal(k, arn(logKey)) {
+			t.Errorf("log group %s KmsKeyId %v, want the log key", id, k)
+		}
+	}
+	b := ls.stack
+	gs := grants(ls.doc)
+	for _, r := range []awsiam.IRole{b.Durable.PipeRole, b.Durable.StreamFilter.Role, b.Durable.DurableConsumer.Role, b.ChangeFeed.Changefeed.Role,
+		b.Reconcile.Function.Role, b.Repair.Function.Role, b.Tamper.Function.Role} {
+		got := access(gs, ls.id(r))
+		for _, k := range []awskms.Key{tableKey, queueKey} {
+			if !contains(got[ls.id(k)+".Arn"], "kms:Decrypt") || !contains(got[ls.id(k)+".Arn"], "kms:GenerateDataKey") {
+				t.Errorf("role %s may not use key %s: %v", ls.id(r), ls.id(k), got)
+			}
+		}
+	}
+	emitter, _ := json.Marshal(tmpl.Resources("AWS::IAM::ManagedPolicy")[ls.id(b.Log.EmitterPolicy)])
+	if !strings.Contains(string(emitter), `"`+ls.id(tableKey)+`","Arn"`) {
+		t.Errorf("the emitter policy cannot use the table key: %s", emitter)
+	}
+	kp, _ := json.Marshal(props(tmpl.Resources("AWS::KMS::Key")[ls.id(logKey)])["KeyPolicy"])
+	if !strings.Contains(string(kp), "CloudWatchLogsEncryptsTheBackbonesLogs") || !strings.Contains(string(kp), "kms:EncryptionContext:aws:logs:arn") {
+		t.Errorf("the log key's policy does not let CloudWatch Logs use it: %s", kp)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
@@ -125,6 +126,16 @@ type Props struct {
 	// DurableMaxConcurrency caps durable-consumer's concurrency from the
 	// queue; zero means 10.
 	DurableMaxConcurrency float64
+	// TableKey, QueueKey and LogKey are optional customer-managed KMS keys
+	// for the backbone's tables (and their streams), its queues and its log
+	// groups; nil keeps the AWS managed key (tables), SQS-managed SSE
+	// (queues) and CloudWatch Logs' own encryption (log groups). The
+	// backbone's roles, the emitter policy and GrantEmit/GrantRead get use
+	// of the keys they need; a LogKey created in the stack gets a statement
+	// letting CloudWatch Logs use it, an imported one must have it already.
+	TableKey awskms.IKey
+	QueueKey awskms.IKey
+	LogKey   awskms.IKey
 	// StateOperators are the roles, besides the backbone's own functions,
 	// that may write the state table: whoever runs `fourlanes effects -redo
 	// KEY` or `-done KEY`. Every other principal's writes are denied by the
@@ -158,8 +169,9 @@ type Backbone struct {
 	// Trail is the audit trail (Props.AuditTrail); nil without one.
 	Trail *AuditTrail
 
-	prefix  string
-	tracked []trackedTable
+	prefix   string
+	tracked  []trackedTable
+	tableKey awskms.IKey
 }
 
 // New adds a backbone with the given id to scope (a team's own stack, say),
@@ -227,17 +239,17 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	}
 	b.tracked = w.tracked
 
-	fo := FunctionOptions{CodeRoot: p.CodeRoot, LogRetention: p.LogRetention, IntegrityLogRetention: p.IntegrityLogRetention, Tracing: p.Tracing}
+	fo := FunctionOptions{CodeRoot: p.CodeRoot, LogRetention: p.LogRetention, IntegrityLogRetention: p.IntegrityLogRetention, LogKey: p.LogKey, Tracing: p.Tracing}
 	var reconcileRC, repairRC *float64
 	if p.ReserveConcurrency {
 		reconcileRC, repairRC = jsii.Number(2), jsii.Number(1)
 	}
 
-	b.Log = NewEventLog(c, "EventLog", &EventLogProps{RemovalPolicy: p.RemovalPolicy, LogicalIDPrefix: b.prefix})
+	b.Log = NewEventLog(c, "EventLog", &EventLogProps{RemovalPolicy: p.RemovalPolicy, LogicalIDPrefix: b.prefix, Key: p.TableKey})
 	b.Durable = NewDurableLane(c, "Durable", &DurableLaneProps{
-		Log: b.Log, Functions: fo, ConsumerMaxConcurrency: p.DurableMaxConcurrency, RemovalPolicy: p.RemovalPolicy,
+		Log: b.Log, Functions: fo, ConsumerMaxConcurrency: p.DurableMaxConcurrency, RemovalPolicy: p.RemovalPolicy, QueueKey: p.QueueKey,
 	})
-	b.ChangeFeed = NewChangeFeed(c, "ChangeFeed", &ChangeFeedProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy})
+	b.ChangeFeed = NewChangeFeed(c, "ChangeFeed", &ChangeFeedProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy, TableKey: p.TableKey, QueueKey: p.QueueKey})
 	b.Reconcile = NewReconcile(c, "Reconcile", &ReconcileProps{Log: b.Log, Functions: fo, ReservedConcurrency: reconcileRC})
 	b.Checkpoints = NewCheckpoints(c, "Checkpoints", &CheckpointsProps{Log: b.Log, Reconcile: b.Reconcile})
 	b.Repair = NewRepair(c, "Repair", &RepairProps{
@@ -248,7 +260,9 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 		b.Durable.DurableConsumer.Role, b.ChangeFeed.Changefeed.Role, b.Reconcile.Function.Role, b.Repair.Function.Role,
 	}, p.StateOperators...)...)
 	b.ChangeFeed.OnlyBackboneSends(b.Repair.Function.Role)
-	b.Tamper = NewTamperWatch(c, "TamperWatch", &TamperWatchProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy})
+	b.Tamper = NewTamperWatch(c, "TamperWatch", &TamperWatchProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy, QueueKey: p.QueueKey})
+	b.grantKeys(&p)
+	b.tableKey = p.TableKey
 
 	for _, t := range w.tracked {
 		b.ChangeFeed.Track(t.entity, t.table)

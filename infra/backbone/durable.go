@@ -5,6 +5,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awspipes"
@@ -50,6 +51,8 @@ type DurableLaneProps struct {
 	// from the queue (2–1000), bounding its writes to the state table.
 	ConsumerMaxConcurrency float64
 	RemovalPolicy          awscdk.RemovalPolicy
+	// QueueKey, when set, encrypts the three queues (a customer-managed key).
+	QueueKey awskms.IKey
 }
 
 // DurableLane carries event rows from the log's stream through an EventBridge
@@ -96,14 +99,16 @@ func NewDurableLane(scope constructs.Construct, id string, props *DurableLanePro
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	stack := awscdk.Stack_Of(c)
 	log := props.Log
+	queueEnc, queueKey := queueEncryption(props.QueueKey)
 
 	// Stream sources dead-letter metadata about the failed batch (a standard
 	// queue; FIFO is not allowed there).
 	pipeDLQ := awssqs.NewQueue(c, jsii.String("PipeDLQ"), &awssqs.QueueProps{
-		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:      jsii.Bool(true),
-		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
-		RemovalPolicy:   props.RemovalPolicy,
+		Encryption:          queueEnc,
+		EncryptionMasterKey: queueKey,
+		EnforceSSL:          jsii.Bool(true),
+		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(14)),
+		RemovalPolicy:       props.RemovalPolicy,
 	})
 	prefix := log.LogicalIDPrefix()
 	pin(pipeDLQ, prefix, LogicalPipeDLQ)
@@ -116,7 +121,8 @@ func NewDurableLane(scope constructs.Construct, id string, props *DurableLanePro
 			ContentBasedDeduplication: jsii.Bool(false),
 			DeduplicationScope:        awssqs.DeduplicationScope_MESSAGE_GROUP,
 			FifoThroughputLimit:       awssqs.FifoThroughputLimit_PER_MESSAGE_GROUP_ID,
-			Encryption:                awssqs.QueueEncryption_SQS_MANAGED,
+			Encryption:                queueEnc,
+			EncryptionMasterKey:       queueKey,
 			EnforceSSL:                jsii.Bool(true),
 			VisibilityTimeout:         visibility,
 			RetentionPeriod:           awscdk.Duration_Days(jsii.Number(retention)),
@@ -156,7 +162,8 @@ func NewDurableLane(scope constructs.Construct, id string, props *DurableLanePro
 	}))
 
 	pipeLogs := awslogs.NewLogGroup(c, jsii.String("PipeLogs"), &awslogs.LogGroupProps{
-		Retention: props.Functions.LogRetention,
+		Retention:     props.Functions.LogRetention,
+		EncryptionKey: props.Functions.LogKey,
 	})
 
 	// The Pipe's role. Inline policies, so the permissions exist before the

@@ -4,6 +4,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
@@ -20,6 +21,8 @@ const (
 type EventLogProps struct {
 	// RemovalPolicy of both tables.
 	RemovalPolicy awscdk.RemovalPolicy
+	// Key, when set, encrypts both tables (a customer-managed key).
+	Key awskms.IKey
 	// LogicalIDPrefix begins the pinned logical IDs of the log's stateful
 	// resources and of those of every construct built on it (New passes the
 	// backbone's keys.BackbonePrefix): "" pins EventsTable, "Orders" pins
@@ -120,6 +123,7 @@ func LogResourcePolicy() awsiam.PolicyDocument {
 func NewEventLog(scope constructs.Construct, id string, props *EventLogProps) *EventLog {
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	removal := props.RemovalPolicy
+	encryption, key := tableEncryption(props.Key)
 
 	events := awsdynamodb.NewTable(c, jsii.String("Events"), &awsdynamodb.TableProps{
 		PartitionKey: &awsdynamodb.Attribute{Name: jsii.String(keys.AttrTenant), Type: awsdynamodb.AttributeType_STRING},
@@ -129,7 +133,8 @@ func NewEventLog(scope constructs.Construct, id string, props *EventLogProps) *E
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},
-		Encryption:         awsdynamodb.TableEncryption_AWS_MANAGED,
+		Encryption:         encryption,
+		EncryptionKey:      key,
 		DeletionProtection: jsii.Bool(true),
 		ResourcePolicy:     LogResourcePolicy(),
 		RemovalPolicy:      removal,
@@ -147,7 +152,8 @@ func NewEventLog(scope constructs.Construct, id string, props *EventLogProps) *E
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},
-		Encryption:         awsdynamodb.TableEncryption_AWS_MANAGED,
+		Encryption:         encryption,
+		EncryptionKey:      key,
 		DeletionProtection: jsii.Bool(true),
 		RemovalPolicy:      removal,
 	})

@@ -134,7 +134,7 @@ func reconcileCallerPermissions(fnArn *string) []permission {
 // tables' Grant methods. EmitterPolicyArn (the stack output) holds the same,
 // for principals outside the CDK app.
 func (b *Backbone) GrantEmit(grantee awsiam.IGrantable) awsiam.Grant {
-	return grantAll(grantee, emitPermissions(b.Log.Events.TableArn(), b.trackedArns()))
+	return grantAll(grantee, append(emitPermissions(b.Log.Events.TableArn(), b.trackedArns()), b.tableKeyUse()...))
 }
 
 // GrantReconcile lets grantee call reconcile's Function URL (SigV4, AWS_IAM
@@ -152,12 +152,21 @@ func (b *Backbone) GrantReconcile(grantee awsiam.IGrantable) awsiam.Grant {
 // (kms:GetPublicKey). It writes nothing.
 func (b *Backbone) GrantRead(grantee awsiam.IGrantable) awsiam.Grant {
 	cp := b.Checkpoints
-	return grantAll(grantee, []permission{
+	return grantAll(grantee, append([]permission{
 		{actions: logRead, resources: []*string{b.Log.Events.TableArn(), b.Log.State.TableArn()}},
 		{actions: []string{"s3:GetObject"}, resources: []*string{cp.Bucket.ArnForObjects(jsii.String(keys.CheckpointObjectPrefix + "*"))}},
 		{actions: []string{"s3:ListBucket"}, resources: []*string{cp.Bucket.BucketArn()}},
 		{actions: []string{"kms:GetPublicKey"}, resources: []*string{cp.Key.KeyArn()}},
-	})
+	}, b.tableKeyUse()...))
+}
+
+// tableKeyUse is use of Props.TableKey, for whoever reads or writes the
+// log; none without one.
+func (b *Backbone) tableKeyUse() []permission {
+	if b.tableKey == nil {
+		return nil
+	}
+	return []permission{{actions: []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"}, resources: []*string{b.tableKey.KeyArn()}}}
 }
 
 // trackedArns are the tracked tables' ARNs, in the application's order.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -81,6 +82,8 @@ type TamperWatchProps struct {
 	Log           *EventLog
 	Functions     FunctionOptions
 	RemovalPolicy awscdk.RemovalPolicy
+	// QueueKey, when set, encrypts the on-failure queue.
+	QueueKey awskms.IKey
 }
 
 // TamperWatch is the second reader of the events table's stream (beside the
@@ -122,11 +125,13 @@ func NewTamperWatch(scope constructs.Construct, id string, props *TamperWatchPro
 	fn.Fn.AddEnvironment(jsii.String(keys.EnvStateTable), props.Log.State.TableName(), nil)
 	listStreams(fn.Role)
 
+	queueEnc, queueKey := queueEncryption(props.QueueKey)
 	dlq := awssqs.NewQueue(c, jsii.String("DLQ"), &awssqs.QueueProps{
-		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:      jsii.Bool(true),
-		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
-		RemovalPolicy:   props.RemovalPolicy,
+		Encryption:          queueEnc,
+		EncryptionMasterKey: queueKey,
+		EnforceSSL:          jsii.Bool(true),
+		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(14)),
+		RemovalPolicy:       props.RemovalPolicy,
 	})
 	pin(dlq, props.Log.LogicalIDPrefix(), LogicalTamperDLQ)
 	suppressIsDLQ(dlq, "It is tamper-watch's on-failure destination: it receives metadata of stream ranges tamper-watch could not inspect; a person reads them from the stream.")
