@@ -2,6 +2,7 @@ package backbone
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -295,5 +296,54 @@ func TestCustomerManagedKeys(t *testing.T) {
 	kp, _ := json.Marshal(props(tmpl.Resources("AWS::KMS::Key")[ls.id(logKey)])["KeyPolicy"])
 	if !strings.Contains(string(kp), "CloudWatchLogsEncryptsTheBackbonesLogs") || !strings.Contains(string(kp), "kms:EncryptionContext:aws:logs:arn") {
 		t.Errorf("the log key's policy does not let CloudWatch Logs use it: %s", kp)
+	}
+}
+
+// TestModuleOwnerAlarms: a module that names its owner's topic gets alarms
+// of its own on its DURABLE dead letters and its event types that matched
+// no subscription, notifying that topic and the stack's; a module that
+// names none gets none; an ARN that is not a topic's fails the synthesis.
+func TestModuleOwnerAlarms(t *testing.T) {
+	const owner = "arn:aws:sns:eu-west-1:111122223333:lending-oncall"
+	owned := libraryApp
+	owned.Modules = slices.Clone(libraryApp.Modules)
+	owned.Modules[0].AlarmTopicArn = owner
+	ls := synthLibrary(t, func(_ awscdk.Stack, p *Props) { p.App = owned })
+	if len(ls.errors) > 0 {
+		t.Fatalf("synthesis errors: %v", ls.errors)
+	}
+	tmpl := backbonetest.Template(ls.doc)
+	queries := map[string]map[string]any{}
+	for _, al := range tmpl.Resources("AWS::CloudWatch::Alarm") {
+		for _, m := range list(props(al)["Metrics"]) {
+			if e, _ := m.(map[string]any)["Expression"].(string); strings.Contains(e, "WHERE") {
+				queries[e] = props(al)
+			}
+		}
+	}
+	for _, q := range []string{
+		`SELECT SUM(DeadLettered) FROM SCHEMA("fourlanes", Subscription) WHERE Subscription = 'library.remind'`,
+		`SELECT SUM(Unmatched) FROM SCHEMA("fourlanes", Lane, Type) WHERE Type = 'library.book-lent'`,
+	} {
+		p, ok := queries[q]
+		if !ok {
+			t.Errorf("no alarm on %s; owner alarms: %v", q, queries)
+			continue
+		}
+		acts, _ := json.Marshal(p["AlarmActions"])
+		if !strings.Contains(string(acts), owner) || !strings.Contains(string(acts), `"Ref":"`+LogicalAlarmTopic+`"`) {
+			t.Errorf("alarm on %s notifies %s, want the owner's topic and the stack's", q, acts)
+		}
+	}
+	if len(queries) != 2 {
+		t.Errorf("%d owner alarms, want 2 (shelf names no owner, library has no LOCAL subscription): %v", len(queries), queries)
+	}
+
+	bad := libraryApp
+	bad.Modules = slices.Clone(libraryApp.Modules)
+	bad.Modules[1].AlarmTopicArn = "oncall@example.com"
+	ls = synthLibrary(t, func(_ awscdk.Stack, p *Props) { p.App = bad })
+	if len(ls.errors) != 1 || !strings.Contains(ls.errors[0], `module shelf of application library: AlarmTopicArn "oncall@example.com" is not an SNS topic ARN`) {
+		t.Errorf("synthesis errors %q, want one naming module shelf's AlarmTopicArn", ls.errors)
 	}
 }

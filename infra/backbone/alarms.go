@@ -16,6 +16,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
@@ -92,6 +93,9 @@ type AlarmsProps struct {
 	// TrackedStreams names the streams changefeed reads, for the alarms'
 	// descriptions (New: the application's tracked entities).
 	TrackedStreams string
+	// App is the application whose modules may name an owner to page
+	// (app.Module.AlarmTopicArn).
+	App app.Application
 }
 
 // Alarms are the backbone's alarms, the topic every one of them notifies
@@ -333,6 +337,8 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 	alarm("PipeExecutionThrottled",
 		"The events Pipe's executions were throttled (AWS/EventBridge/Pipes ExecutionThrottled): the DURABLE lane falls behind. Check the Pipe's concurrency and stream-filter's throttles.",
 		pipeMetric(pipe, "ExecutionThrottled", "Sum"), 1, 1)
+
+	a.ownerAlarms(props.App, topic)
 
 	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
 		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &metrics, Width: jsii.Number(8)})

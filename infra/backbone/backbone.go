@@ -230,8 +230,11 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	for _, err := range alarmDestinationErrors(&p) {
 		fail("%v", err)
 	}
-	if p.AlarmTopic == nil && p.AlarmTopicArn != "" {
+	if p.AlarmTopic == nil && isTopicArn(p.AlarmTopicArn) {
 		p.AlarmTopic = awssns.Topic_FromTopicArn(c, jsii.String("AlarmTopic"), jsii.String(p.AlarmTopicArn))
+	}
+	for _, err := range ownerErrors(p.App) {
+		fail("%v", err)
 	}
 	w := resolve(&p)
 	for _, err := range w.errs {
@@ -283,7 +286,7 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	b.Alarms = NewAlarms(c, "Alarms", &AlarmsProps{
 		Log: b.Log, Durable: b.Durable, ChangeFeed: b.ChangeFeed, Reconcile: b.Reconcile, Repair: b.Repair,
 		TamperWatch: b.Tamper, Topic: p.AlarmTopic, AlarmEmail: p.AlarmEmail, NoDestination: p.NoAlarmDestination,
-		TrackedStreams: w.streams(p.App.Name),
+		TrackedStreams: w.streams(p.App.Name), App: p.App,
 	})
 	if p.AuditTrail {
 		b.Trail = NewAuditTrail(c, "AuditTrail", &AuditTrailProps{Log: b.Log, Checkpoints: b.Checkpoints})
@@ -495,6 +498,9 @@ func alarmDestinationErrors(p *Props) []error {
 		errs = append(errs, fmt.Errorf("the alarms reach no one: give %s", choices))
 	case named && p.NoAlarmDestination != "":
 		errs = append(errs, fmt.Errorf("Props.NoAlarmDestination (%q) says the alarms reach no one, but Props.AlarmEmail or Props.AlarmTopic names a destination: give one or the other", p.NoAlarmDestination))
+	}
+	if a := p.AlarmTopicArn; a != "" && !isTopicArn(a) {
+		errs = append(errs, fmt.Errorf("Props.AlarmTopicArn %q is not an SNS topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME)", a))
 	}
 	if e := p.AlarmEmail; e != "" {
 		if at := strings.IndexByte(e, '@'); at <= 0 || at == len(e)-1 || strings.ContainsAny(e, " \t\n,;") {
