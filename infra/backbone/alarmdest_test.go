@@ -160,6 +160,25 @@ func TestTamperWatchStoppedAlarm(t *testing.T) {
 	}
 }
 
+// TestTamperWatchStateStoppedAlarm: the same watch of the watcher on the
+// state table's stream.
+func TestTamperWatchStateStoppedAlarm(t *testing.T) {
+	s := synth(t)
+	p, ok := s.alarmOnQuery("FILL(spolled, 0) == 0")
+	if !ok {
+		t.Fatal("no alarm for a stopped tamper-watch state mapping")
+	}
+	b, _ := json.Marshal(p["Metrics"])
+	for _, want := range []string{
+		`{"Name":"TableName","Value":{"Ref":"` + LogicalStateTable + `"}}`,
+		`{"Name":"EventSourceMappingUUID","Value":{"Ref":"` + LogicalTamperStateESM + `"}}`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("stopped state-mapping alarm metrics lack %s:\n%s", want, b)
+		}
+	}
+}
+
 // TestAuditTrail: Props.AuditTrail records the data events of the two
 // tables and the checkpoint objects, with log file validation, into a bucket
 // only this trail may write and no one may delete from. Off by default.

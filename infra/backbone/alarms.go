@@ -296,6 +296,28 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		"The events table was written for 10 minutes while tamper-watch's event source mapping polled no record of its stream (AWS/Lambda PolledEventCount by EventSourceMappingUUID): the mapping is disabled, deleted or cannot read the stream, and rewrites of the log go unseen. Who changed it: CloudTrail management events UpdateEventSourceMapping / DeleteEventSourceMapping. Enable it (aws lambda update-event-source-mapping --enabled); it resumes where it stopped while the stream (24 hours) still holds the records, then call reconcile for every tenant.",
 		tamperStopped, 1, 2)
 
+	// The same for the state table's stream: its writes (every delivery
+	// writes a claim) with nothing polled means the state mapping, or the
+	// table's stream, stopped.
+	stateWrites := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace:     jsii.String("AWS/DynamoDB"),
+		MetricName:    jsii.String("ConsumedWriteCapacityUnits"),
+		DimensionsMap: &map[string]*string{"TableName": props.Log.State.TableName()},
+		Statistic:     jsii.String("Sum"),
+		Period:        fiveMin,
+	})
+	alarm("TamperWatchStateStopped",
+		"The state table was written for 10 minutes while tamper-watch's mapping on its stream polled no record (AWS/Lambda PolledEventCount by EventSourceMappingUUID): the mapping is disabled or deleted, or the table's stream was turned off, and deletes of dead letters, claims and watermarks go unseen. Who changed it: CloudTrail management events UpdateEventSourceMapping, DeleteEventSourceMapping, UpdateTable. Enable the mapping (or the stream, and then deploy again so the mapping reads the new stream).",
+		awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+			Expression: jsii.String("IF(FILL(swrites, 0) > 0 AND FILL(spolled, 0) == 0, 1, 0)"),
+			Label:      jsii.String("state written, tamper-watch polled nothing"),
+			Period:     fiveMin,
+			UsingMetrics: &map[string]awscloudwatch.IMetric{
+				"swrites": stateWrites,
+				"spolled": mappingMetric(props.TamperWatch.StateMapping, "PolledEventCount", fiveMin),
+			},
+		}), 1, 2)
+
 	// Every function: errors (a crash, a timeout, a failed batch) and
 	// throttles (concurrency exhausted).
 	for _, f := range props.functions() {

@@ -181,8 +181,8 @@ var stateWriteActions = []string{
 // TTL at an attribute every dead letter holds; the others as for the log
 // (logDenied). UpdateTable is not denied: a deploy adds the stream
 // tamper-watch reads with it, and a stream turned off stops tamper-watch's
-// state mapping, which its Errors and IteratorAge alarms do not see (a gap,
-// docs/operations.md).
+// state mapping, which its Errors and IteratorAge alarms do not see;
+// TamperWatchStateStopped alarms on exactly that.
 var stateDenied = []string{
 	"dynamodb:DeleteTable", "dynamodb:UpdateTimeToLive", "dynamodb:UpdateContinuousBackups",
 	"dynamodb:DeleteResourcePolicy", "dynamodb:ExportTableToPointInTime",
