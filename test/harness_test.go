@@ -37,6 +37,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/fourlanes/fourlanes/examples/orders/demo"
+	"github.com/fourlanes/fourlanes/infra/backbone"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/twin"
@@ -184,7 +185,9 @@ func startStack(t *testing.T, mutate func(*cfn.Template)) *stack {
 			s.feedMap = r.LogicalID
 		case len(refs) == 1 && refs[0] == s.fn[keys.FnDurableConsumer]:
 			s.durableMap = r.LogicalID
-		case len(refs) == 1 && refs[0] == s.fn[keys.FnTamperWatch]:
+		case len(refs) == 1 && refs[0] == s.fn[keys.FnTamperWatch] && !strings.HasSuffix(r.LogicalID, backbone.LogicalTamperStateESM):
+			// Its mapping on the events stream; the other reads the state
+			// table's.
 			s.tamperMap = r.LogicalID
 		}
 	}

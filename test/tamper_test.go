@@ -97,3 +97,62 @@ func TestTamperOverwriteRaisesSignal(t *testing.T) {
 		t.Errorf("%d tamper lines, want %d (one per change):\n%s", len(lines), len(want), strings.Join(lines, "\n"))
 	}
 }
+
+// TestStateDeletesRaiseSignal: on the synthesized stack, deleting a
+// delivered event's claim item and a delivery watermark from the state
+// table (what a hand-run cleanup or a point-in-time restore does, and what
+// made dlq-repair send an email again) raises the tamper signal, through
+// tamper-watch's mapping on the state table's stream; the deliveries that
+// wrote them raise nothing.
+func TestStateDeletesRaiseSignal(t *testing.T) {
+	s := startStack(t, nil)
+	ctx := context.Background()
+	fn, state := s.fn[keys.FnTamperWatch], s.env[keys.EnvStateTable]
+	const tenant = "acme"
+	if _, err := s.app.Order(ctx, tenant, 0); err != nil {
+		t.Fatal(err)
+	}
+	var claim, watermark map[string]types.AttributeValue
+	eventually(t, 90*time.Second, "the order was delivered: a claim item and a watermark in the state table", func() (bool, string) {
+		out, err := s.ddb.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(state), ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return false, err.Error()
+		}
+		var pks []string
+		for _, it := range out.Items {
+			pk := it[keys.AttrPK].(*types.AttributeValueMemberS).Value
+			pks = append(pks, pk)
+			key := map[string]types.AttributeValue{keys.AttrPK: it[keys.AttrPK], keys.AttrSK: it[keys.AttrSK]}
+			switch {
+			case strings.HasPrefix(pk, keys.StateEventClaimPrefix) && claim == nil:
+				claim = key
+			case pk == keys.StateWatermarkPrefix+tenant && watermark == nil:
+				watermark = key
+			}
+		}
+		return claim != nil && watermark != nil, fmt.Sprintf("state rows %v", pks)
+	})
+	if lines := s.grep(fn, "log tampered"); len(lines) != 0 {
+		t.Fatalf("honest deliveries reported as tampering:\n%s", strings.Join(lines, "\n"))
+	}
+	for _, k := range []map[string]types.AttributeValue{claim, watermark} {
+		if _, err := s.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(state), Key: k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 60*time.Second, "tamper-watch reported both deletes", func() (bool, string) {
+		lines := s.grep(fn, "log tampered")
+		var claimSeen, watermarkSeen bool
+		for _, l := range lines {
+			claimSeen = claimSeen || (strings.Contains(l, `"level":"ERROR"`) && strings.Contains(l, `"change":"claim_removed"`) && strings.Contains(l, `"tenant":"`+tenant+`"`))
+			watermarkSeen = watermarkSeen || (strings.Contains(l, `"level":"ERROR"`) && strings.Contains(l, `"change":"watermark_removed"`) && strings.Contains(l, `"tenant":"`+tenant+`"`))
+		}
+		return claimSeen && watermarkSeen, fmt.Sprintf("tamper lines:\n%s", strings.Join(lines, "\n"))
+	})
+	emf := strings.Join(s.grep(fn, `"`+keys.MetricTamperDetected+`":1`), "\n")
+	for _, c := range []string{"claim_removed", "watermark_removed"} {
+		if !strings.Contains(emf, `"Change":"`+c+`"`) {
+			t.Errorf("no EMF %s line with Change %s:\n%s", keys.MetricTamperDetected, c, emf)
+		}
+	}
+}

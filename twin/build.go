@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/fourlanes/fourlanes/internal/cdkjson"
+	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/twin/cfn"
 )
 
@@ -97,6 +98,11 @@ func Synth(ctx context.Context, root, appPkg, outDir, codeRoot string) (string, 
 		return "", fmt.Errorf("synth: %w", err)
 	}
 	appCtx["codeRoot"] = absCode
+	// The twin delivers no alarms; an application's backbone refuses to
+	// synthesize until it is told where they go, or why nowhere.
+	if appCtx[keys.ContextAlarmEmail] == nil && appCtx[keys.ContextAlarmTopicArn] == nil && appCtx[keys.ContextNoAlarmDestination] == nil {
+		appCtx[keys.ContextNoAlarmDestination] = "the local twin delivers no alarms"
+	}
 	ctxJSON, err := json.Marshal(appCtx)
 	if err != nil {
 		return "", err

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -15,6 +16,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
@@ -85,9 +87,15 @@ type AlarmsProps struct {
 	// AlarmEmail, when set, subscribes this address to the alarm topic
 	// (AWS mails a confirmation link first).
 	AlarmEmail string
+	// NoDestination is why no one is subscribed (Props.NoAlarmDestination):
+	// recorded in the created topic's metadata.
+	NoDestination string
 	// TrackedStreams names the streams changefeed reads, for the alarms'
 	// descriptions (New: the application's tracked entities).
 	TrackedStreams string
+	// App is the application whose modules may name an owner to page
+	// (app.Module.AlarmTopicArn).
+	App app.Application
 }
 
 // Alarms are the backbone's alarms, the topic every one of them notifies
@@ -125,6 +133,9 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 			EnforceSSL:  jsii.Bool(true),
 		})
 		pin(own, props.Log.LogicalIDPrefix(), LogicalAlarmTopic)
+		if props.NoDestination != "" {
+			own.Node().DefaultChild().(awscdk.CfnResource).AddMetadata(jsii.String(keys.MetadataNoAlarmDestination), jsii.String(props.NoDestination))
+		}
 		topic = own
 	}
 	a.Topic = topic
@@ -261,8 +272,54 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		tampered, 1, 1)
 	tamperIteratorAge := iteratorAge(props.TamperWatch.Function)
 	alarm("TamperWatchIteratorAge",
-		"tamper-watch is more than a minute behind the events stream for 3 minutes: changes to the log are not being seen as they happen. Check tamper-watch's errors; it never skips a record, so a failing batch holds its shard until fixed.",
+		"tamper-watch is more than a minute behind the events stream for 3 minutes: changes to the log are not being seen as they happen. Check tamper-watch's errors and its on-failure queue.",
 		tamperIteratorAge, tamperLagThresholdMs, 3)
+
+	alarm("TamperWatchDLQDepth",
+		"Messages in tamper-watch's on-failure queue: a range of the events stream that tamper-watch could not inspect after bisecting, 10 retries or 6 hours (each message names the shard and the first and last sequence numbers). Changes to the log in that range went unseen: read the range from the stream (aws dynamodbstreams get-records) while it holds it (24 hours after the write), run pkg/tamper's Inspect on it or look for MODIFY and REMOVE records, and call reconcile for the tenants in it. Then fix what made tamper-watch fail (its Errors alarm and log group).",
+		visible(props.TamperWatch.DLQ), 1, 1)
+
+	// A stopped watcher is silent: a disabled or deleted mapping invokes
+	// nothing, so no IteratorAge, no error and no finding. The mapping's own
+	// metrics (MetricsConfig EventCount) count every record it polls, before
+	// its filter; the events table's writes are the heartbeat: each one puts
+	// a record in the stream, so writes with nothing polled for 10 minutes
+	// mean the mapping stopped, and an idle table (no writes) alarms no one.
+	// Missing polling data counts as zero (FILL), so it breaches.
+	tamperStopped := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression: jsii.String("IF(FILL(writes, 0) > 0 AND FILL(polled, 0) == 0, 1, 0)"),
+		Label:      jsii.String("log written, tamper-watch polled nothing"),
+		Period:     fiveMin,
+		UsingMetrics: &map[string]awscloudwatch.IMetric{
+			"writes": logWrites(props.Log, fiveMin),
+			"polled": mappingMetric(props.TamperWatch.Mapping, "PolledEventCount", fiveMin),
+		},
+	})
+	alarm("TamperWatchStopped",
+		"The events table was written for 10 minutes while tamper-watch's event source mapping polled no record of its stream (AWS/Lambda PolledEventCount by EventSourceMappingUUID): the mapping is disabled, deleted or cannot read the stream, and rewrites of the log go unseen. Who changed it: CloudTrail management events UpdateEventSourceMapping / DeleteEventSourceMapping. Enable it (aws lambda update-event-source-mapping --enabled); it resumes where it stopped while the stream (24 hours) still holds the records, then call reconcile for every tenant.",
+		tamperStopped, 1, 2)
+
+	// The same for the state table's stream: its writes (every delivery
+	// writes a claim) with nothing polled means the state mapping, or the
+	// table's stream, stopped.
+	stateWrites := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace:     jsii.String("AWS/DynamoDB"),
+		MetricName:    jsii.String("ConsumedWriteCapacityUnits"),
+		DimensionsMap: &map[string]*string{"TableName": props.Log.State.TableName()},
+		Statistic:     jsii.String("Sum"),
+		Period:        fiveMin,
+	})
+	alarm("TamperWatchStateStopped",
+		"The state table was written for 10 minutes while tamper-watch's mapping on its stream polled no record (AWS/Lambda PolledEventCount by EventSourceMappingUUID): the mapping is disabled or deleted, or the table's stream was turned off, and deletes of dead letters, claims and watermarks go unseen. Who changed it: CloudTrail management events UpdateEventSourceMapping, DeleteEventSourceMapping, UpdateTable. Enable the mapping (or the stream, and then deploy again so the mapping reads the new stream).",
+		awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+			Expression: jsii.String("IF(FILL(swrites, 0) > 0 AND FILL(spolled, 0) == 0, 1, 0)"),
+			Label:      jsii.String("state written, tamper-watch polled nothing"),
+			Period:     fiveMin,
+			UsingMetrics: &map[string]awscloudwatch.IMetric{
+				"swrites": stateWrites,
+				"spolled": mappingMetric(props.TamperWatch.StateMapping, "PolledEventCount", fiveMin),
+			},
+		}), 1, 2)
 
 	// Every function: errors (a crash, a timeout, a failed batch) and
 	// throttles (concurrency exhausted).
@@ -286,22 +343,18 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 			oldestMessage(q.queue, fiveMin),
 			dlqAgeThresholdS, 1)
 	}
+	alarm("TamperWatchDLQOldestMessage",
+		"A range of the events stream that tamper-watch could not inspect has waited in its on-failure queue for more than 6 hours: no one has read it yet, and the stream drops its records 24 hours after the write. Follow TamperWatchDLQDepth's steps now, then delete the message.",
+		oldestMessage(props.TamperWatch.DLQ, fiveMin), dlqAgeThresholdS, 1)
 
 	// A stopped Pipe publishes nothing, so no failure metric can see it: the
 	// log is written (the events table consumes write capacity) while the
 	// Pipe handles no event, for 10 minutes.
-	logWrites := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-		Namespace:     jsii.String("AWS/DynamoDB"),
-		MetricName:    jsii.String("ConsumedWriteCapacityUnits"),
-		DimensionsMap: &map[string]*string{"TableName": props.Log.Events.TableName()},
-		Statistic:     jsii.String("Sum"),
-		Period:        fiveMin,
-	})
 	pipeStalled := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
 		Expression:   jsii.String("IF(FILL(writes, 0) > 0 AND FILL(piped, 0) == 0, 1, 0)"),
 		Label:        jsii.String("log written, Pipe idle"),
 		Period:       fiveMin,
-		UsingMetrics: &map[string]awscloudwatch.IMetric{"writes": logWrites, "piped": pipeMetric(pipe, "EventCount", "Sum")},
+		UsingMetrics: &map[string]awscloudwatch.IMetric{"writes": logWrites(props.Log, fiveMin), "piped": pipeMetric(pipe, "EventCount", "Sum")},
 	})
 	alarm("PipeStopped",
 		"The events table was written for 10 minutes while the events Pipe handled no event: the Pipe is stopped, disabled (AWS disables a Pipe after continuous 4xx errors; see its StateReason), or cannot read the stream. Events are not reaching the DURABLE lane; they stay in the stream for 24 hours. Start or fix the Pipe (aws pipes describe-pipe).",
@@ -311,6 +364,7 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		pipeMetric(pipe, "ExecutionThrottled", "Sum"), 1, 1)
 
 	projectionAlarms(alarm)
+	a.ownerAlarms(props.App, topic)
 
 	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
 		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &metrics, Width: jsii.Number(8)})
@@ -353,4 +407,29 @@ func alarmRefs(alarms []awscloudwatch.IAlarm) *[]interfacesawscloudwatch.IAlarmR
 		refs = append(refs, al)
 	}
 	return &refs
+}
+
+// logWrites is the write capacity the events table consumed: every write is
+// a record in its stream.
+func logWrites(log *EventLog, period awscdk.Duration) awscloudwatch.IMetric {
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace:     jsii.String("AWS/DynamoDB"),
+		MetricName:    jsii.String("ConsumedWriteCapacityUnits"),
+		DimensionsMap: &map[string]*string{"TableName": log.Events.TableName()},
+		Statistic:     jsii.String("Sum"),
+		Period:        period,
+	})
+}
+
+// mappingMetric is one of an event source mapping's own metrics (published
+// with MetricsConfig EventCount; AWS Lambda Developer Guide, "Event source
+// mapping metrics"), summed.
+func mappingMetric(m awslambda.EventSourceMapping, name string, period awscdk.Duration) awscloudwatch.IMetric {
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace:     jsii.String("AWS/Lambda"),
+		MetricName:    jsii.String(name),
+		DimensionsMap: &map[string]*string{"EventSourceMappingUUID": m.EventSourceMappingId()},
+		Statistic:     jsii.String("Sum"),
+		Period:        period,
+	})
 }

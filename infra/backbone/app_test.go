@@ -121,10 +121,11 @@ func newLibraryStack(t *testing.T, edit func(st awscdk.Stack, p *Props), after f
 	books := testTable(st, "Books", awsdynamodb.StreamViewType_NEW_AND_OLD_IMAGES)
 	loans, shelf := testTable(st, "Loans", ""), testTable(st, "Shelf", "")
 	p := &Props{
-		App:      libraryApp,
-		Tracked:  map[string]awsdynamodb.ITable{"BOOK": books},
-		Tables:   map[string]awsdynamodb.ITable{envLoans: loans, envShelf: shelf},
-		CodeRoot: code,
+		App:        libraryApp,
+		Tracked:    map[string]awsdynamodb.ITable{"BOOK": books},
+		Tables:     map[string]awsdynamodb.ITable{envLoans: loans, envShelf: shelf},
+		CodeRoot:   code,
+		AlarmEmail: testAlarmEmail,
 	}
 	if edit != nil {
 		edit(st, p)

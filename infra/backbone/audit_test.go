@@ -98,7 +98,7 @@ func TestOnlyTheBackboneSendsToTheDurableQueues(t *testing.T) {
 	if s.queueSendDenied(t, LogicalDurableDLQ, consumer) {
 		t.Errorf("%s: SendMessage by durable-consumer's role is denied, want allowed (it dead-letters poison messages)", LogicalDurableDLQ)
 	}
-	for _, q := range []string{LogicalDurableQueue, LogicalDurableDLQ} {
+	for _, q := range []string{LogicalDurableQueue, LogicalDurableDLQ, LogicalPipeDLQ} {
 		for who, p := range allowed {
 			if s.queueSendDenied(t, q, p) {
 				t.Errorf("%s: SendMessage by %s is denied, want allowed", q, who)
@@ -113,10 +113,24 @@ func TestOnlyTheBackboneSendsToTheDurableQueues(t *testing.T) {
 	if !s.queueSendDenied(t, LogicalDurableQueue, consumer) {
 		t.Errorf("%s: SendMessage by durable-consumer's role is not denied, want denied (only the Pipe and dlq-repair send there)", LogicalDurableQueue)
 	}
-	// The evaluator denies nothing by itself: the Pipe DLQ (which this
-	// policy does not cover) refuses no one.
-	if s.queueSendDenied(t, LogicalPipeDLQ, refused["a user of the account"]) {
-		t.Errorf("%s: a user is denied; the evaluator above is not reading the policy", LogicalPipeDLQ)
+	// The change-feed on-failure queue: changefeed's mappings send with its
+	// role, dlq-repair re-parks.
+	feedAllowed := map[string]any{
+		"changefeed's role": arn(s.id(s.stack.ChangeFeed.Changefeed.Role)),
+		"dlq-repair's role": allowed["dlq-repair's role"],
+	}
+	for who, p := range feedAllowed {
+		if s.queueSendDenied(t, LogicalChangeFeedDLQ, p) {
+			t.Errorf("%s: SendMessage by %s is denied, want allowed", LogicalChangeFeedDLQ, who)
+		}
+	}
+	for who, p := range refused {
+		if who != "changefeed's role" && !s.queueSendDenied(t, LogicalChangeFeedDLQ, p) {
+			t.Errorf("%s: SendMessage by %s is not denied by the queue policy, want denied", LogicalChangeFeedDLQ, who)
+		}
+	}
+	if !s.queueSendDenied(t, LogicalChangeFeedDLQ, allowed["the Pipe's role"]) {
+		t.Errorf("%s: the Pipe's role may send there, want denied", LogicalChangeFeedDLQ)
 	}
 	// The Pipe's identity policy still allows its one send.
 	gs := grants(s.Doc)
@@ -148,5 +162,28 @@ func TestDeliveryWatermarkAlarm(t *testing.T) {
 	}
 	if a, ok := s.stack.Alarms.ByName["DeliveryWatermarkStalled"]; !ok || a == nil {
 		t.Error("the alarm is not registered by name")
+	}
+}
+
+// TestEveryQueueRefusesOtherSenders: no queue of the backbone takes a
+// message from any principal of the account: each has a Deny for all but
+// its senders, beside the TLS-only deny.
+func TestEveryQueueRefusesOtherSenders(t *testing.T) {
+	s := synth(t)
+	for id := range s.resources("AWS::SQS::Queue") {
+		if !s.queueSendDenied(t, id, "arn:aws:iam::123456789012:user/mallory") {
+			t.Errorf("queue %s: SendMessage by a user of the account is not denied", id)
+		}
+		var tlsOnly bool
+		for _, qp := range s.resources("AWS::SQS::QueuePolicy") {
+			p := props(qp)
+			if !strings.Contains(fmt.Sprint(p["Queues"]), id) {
+				continue
+			}
+			tlsOnly = tlsOnly || strings.Contains(fmt.Sprint(p["PolicyDocument"]), "aws:SecureTransport:false")
+		}
+		if !tlsOnly {
+			t.Errorf("queue %s: no TLS-only deny", id)
+		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
@@ -76,10 +78,30 @@ type Props struct {
 	// AlarmTopic, when set, is the topic every alarm notifies (ALARM and
 	// OK), one of the team's own say; nil creates one (output
 	// AlarmTopicArn either way).
+	//
+	// Alarms must reach someone: the synthesis fails unless AlarmTopic (or
+	// AlarmTopicArn), AlarmEmail or NoAlarmDestination is set.
 	AlarmTopic awssns.ITopic
+	// AlarmTopicArn names an existing topic by its ARN, in place of
+	// AlarmTopic (the backbone imports it).
+	AlarmTopicArn string
 	// AlarmEmail, when set, is subscribed to the alarm topic (AlarmTopic, or
 	// the one the backbone creates).
 	AlarmEmail string
+	// NoAlarmDestination is the reason the alarms may reach no one (a
+	// sandbox account, the local twin), for a backbone given neither
+	// AlarmTopic nor AlarmEmail. The template records it: in the metadata
+	// of the topic the backbone creates (keys.MetadataNoAlarmDestination)
+	// and in the AlarmTopicArn output's description. It cannot be combined
+	// with AlarmTopic or AlarmEmail.
+	NoAlarmDestination string
+	// AuditTrail adds a CloudTrail trail of the data events on the events
+	// table and the checkpoint bucket (who wrote, read or tried to delete
+	// what), delivered to a bucket of its own. Off by default: the account
+	// may have an organization trail already, and data events are charged
+	// per event. The tamper and checkpoint alarms send responders to these
+	// events.
+	AuditTrail bool
 	// ReserveConcurrency reserves 2 for reconcile and 1 for dlq-repair. An
 	// account whose concurrency quota is still 10 cannot reserve any: set it
 	// false there.
@@ -100,9 +122,28 @@ type Props struct {
 	// LogRetention of every function's and the Pipe's log group; zero means
 	// one month.
 	LogRetention awslogs.RetentionDays
+	// IntegrityLogRetention of the log groups of tamper-watch and the
+	// notary, whose ERROR lines are the evidence of a tampered log; zero
+	// means one year.
+	IntegrityLogRetention awslogs.RetentionDays
 	// DurableMaxConcurrency caps durable-consumer's concurrency from the
 	// queue; zero means 10.
 	DurableMaxConcurrency float64
+	// TableKey, QueueKey and LogKey are optional customer-managed KMS keys
+	// for the backbone's tables (and their streams), its queues and its log
+	// groups; nil keeps the AWS managed key (tables), SQS-managed SSE
+	// (queues) and CloudWatch Logs' own encryption (log groups). The
+	// backbone's roles, the emitter policy and GrantEmit/GrantRead get use
+	// of the keys they need; a LogKey created in the stack gets a statement
+	// letting CloudWatch Logs use it, an imported one must have it already.
+	TableKey awskms.IKey
+	QueueKey awskms.IKey
+	LogKey   awskms.IKey
+	// StateOperators are the roles, besides the backbone's own functions,
+	// that may write the state table: whoever runs `fourlanes effects -redo
+	// KEY` or `-done KEY`. Every other principal's writes are denied by the
+	// table's resource policy.
+	StateOperators []awsiam.IRole
 	// FailOnTeamFindings makes cdk-nag's findings on the stack's other
 	// resources (the team's) errors that fail the synthesis, as findings on
 	// the backbone's own resources are. By default they are warnings, in the
@@ -132,9 +173,12 @@ type Backbone struct {
 	// when the application's catalog declares personal fields (nil
 	// otherwise).
 	Erasure *Erasure
+	// Trail is the audit trail (Props.AuditTrail); nil without one.
+	Trail *AuditTrail
 
-	prefix  string
-	tracked []trackedTable
+	prefix   string
+	tracked  []trackedTable
+	tableKey awskms.IKey
 }
 
 // New adds a backbone with the given id to scope (a team's own stack, say),
@@ -189,30 +233,46 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		awscdk.Tags_Of(c).Add(jsii.String(k), jsii.String(tags[k]), nil)
 	}
+	p.NoAlarmDestination = strings.TrimSpace(p.NoAlarmDestination)
+	for _, err := range alarmDestinationErrors(&p) {
+		fail("%v", err)
+	}
+	if p.AlarmTopic == nil && isTopicArn(p.AlarmTopicArn) {
+		p.AlarmTopic = awssns.Topic_FromTopicArn(c, jsii.String("AlarmTopic"), jsii.String(p.AlarmTopicArn))
+	}
+	for _, err := range ownerErrors(p.App) {
+		fail("%v", err)
+	}
 	w := resolve(&p)
 	for _, err := range w.errs {
 		fail("%v", err)
 	}
 	b.tracked = w.tracked
 
-	fo := FunctionOptions{CodeRoot: p.CodeRoot, LogRetention: p.LogRetention, Tracing: p.Tracing}
+	fo := FunctionOptions{CodeRoot: p.CodeRoot, LogRetention: p.LogRetention, IntegrityLogRetention: p.IntegrityLogRetention, LogKey: p.LogKey, Tracing: p.Tracing}
 	var reconcileRC, repairRC *float64
 	if p.ReserveConcurrency {
 		reconcileRC, repairRC = jsii.Number(2), jsii.Number(1)
 	}
 
-	b.Log = NewEventLog(c, "EventLog", &EventLogProps{RemovalPolicy: p.RemovalPolicy, LogicalIDPrefix: b.prefix})
+	b.Log = NewEventLog(c, "EventLog", &EventLogProps{RemovalPolicy: p.RemovalPolicy, LogicalIDPrefix: b.prefix, Key: p.TableKey})
 	b.Durable = NewDurableLane(c, "Durable", &DurableLaneProps{
-		Log: b.Log, Functions: fo, ConsumerMaxConcurrency: p.DurableMaxConcurrency, RemovalPolicy: p.RemovalPolicy,
+		Log: b.Log, Functions: fo, ConsumerMaxConcurrency: p.DurableMaxConcurrency, RemovalPolicy: p.RemovalPolicy, QueueKey: p.QueueKey,
 	})
-	b.ChangeFeed = NewChangeFeed(c, "ChangeFeed", &ChangeFeedProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy})
+	b.ChangeFeed = NewChangeFeed(c, "ChangeFeed", &ChangeFeedProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy, TableKey: p.TableKey, QueueKey: p.QueueKey})
 	b.Reconcile = NewReconcile(c, "Reconcile", &ReconcileProps{Log: b.Log, Functions: fo, ReservedConcurrency: reconcileRC})
 	b.Checkpoints = NewCheckpoints(c, "Checkpoints", &CheckpointsProps{Log: b.Log, Reconcile: b.Reconcile})
 	b.Repair = NewRepair(c, "Repair", &RepairProps{
 		Log: b.Log, Durable: b.Durable, ChangeFeed: b.ChangeFeed, Functions: fo, ReservedConcurrency: repairRC,
 	})
 	b.Durable.OnlyBackboneSends(b.Repair.Function.Role)
-	b.Tamper = NewTamperWatch(c, "TamperWatch", &TamperWatchProps{Log: b.Log, Functions: fo})
+	b.Log.ProtectState(append([]awsiam.IRole{
+		b.Durable.DurableConsumer.Role, b.ChangeFeed.Changefeed.Role, b.Reconcile.Function.Role, b.Repair.Function.Role,
+	}, p.StateOperators...)...)
+	b.ChangeFeed.OnlyBackboneSends(b.Repair.Function.Role)
+	b.Tamper = NewTamperWatch(c, "TamperWatch", &TamperWatchProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy, QueueKey: p.QueueKey})
+	b.grantKeys(&p)
+	b.tableKey = p.TableKey
 
 	for _, t := range w.tracked {
 		b.ChangeFeed.Track(t.entity, t.table)
@@ -247,8 +307,12 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 
 	b.Alarms = NewAlarms(c, "Alarms", &AlarmsProps{
 		Log: b.Log, Durable: b.Durable, ChangeFeed: b.ChangeFeed, Reconcile: b.Reconcile, Repair: b.Repair,
-		TamperWatch: b.Tamper, Topic: p.AlarmTopic, AlarmEmail: p.AlarmEmail, TrackedStreams: w.streams(p.App.Name),
+		TamperWatch: b.Tamper, Topic: p.AlarmTopic, AlarmEmail: p.AlarmEmail, NoDestination: p.NoAlarmDestination,
+		TrackedStreams: w.streams(p.App.Name), App: p.App,
 	})
+	if p.AuditTrail {
+		b.Trail = NewAuditTrail(c, "AuditTrail", &AuditTrailProps{Log: b.Log, Checkpoints: b.Checkpoints})
+	}
 	b.Schedules = NewSchedules(c, "Schedules", &SchedulesProps{Reconcile: b.Reconcile, Repair: b.Repair})
 
 	out := func(name, description string, value *string) {
@@ -265,7 +329,11 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	out(OutputDurableDLQ, "DURABLE FIFO dead-letter queue", b.Durable.DLQ.QueueUrl())
 	out(OutputPipeDLQ, "Pipe dead-letter queue (batch metadata)", b.Durable.PipeDLQ.QueueUrl())
 	out(OutputChangeFeedDLQ, "Change-feed on-failure queue (batch metadata)", b.ChangeFeed.DLQ.QueueUrl())
-	out(OutputAlarmTopic, "SNS topic every alarm notifies (ALARM and OK); subscribe people to it", b.Alarms.Topic.TopicArn())
+	alarmTopic := "SNS topic every alarm notifies (ALARM and OK); subscribe people to it"
+	if p.NoAlarmDestination != "" {
+		alarmTopic += ". No one is subscribed: " + p.NoAlarmDestination
+	}
+	out(OutputAlarmTopic, alarmTopic, b.Alarms.Topic.TopicArn())
 	out(OutputCheckpointBucket, "Object Lock bucket of signed checkpoints (checkpoints/<tenant>/…)", b.Checkpoints.Bucket.BucketName())
 	out(OutputCheckpointKey, "KMS key that signs checkpoints: aws kms get-public-key gives the key fourlanes verify -key takes", b.Checkpoints.Key.KeyArn())
 	if b.Erasure != nil {
@@ -444,4 +512,54 @@ func streamView(t awsdynamodb.ITable) (view awsdynamodb.StreamViewType, known bo
 		}
 	}
 	return "", false
+}
+
+// alarmDestinationErrors checks that the alarms reach someone, or that the
+// application said why they need not.
+func alarmDestinationErrors(p *Props) []error {
+	const choices = "Props.AlarmEmail (an address to subscribe), Props.AlarmTopic or Props.AlarmTopicArn (an existing SNS topic) " +
+		"or Props.NoAlarmDestination (why the alarms may reach no one, e.g. \"sandbox account\"; the template records it)"
+	var errs []error
+	named := p.AlarmEmail != "" || p.AlarmTopic != nil || p.AlarmTopicArn != ""
+	if p.AlarmTopic != nil && p.AlarmTopicArn != "" {
+		errs = append(errs, fmt.Errorf("Props.AlarmTopic and Props.AlarmTopicArn (%q) both name a topic: give one", p.AlarmTopicArn))
+	}
+	switch {
+	case !named && p.NoAlarmDestination == "":
+		errs = append(errs, fmt.Errorf("the alarms reach no one: give %s", choices))
+	case named && p.NoAlarmDestination != "":
+		errs = append(errs, fmt.Errorf("Props.NoAlarmDestination (%q) says the alarms reach no one, but Props.AlarmEmail or Props.AlarmTopic names a destination: give one or the other", p.NoAlarmDestination))
+	}
+	if a := p.AlarmTopicArn; a != "" && !isTopicArn(a) {
+		errs = append(errs, fmt.Errorf("Props.AlarmTopicArn %q is not an SNS topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME)", a))
+	}
+	if e := p.AlarmEmail; e != "" {
+		if at := strings.IndexByte(e, '@'); at <= 0 || at == len(e)-1 || strings.ContainsAny(e, " \t\n,;") {
+			errs = append(errs, fmt.Errorf("Props.AlarmEmail %q is not one email address: give one address (subscribe more people to the AlarmTopicArn output's topic)", e))
+		}
+	}
+	return errs
+}
+
+// AlarmsFromContext sets p's alarm destination from the CDK context
+// (`cdk deploy -c alarmEmail=ops@example.com`): keys.ContextAlarmEmail,
+// keys.ContextAlarmTopicArn (an existing topic, AlarmTopicArn) and
+// keys.ContextNoAlarmDestination (the reason for none), as the examples'
+// apps and the one `fourlanes init` writes read them. A value the context
+// does not hold leaves p's as it was; New then fails the synthesis if none
+// of the three is set.
+func (p *Props) AlarmsFromContext(scope constructs.IConstruct) {
+	get := func(key string) string {
+		v, _ := scope.Node().TryGetContext(jsii.String(key)).(string)
+		return strings.TrimSpace(v)
+	}
+	if v := get(keys.ContextAlarmEmail); v != "" {
+		p.AlarmEmail = v
+	}
+	if v := get(keys.ContextAlarmTopicArn); v != "" {
+		p.AlarmTopicArn = v
+	}
+	if v := get(keys.ContextNoAlarmDestination); v != "" {
+		p.NoAlarmDestination = v
+	}
 }

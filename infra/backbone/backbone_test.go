@@ -33,7 +33,7 @@ func TestPinnedLogicalIDs(t *testing.T) {
 		// The backbone's three, and the application's own two (their IDs are
 		// the application's business).
 		"AWS::DynamoDB::Table": sorted([]string{LogicalChangeFeedTable, LogicalEventsTable, LogicalStateTable, s.id(s.stack.Widgets), s.id(s.stack.Listing)}),
-		"AWS::SQS::Queue":      {LogicalChangeFeedDLQ, LogicalDurableDLQ, LogicalDurableQueue, LogicalPipeDLQ},
+		"AWS::SQS::Queue":      {LogicalChangeFeedDLQ, LogicalDurableDLQ, LogicalDurableQueue, LogicalPipeDLQ, LogicalTamperDLQ},
 		"AWS::Pipes::Pipe":     {LogicalEventsPipe},
 	} {
 		if diff := cmp.Diff(want, ids(typ)); diff != "" {
@@ -272,7 +272,7 @@ func TestFunctions(t *testing.T) {
 			keys.EnvCheckpointKey:    getAtt("CheckpointSigningKey", "Arn"),
 			keys.EnvCheckpointLog:    map[string]any{"Fn::Join": []any{"", []any{"fourlanes/", ref("AWS::StackName")}}},
 		}}},
-		keys.FnTamperWatch: {st.Tamper.Function, fnSpec{env: map[string]any{}}},
+		keys.FnTamperWatch: {st.Tamper.Function, fnSpec{env: map[string]any{keys.EnvStateTable: ref(LogicalStateTable)}}},
 		keys.FnDLQRepair: {st.Repair.Function, fnSpec{reserved: 1.0, env: map[string]any{
 			keys.EnvDurableDLQURL:    queueURL(LogicalDurableDLQ),
 			keys.EnvPipeDLQURL:       queueURL(LogicalPipeDLQ),

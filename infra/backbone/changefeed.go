@@ -5,6 +5,8 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -38,6 +40,9 @@ type ChangeFeedProps struct {
 	Log           *EventLog
 	Functions     FunctionOptions
 	RemovalPolicy awscdk.RemovalPolicy
+	// TableKey and QueueKey, when set, encrypt the change-feed table and the
+	// on-failure queue (customer-managed keys).
+	TableKey, QueueKey awskms.IKey
 }
 
 // ChangeFeed is the BEST_EFFORT lane: each tracked entity's table streams
@@ -61,6 +66,8 @@ type ChangeFeed struct {
 func NewChangeFeed(scope constructs.Construct, id string, props *ChangeFeedProps) *ChangeFeed {
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	removal := props.RemovalPolicy
+	tableEnc, tableKey := tableEncryption(props.TableKey)
+	queueEnc, queueKey := queueEncryption(props.QueueKey)
 	prefix := props.Log.LogicalIDPrefix()
 
 	feed := awsdynamodb.NewTable(c, jsii.String("ChangeFeed"), &awsdynamodb.TableProps{
@@ -68,7 +75,8 @@ func NewChangeFeed(scope constructs.Construct, id string, props *ChangeFeedProps
 		SortKey:             &awsdynamodb.Attribute{Name: jsii.String(keys.AttrSK), Type: awsdynamodb.AttributeType_STRING},
 		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		TimeToLiveAttribute: jsii.String(keys.AttrExpiresAt),
-		Encryption:          awsdynamodb.TableEncryption_AWS_MANAGED,
+		Encryption:          tableEnc,
+		EncryptionKey:       tableKey,
 		DeletionProtection:  jsii.Bool(true),
 		RemovalPolicy:       removal,
 	})
@@ -79,10 +87,11 @@ func NewChangeFeed(scope constructs.Construct, id string, props *ChangeFeedProps
 	}}, jsii.Bool(false))
 
 	dlq := awssqs.NewQueue(c, jsii.String("DLQ"), &awssqs.QueueProps{
-		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:      jsii.Bool(true),
-		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
-		RemovalPolicy:   removal,
+		Encryption:          queueEnc,
+		EncryptionMasterKey: queueKey,
+		EnforceSSL:          jsii.Bool(true),
+		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(14)),
+		RemovalPolicy:       removal,
 	})
 	pin(dlq, prefix, LogicalChangeFeedDLQ)
 	suppressIsDLQ(dlq, "It is the changefeed mappings' on-failure destination: it receives metadata of batches that exhausted their retries; dlq-repair drains it.")
@@ -141,4 +150,12 @@ func alnum(s string) string {
 		}
 		return -1
 	}, s)
+}
+
+// OnlyBackboneSends denies sqs:SendMessage on the on-failure queue to every
+// principal but changefeed's role (a mapping's on-failure destination is
+// sent to with the function's execution role) and the given senders
+// (dlq-repair's role, which re-parks what it cannot fix).
+func (c *ChangeFeed) OnlyBackboneSends(senders ...awsiam.IRole) {
+	onlyTheseSend(c.DLQ, append([]awsiam.IRole{c.Changefeed.Role}, senders...)...)
 }

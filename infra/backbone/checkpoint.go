@@ -18,7 +18,13 @@ import (
 const (
 	LogicalCheckpointKey    = "CheckpointSigningKey"
 	LogicalCheckpointBucket = "CheckpointBucket"
+	// LogicalAccessLogsBucket holds the S3 server access logs of the
+	// checkpoint bucket (and of the audit trail's).
+	LogicalAccessLogsBucket = "AccessLogsBucket"
 )
+
+// accessLogRetentionDays keeps a year of S3 server access logs.
+const accessLogRetentionDays = 400
 
 // CheckpointKeyAdminActions are what the account (its IAM principals with
 // IAM permission for them, the deploying CloudFormation role among them) may
@@ -111,6 +117,9 @@ type Checkpoints struct {
 	constructs.Construct
 	Key    awskms.Key
 	Bucket awss3.Bucket
+	// AccessLogs receives the checkpoint bucket's S3 server access logs
+	// (prefix checkpoints/): every get, put and denied delete, by whom.
+	AccessLogs awss3.Bucket
 }
 
 // NewCheckpoints creates the key and the bucket, grants reconcile exactly
@@ -131,6 +140,24 @@ func NewCheckpoints(scope constructs.Construct, id string, props *CheckpointsPro
 	})
 	pin(key, prefix, LogicalCheckpointKey)
 
+	accessLogs := awss3.NewBucket(c, jsii.String("AccessLogs"), &awss3.BucketProps{
+		Encryption:        awss3.BucketEncryption_S3_MANAGED,
+		EnforceSSL:        jsii.Bool(true),
+		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
+		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
+		Versioned:         jsii.Bool(true),
+		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
+		LifecycleRules: &[]*awss3.LifecycleRule{{
+			Expiration:                  awscdk.Duration_Days(jsii.Number(accessLogRetentionDays)),
+			NoncurrentVersionExpiration: awscdk.Duration_Days(jsii.Number(1)),
+		}},
+	})
+	pin(accessLogs, prefix, LogicalAccessLogsBucket)
+	cdknag.NagSuppressions_AddResourceSuppressions(accessLogs, &[]*cdknag.NagPackSuppression{{
+		Id:     jsii.String("AwsSolutions-S1"),
+		Reason: jsii.String("It is the server access log bucket of the checkpoint and audit-trail buckets; S3 cannot log a log bucket into itself, and a second log bucket would only move the question."),
+	}}, jsii.Bool(true))
+
 	bucket := awss3.NewBucket(c, jsii.String("Bucket"), &awss3.BucketProps{
 		ObjectLockEnabled:          jsii.Bool(true),
 		ObjectLockDefaultRetention: awss3.ObjectLockRetention_Compliance(awscdk.Duration_Days(jsii.Number(CheckpointRetentionDays))),
@@ -142,6 +169,7 @@ func NewCheckpoints(scope constructs.Construct, id string, props *CheckpointsPro
 		RemovalPolicy:              awscdk.RemovalPolicy_RETAIN,
 	})
 	pin(bucket, prefix, LogicalCheckpointBucket)
+	logAccessTo(bucket, accessLogs, "checkpoints/")
 	objects := bucket.ArnForObjects(jsii.String("*"))
 	// Object Lock keeps every version; these two denials keep the key space
 	// too: no delete marker can hide a checkpoint, and no new version can
@@ -152,6 +180,15 @@ func NewCheckpoints(scope constructs.Construct, id string, props *CheckpointsPro
 		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
 		Actions:    jsii.Strings("s3:DeleteObject", "s3:DeleteObjectVersion"),
 		Resources:  jsii.Strings(*objects),
+	}))
+	// A lifecycle rule is a delete nobody calls: an expiration would put a
+	// delete marker over every checkpoint once its retention ends.
+	bucket.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("DenyLifecycleRules"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings("s3:PutLifecycleConfiguration"),
+		Resources:  jsii.Strings(*bucket.BucketArn()),
 	}))
 	bucket.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        jsii.String("DenyOverwrites"),
@@ -164,8 +201,10 @@ func NewCheckpoints(scope constructs.Construct, id string, props *CheckpointsPro
 
 	allow(fn.Role, []string{"kms:Sign", "kms:GetPublicKey"}, key.KeyArn())
 	checkpointObjects := bucket.ArnForObjects(jsii.String(keys.CheckpointObjectPrefix + "*"))
-	allow(fn.Role, []string{"s3:PutObject", "s3:GetObject"}, checkpointObjects)
-	allow(fn.Role, []string{"s3:ListBucket"}, bucket.BucketArn())
+	// Versions, not only current objects: reconcile reads under a delete
+	// marker (pkg/reconcile, CheckpointS3).
+	allow(fn.Role, []string{"s3:PutObject", "s3:GetObject", "s3:GetObjectVersion"}, checkpointObjects)
+	allow(fn.Role, []string{"s3:ListBucket", "s3:ListBucketVersions"}, bucket.BucketArn())
 	fn.Fn.AddEnvironment(jsii.String(keys.EnvCheckpointBucket), bucket.BucketName(), nil)
 	fn.Fn.AddEnvironment(jsii.String(keys.EnvCheckpointKey), key.KeyArn(), nil)
 	fn.Fn.AddEnvironment(jsii.String(keys.EnvCheckpointLog), jsii.String(CheckpointLog(*awscdk.Aws_STACK_NAME(), prefix)), nil)
@@ -175,9 +214,27 @@ func NewCheckpoints(scope constructs.Construct, id string, props *CheckpointsPro
 		Reason:    jsii.String("reconcile writes one object per signed checkpoint under checkpoints/ (keys named by tenant and seq); it may put (never overwrite: the bucket policy requires If-None-Match) and get there, nothing else."),
 		AppliesTo: &[]interface{}{cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::<` + prefix + LogicalCheckpointBucket + `\.Arn>\/checkpoints\/\*$/g`)}},
 	}}, jsii.Bool(true))
-	cdknag.NagSuppressions_AddResourceSuppressions(bucket, &[]*cdknag.NagPackSuppression{{
-		Id:     jsii.String("AwsSolutions-S1"),
-		Reason: jsii.String("server access logs would need a second bucket; the objects are write-once (Object Lock COMPLIANCE, deletes and overwrites denied to every principal), so there is no change to log, and reads are of signed, public statements."),
-	}}, jsii.Bool(true))
-	return &Checkpoints{Construct: c, Key: key, Bucket: bucket}
+	return &Checkpoints{Construct: c, Key: key, Bucket: bucket, AccessLogs: accessLogs}
+}
+
+// logAccessTo turns on S3 server access logging of bucket into logs under
+// prefix, delivered by the logging service principal, which logs' policy
+// lets write only there and only for bucket (AWS S3 User Guide, "Enabling
+// Amazon S3 server access logging": the bucket-policy method, not the
+// log-delivery ACL, which BucketOwnerEnforced buckets refuse).
+func logAccessTo(bucket, logs awss3.Bucket, prefix string) {
+	bucket.Node().DefaultChild().(awss3.CfnBucket).SetLoggingConfiguration(&awss3.CfnBucket_LoggingConfigurationProperty{
+		DestinationBucketName: logs.BucketName(),
+		LogFilePrefix:         jsii.String(prefix),
+	})
+	logs.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("AccessLogs" + alnum(prefix)),
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("logging.s3.amazonaws.com"), nil)},
+		Actions:    jsii.Strings("s3:PutObject"),
+		Resources:  &[]*string{logs.ArnForObjects(jsii.String(prefix + "*"))},
+		Conditions: &map[string]any{
+			"ArnLike":      map[string]any{"aws:SourceArn": bucket.BucketArn()},
+			"StringEquals": map[string]any{"aws:SourceAccount": awscdk.Aws_ACCOUNT_ID()},
+		},
+	}))
 }

@@ -103,7 +103,7 @@ func TestCheckpointGrants(t *testing.T) {
 		}
 	}
 	for role, want := range map[string][]string{
-		reconcile: {"kms:GetPublicKey", "kms:Sign", "s3:GetObject", "s3:ListBucket", "s3:PutObject"},
+		reconcile: {"kms:GetPublicKey", "kms:Sign", "s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket", "s3:ListBucketVersions", "s3:PutObject"},
 		auditor:   {"kms:GetPublicKey", "s3:GetObject", "s3:ListBucket"},
 	} {
 		if diff := cmp.Diff(want, sorted(got[role])); diff != "" {

@@ -57,9 +57,9 @@ func TestTwoBackbonesInOneStack(t *testing.T) {
 	books := testTable(st, "Books", awsdynamodb.StreamViewType_NEW_AND_OLD_IMAGES)
 	loans, shelf := testTable(st, "Loans", ""), testTable(st, "Shelf", "")
 	bs := map[string]*Backbone{
-		"Workshop": New(st, "Workshop", &Props{App: widgetApp, CodeRoot: code,
+		"Workshop": New(st, "Workshop", &Props{App: widgetApp, CodeRoot: code, AlarmEmail: testAlarmEmail,
 			Tracked: map[string]awsdynamodb.ITable{widgetEntity: widgets}, Tables: map[string]awsdynamodb.ITable{envListingTable: listing}}),
-		"Lending": New(st, "Lending", &Props{App: libraryApp, CodeRoot: code,
+		"Lending": New(st, "Lending", &Props{App: libraryApp, CodeRoot: code, AlarmEmail: testAlarmEmail,
 			Tracked: map[string]awsdynamodb.ITable{"BOOK": books}, Tables: map[string]awsdynamodb.ITable{envLoans: loans, envShelf: shelf}}),
 	}
 	if errs := errorsOf(st); len(errs) > 0 {
@@ -131,7 +131,7 @@ func TestBackboneIDsThatCollide(t *testing.T) {
 	if err := backbonetest.WriteCode(code); err != nil {
 		t.Fatal(err)
 	}
-	New(st, "---", &Props{App: libraryApp, CodeRoot: code,
+	New(st, "---", &Props{App: libraryApp, CodeRoot: code, AlarmEmail: testAlarmEmail,
 		Tracked: map[string]awsdynamodb.ITable{"BOOK": books}, Tables: map[string]awsdynamodb.ITable{envLoans: books, envShelf: books}})
 	errs := errorsOf(st)
 	want := regexp.MustCompile(`backbone Library/---: its id "---" gives the prefix "" of its logical IDs and outputs, as backbone ` +
@@ -345,7 +345,10 @@ func TestPropsMissing(t *testing.T) {
 	st := awscdk.NewStack(a, jsii.String("Empty"), nil)
 	New(st, "Orders", nil)
 	errs := errorsOf(st)
-	want := []string{"Props.App is empty: give the application the backbone runs"}
+	want := []string{
+		"Props.App is empty: give the application the backbone runs",
+		"the alarms reach no one: give Props.AlarmEmail (an address to subscribe), Props.AlarmTopic or Props.AlarmTopicArn (an existing SNS topic)",
+	}
 	for _, fn := range keys.Functions {
 		want = append(want, "function "+fn+": "+fn+"/bootstrap is missing: give Props.CodeRoot the folder that holds <function>/bootstrap")
 	}

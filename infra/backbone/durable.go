@@ -2,9 +2,11 @@ package backbone
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awspipes"
@@ -50,6 +52,8 @@ type DurableLaneProps struct {
 	// from the queue (2–1000), bounding its writes to the state table.
 	ConsumerMaxConcurrency float64
 	RemovalPolicy          awscdk.RemovalPolicy
+	// QueueKey, when set, encrypts the three queues (a customer-managed key).
+	QueueKey awskms.IKey
 }
 
 // DurableLane carries event rows from the log's stream through an EventBridge
@@ -96,14 +100,16 @@ func NewDurableLane(scope constructs.Construct, id string, props *DurableLanePro
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	stack := awscdk.Stack_Of(c)
 	log := props.Log
+	queueEnc, queueKey := queueEncryption(props.QueueKey)
 
 	// Stream sources dead-letter metadata about the failed batch (a standard
 	// queue; FIFO is not allowed there).
 	pipeDLQ := awssqs.NewQueue(c, jsii.String("PipeDLQ"), &awssqs.QueueProps{
-		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:      jsii.Bool(true),
-		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
-		RemovalPolicy:   props.RemovalPolicy,
+		Encryption:          queueEnc,
+		EncryptionMasterKey: queueKey,
+		EnforceSSL:          jsii.Bool(true),
+		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(14)),
+		RemovalPolicy:       props.RemovalPolicy,
 	})
 	prefix := log.LogicalIDPrefix()
 	pin(pipeDLQ, prefix, LogicalPipeDLQ)
@@ -116,7 +122,8 @@ func NewDurableLane(scope constructs.Construct, id string, props *DurableLanePro
 			ContentBasedDeduplication: jsii.Bool(false),
 			DeduplicationScope:        awssqs.DeduplicationScope_MESSAGE_GROUP,
 			FifoThroughputLimit:       awssqs.FifoThroughputLimit_PER_MESSAGE_GROUP_ID,
-			Encryption:                awssqs.QueueEncryption_SQS_MANAGED,
+			Encryption:                queueEnc,
+			EncryptionMasterKey:       queueKey,
 			EnforceSSL:                jsii.Bool(true),
 			VisibilityTimeout:         visibility,
 			RetentionPeriod:           awscdk.Duration_Days(jsii.Number(retention)),
@@ -160,7 +167,8 @@ func NewDurableLane(scope constructs.Construct, id string, props *DurableLanePro
 	}))
 
 	pipeLogs := awslogs.NewLogGroup(c, jsii.String("PipeLogs"), &awslogs.LogGroupProps{
-		Retention: props.Functions.LogRetention,
+		Retention:     props.Functions.LogRetention,
+		EncryptionKey: props.Functions.LogKey,
 	})
 
 	// The Pipe's role. Inline policies, so the permissions exist before the
@@ -250,28 +258,37 @@ func suppressIsDLQ(q awssqs.Queue, why string) {
 // to its DLQ is SQS's own move, not a SendMessage, so it is not affected.
 // durable-consumer delivers only events it finds in the log as well
 // (pkg/delivery, batch.go): the policy keeps forgeries out, the check keeps
-// anything that still gets in from being delivered. durable-consumer's role
-// may send to the DLQ alone: it dead-letters a poison message there.
+// anything that still gets in from being delivered.
+//
+// The Pipe DLQ gets the same policy: only the Pipe (its dead-letter config
+// sends with the Pipe's role) and the senders may put a message there, so a
+// forged "failed batch" cannot send dlq-repair to a range of its choosing.
+// durable-consumer's role may send to the DLQ alone: it dead-letters a
+// poison message there.
 func (l *DurableLane) OnlyBackboneSends(senders ...awsiam.IRole) {
-	arns := []*string{l.PipeRole.RoleArn()}
+	base := append([]awsiam.IRole{l.PipeRole}, senders...)
+	onlyTheseSend(l.Queue, base...)
+	onlyTheseSend(l.PipeDLQ, base...)
+	onlyTheseSend(l.DLQ, append(slices.Clone(base), l.DurableConsumer.Role)...)
+}
+
+// onlyTheseSend denies sqs:SendMessage on q to every principal but the
+// given roles (see DurableLane.OnlyBackboneSends for why this condition
+// also refuses a request without a principal ARN). The queue's EnforceSSL
+// statement denies any request without TLS beside it.
+func onlyTheseSend(q awssqs.Queue, senders ...awsiam.IRole) {
+	var arns []*string
 	for _, r := range senders {
 		arns = append(arns, r.RoleArn())
 	}
-	dlqArns := append(append([]*string{}, arns...), l.DurableConsumer.Role.RoleArn())
-	for _, qa := range []struct {
-		q    awssqs.Queue
-		arns []*string
-	}{{l.Queue, arns}, {l.DLQ, dlqArns}} {
-		q, arns := qa.q, qa.arns
-		q.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid:        jsii.String("OnlyTheBackboneSends"),
-			Effect:     awsiam.Effect_DENY,
-			Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
-			Actions:    jsii.Strings("sqs:SendMessage"),
-			Resources:  &[]*string{q.QueueArn()},
-			Conditions: &map[string]interface{}{
-				"ArnNotEquals": map[string]interface{}{"aws:PrincipalArn": arns},
-			},
-		}))
-	}
+	q.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("OnlyTheBackboneSends"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings("sqs:SendMessage"),
+		Resources:  &[]*string{q.QueueArn()},
+		Conditions: &map[string]interface{}{
+			"ArnNotEquals": map[string]interface{}{"aws:PrincipalArn": arns},
+		},
+	}))
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
@@ -20,6 +21,8 @@ const (
 type EventLogProps struct {
 	// RemovalPolicy of both tables.
 	RemovalPolicy awscdk.RemovalPolicy
+	// Key, when set, encrypts both tables (a customer-managed key).
+	Key awskms.IKey
 	// LogicalIDPrefix begins the pinned logical IDs of the log's stateful
 	// resources and of those of every construct built on it (New passes the
 	// backbone's keys.BackbonePrefix): "" pins EventsTable, "Orders" pins
@@ -59,10 +62,26 @@ func (l *EventLog) LogicalIDPrefix() string { return l.prefix }
 // plant a row above a tenant's head (blocking its next Emit) or one no chain
 // links to. UpdateTimeToLive is denied because TTL would delete rows "by
 // design"; the log has none.
+//
+// The table's own settings are the log's too: UpdateTable could turn its
+// stream off (blinding the Pipe, tamper-watch and the notary: a rewrite
+// leaves no record) or its deletion protection; UpdateContinuousBackups
+// could turn point-in-time recovery off; DeleteResourcePolicy would take
+// these denies away (AWS lets the account's root user call it anyway, "to
+// make sure that you don't inadvertently lock yourself out": DynamoDB API
+// Reference, DeleteResourcePolicy); ExportTableToPointInTime copies every
+// tenant's events out of the account's reach. Each of these, wanted on
+// purpose, is a change made by the root user (docs/operations.md, "Changing
+// the events table"). What the policy cannot deny: PutResourcePolicy (the
+// deploy puts the next version of this policy with it), RestoreTableTo
+// PointInTime (it writes a new table, and is the recovery path) and
+// ImportTable (it creates a new table; this policy is not on it).
 var logDenied = []string{
 	"dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem",
 	"dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate", "dynamodb:PartiQLDelete",
 	"dynamodb:DeleteTable", "dynamodb:UpdateTimeToLive",
+	"dynamodb:UpdateTable", "dynamodb:UpdateContinuousBackups", "dynamodb:DeleteResourcePolicy",
+	"dynamodb:ExportTableToPointInTime",
 }
 
 // transactionOnly is the condition that lets an action run only as part of
@@ -104,6 +123,7 @@ func LogResourcePolicy() awsiam.PolicyDocument {
 func NewEventLog(scope constructs.Construct, id string, props *EventLogProps) *EventLog {
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	removal := props.RemovalPolicy
+	encryption, key := tableEncryption(props.Key)
 
 	events := awsdynamodb.NewTable(c, jsii.String("Events"), &awsdynamodb.TableProps{
 		PartitionKey: &awsdynamodb.Attribute{Name: jsii.String(keys.AttrTenant), Type: awsdynamodb.AttributeType_STRING},
@@ -113,7 +133,8 @@ func NewEventLog(scope constructs.Construct, id string, props *EventLogProps) *E
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},
-		Encryption:         awsdynamodb.TableEncryption_AWS_MANAGED,
+		Encryption:         encryption,
+		EncryptionKey:      key,
 		DeletionProtection: jsii.Bool(true),
 		ResourcePolicy:     LogResourcePolicy(),
 		RemovalPolicy:      removal,
@@ -121,14 +142,18 @@ func NewEventLog(scope constructs.Construct, id string, props *EventLogProps) *E
 	pin(events, props.LogicalIDPrefix, LogicalEventsTable)
 
 	state := awsdynamodb.NewTable(c, jsii.String("State"), &awsdynamodb.TableProps{
-		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(keys.AttrPK), Type: awsdynamodb.AttributeType_STRING},
-		SortKey:             &awsdynamodb.Attribute{Name: jsii.String(keys.AttrSK), Type: awsdynamodb.AttributeType_STRING},
-		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		PartitionKey: &awsdynamodb.Attribute{Name: jsii.String(keys.AttrPK), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:      &awsdynamodb.Attribute{Name: jsii.String(keys.AttrSK), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		// tamper-watch reads it for deletes of dead letters, claims and
+		// watermarks (pkg/tamper InspectState).
+		Stream:              awsdynamodb.StreamViewType_NEW_AND_OLD_IMAGES,
 		TimeToLiveAttribute: jsii.String(keys.AttrExpiresAt),
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},
-		Encryption:         awsdynamodb.TableEncryption_AWS_MANAGED,
+		Encryption:         encryption,
+		EncryptionKey:      key,
 		DeletionProtection: jsii.Bool(true),
 		RemovalPolicy:      removal,
 	})
@@ -143,4 +168,49 @@ func NewEventLog(scope constructs.Construct, id string, props *EventLogProps) *E
 	})
 
 	return &EventLog{Construct: c, Events: events, State: state, EmitterPolicy: emitter, prefix: props.LogicalIDPrefix}
+}
+
+// stateWriteActions are the state table's item writes.
+var stateWriteActions = []string{
+	"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem",
+	"dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate", "dynamodb:PartiQLDelete",
+}
+
+// stateDenied are what the state table's resource policy denies to every
+// principal: nothing in the stack needs them. UpdateTimeToLive could point
+// TTL at an attribute every dead letter holds; the others as for the log
+// (logDenied). UpdateTable is not denied: a deploy adds the stream
+// tamper-watch reads with it, and a stream turned off stops tamper-watch's
+// state mapping, which its Errors and IteratorAge alarms do not see;
+// TamperWatchStateStopped alarms on exactly that.
+var stateDenied = []string{
+	"dynamodb:DeleteTable", "dynamodb:UpdateTimeToLive", "dynamodb:UpdateContinuousBackups",
+	"dynamodb:DeleteResourcePolicy", "dynamodb:ExportTableToPointInTime",
+}
+
+// ProtectState puts the state table's resource policy: its item writes are
+// denied to every principal but writers (the backbone's functions, and the
+// roles a team names for `fourlanes effects -redo|-done`), whatever their
+// identity policies allow; stateDenied is denied to all. Reads stay with IAM
+// (GrantRead). New calls it once every writer exists.
+func (l *EventLog) ProtectState(writers ...awsiam.IRole) {
+	var arns []*string
+	for _, r := range writers {
+		arns = append(arns, r.RoleArn())
+	}
+	l.State.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("OnlyTheBackboneWrites"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings(stateWriteActions...),
+		Resources:  jsii.Strings("*"),
+		Conditions: &map[string]any{"ArnNotEquals": map[string]any{"aws:PrincipalArn": arns}},
+	}))
+	l.State.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("TheStateTableStays"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings(stateDenied...),
+		Resources:  jsii.Strings("*"),
+	}))
 }

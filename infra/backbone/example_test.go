@@ -33,6 +33,9 @@ func ExampleNew() {
 		Tracked:  map[string]awsdynamodb.ITable{"WIDGET": widgets},
 		Tables:   map[string]awsdynamodb.ITable{"LISTING_TABLE": listing},
 		CodeRoot: "build",
+		// Every alarm notifies a topic the backbone creates, with this
+		// address subscribed (AlarmTopic names a team's own topic instead).
+		AlarmEmail: "oncall@example.com",
 	})
 
 	bench := awslambda.NewFunction(stack, jsii.String("Bench"), &awslambda.FunctionProps{

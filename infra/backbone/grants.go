@@ -147,7 +147,7 @@ func reconcileCallerPermissions(fnArn *string) []permission {
 // them (Backbone.Erasure): GetItem and a data-key PutItem on the
 // subject-keys table, kms:GenerateDataKey and kms:Decrypt on the data key.
 func (b *Backbone) GrantEmit(grantee awsiam.IGrantable) awsiam.Grant {
-	perms := emitPermissions(b.Log.Events.TableArn(), b.trackedArns())
+	perms := append(emitPermissions(b.Log.Events.TableArn(), b.trackedArns()), b.tableKeyUse()...)
 	if b.Erasure != nil {
 		perms = append(perms, b.Erasure.sealPermissions()...)
 	}
@@ -169,12 +169,21 @@ func (b *Backbone) GrantReconcile(grantee awsiam.IGrantable) awsiam.Grant {
 // (kms:GetPublicKey). It writes nothing.
 func (b *Backbone) GrantRead(grantee awsiam.IGrantable) awsiam.Grant {
 	cp := b.Checkpoints
-	return grantAll(grantee, []permission{
+	return grantAll(grantee, append([]permission{
 		{actions: logRead, resources: []*string{b.Log.Events.TableArn(), b.Log.State.TableArn()}},
 		{actions: []string{"s3:GetObject"}, resources: []*string{cp.Bucket.ArnForObjects(jsii.String(keys.CheckpointObjectPrefix + "*"))}},
 		{actions: []string{"s3:ListBucket"}, resources: []*string{cp.Bucket.BucketArn()}},
 		{actions: []string{"kms:GetPublicKey"}, resources: []*string{cp.Key.KeyArn()}},
-	})
+	}, b.tableKeyUse()...))
+}
+
+// tableKeyUse is use of Props.TableKey, for whoever reads or writes the
+// log; none without one.
+func (b *Backbone) tableKeyUse() []permission {
+	if b.tableKey == nil {
+		return nil
+	}
+	return []permission{{actions: []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"}, resources: []*string{b.tableKey.KeyArn()}}}
 }
 
 // trackedArns are the tracked tables' ARNs, in the application's order.

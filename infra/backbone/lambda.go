@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
@@ -22,8 +23,13 @@ type FunctionOptions struct {
 	// CodeRoot holds one folder per function, named as in keys.Functions,
 	// each with a `bootstrap` binary (the app passes "build").
 	CodeRoot string
-	// LogRetention applies to every function's log group.
+	// LogRetention applies to every function's log group but those of the
+	// watchers (IntegrityLogRetention).
 	LogRetention awslogs.RetentionDays
+	// IntegrityLogRetention applies to the log groups of the functions whose
+	// lines are evidence (tamper-watch's findings, the notary's): an
+	// auditor asks months later. Zero means one year.
+	IntegrityLogRetention awslogs.RetentionDays
 	// ApplicationLogLevel filters the functions' own log lines (Lambda's
 	// LoggingConfig, JSON format). Lambda passes it to the function as
 	// AWS_LAMBDA_LOG_LEVEL, which obs.Setup follows, and the console changes
@@ -33,6 +39,9 @@ type FunctionOptions struct {
 	ApplicationLogLevel awslambda.ApplicationLogLevel
 	// SystemLogLevel filters Lambda's own lines (start, report). Default INFO.
 	SystemLogLevel awslambda.SystemLogLevel
+	// LogKey, when set, encrypts every log group (a customer-managed KMS
+	// key whose policy lets the CloudWatch Logs service use it).
+	LogKey awskms.IKey
 	// Tracing is each function's X-Ray mode; the zero value means ACTIVE.
 	// ACTIVE and PASS_THROUGH also set FOURLANES_TRACING=xray, so the
 	// functions trace their AWS SDK calls (pkg/tracing); DISABLED sets it to
@@ -49,6 +58,8 @@ type functionSpec struct {
 	env         map[string]*string
 	// reserved caps concurrency (nil: unreserved).
 	reserved *float64
+	// integrity: its log lines are evidence (IntegrityLogRetention).
+	integrity bool
 }
 
 // Function is a Go Lambda function with its own role and log group, so it
@@ -65,8 +76,16 @@ func newFunction(scope constructs.Construct, id string, opts FunctionOptions, sp
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
 		Description: jsii.String("fourlanes " + spec.name + " function"),
 	})
+	retention := opts.LogRetention
+	if spec.integrity {
+		retention = opts.IntegrityLogRetention
+		if retention == "" {
+			retention = awslogs.RetentionDays_ONE_YEAR
+		}
+	}
 	logs := awslogs.NewLogGroup(scope, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
-		Retention: opts.LogRetention,
+		Retention:     retention,
+		EncryptionKey: opts.LogKey,
 	})
 	logs.GrantWrite(role)
 

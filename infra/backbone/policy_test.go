@@ -224,7 +224,9 @@ func TestLogResourcePolicy(t *testing.T) {
 		t.Errorf("statement %v: want an unconditional Deny to every principal on this table", st)
 	}
 	denied := strs(st["Action"])
-	for _, a := range logRewrites {
+	for _, a := range append(slices.Clone(logRewrites),
+		// The table's settings: its stream, backups, these denies, an export.
+		"dynamodb:UpdateTable", "dynamodb:UpdateContinuousBackups", "dynamodb:DeleteResourcePolicy", "dynamodb:ExportTableToPointInTime") {
 		if !slices.Contains(denied, a) {
 			t.Errorf("the resource policy does not deny %s", a)
 		}
@@ -232,9 +234,10 @@ func TestLogResourcePolicy(t *testing.T) {
 	if slices.Contains(denied, "dynamodb:PutItem") || slices.Contains(denied, "dynamodb:ConditionCheckItem") {
 		t.Errorf("the resource policy denies %v: Emit needs PutItem and ConditionCheckItem", denied)
 	}
-	// The other tables are updated by design: no resource policy there.
+	// The other tables are updated by design: no resource policy there but
+	// the state table's (TestStateResourcePolicy).
 	for id, tb := range s.resources("AWS::DynamoDB::Table") {
-		if id != LogicalEventsTable && props(tb)["ResourcePolicy"] != nil {
+		if id != LogicalEventsTable && id != LogicalStateTable && props(tb)["ResourcePolicy"] != nil {
 			t.Errorf("table %s has a resource policy", id)
 		}
 	}
@@ -341,13 +344,17 @@ func TestRoleAccess(t *testing.T) {
 			LogicalEventsTable + ".Arn": read,
 			LogicalStateTable + ".Arn":  rw,
 			// Signed checkpoints (checkpoint.go): sign, read the public key,
-			// put/get/list checkpoint objects; never delete.
+			// put/get/list checkpoint objects and their versions (a delete
+			// marker hides none); never delete.
 			LogicalCheckpointKey + ".Arn":    {"kms:GetPublicKey", "kms:Sign"},
-			LogicalCheckpointBucket + ".Arn": {"s3:ListBucket"},
-			`{"Fn::Join":["",[{"Fn::GetAtt":["` + LogicalCheckpointBucket + `","Arn"]},"/checkpoints/*"]]}`: {"s3:GetObject", "s3:PutObject"},
+			LogicalCheckpointBucket + ".Arn": {"s3:ListBucket", "s3:ListBucketVersions"},
+			`{"Fn::Join":["",[{"Fn::GetAtt":["` + LogicalCheckpointBucket + `","Arn"]},"/checkpoints/*"]]}`: {"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"},
 		}},
 		{"tamper-watch", st.Tamper.Function, map[string][]string{
 			LogicalEventsTable + ".StreamArn": stream,
+			LogicalTamperDLQ + ".Arn":         sqsSend,
+			LogicalStateTable + ".StreamArn":  stream,
+			LogicalStateTable + ".Arn":        {"dynamodb:GetItem"},
 			"*+dynamodb:ListStreams":          nil,
 		}},
 		{"dlq-repair", st.Repair.Function, map[string][]string{

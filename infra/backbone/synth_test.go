@@ -29,6 +29,7 @@ var shared = backbonetest.Shared(filepath.Join("..", ".."), func(app awscdk.App,
 		CodeRoot:           codeRoot,
 		AlarmEmail:         testAlarmEmail,
 		ReserveConcurrency: true,
+		AuditTrail:         true,
 	})
 	return stack.Stack, stack
 })

@@ -1,8 +1,11 @@
 package backbone
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -39,7 +42,8 @@ func mappingPasses(t *testing.T, mapping map[string]any, record []byte) bool {
 
 // TestTamperMapping: tamper-watch reads the events stream with its own
 // mapping, its filter passes exactly the MODIFY and REMOVE records (checked
-// on real record shapes), and it never drops a record.
+// on real record shapes), and a poison batch cannot blind it: bisect, a
+// retry limit, a maximum record age and an on-failure queue that alarms.
 func TestTamperMapping(t *testing.T) {
 	s := synth(t)
 	m := props(s.resources("AWS::Lambda::EventSourceMapping")[LogicalTamperESM])
@@ -56,12 +60,30 @@ func TestTamperMapping(t *testing.T) {
 			t.Errorf("%s (-want +got):\n%s", k, diff)
 		}
 	}
-	// Nothing that gives a record up: no retry limit, no record age, no
-	// destination (a failing batch holds the shard and pages).
-	for _, k := range []string{"MaximumRetryAttempts", "MaximumRecordAgeInSeconds", "DestinationConfig", "FunctionResponseTypes"} {
-		if v, ok := m[k]; ok && v != -1.0 {
-			t.Errorf("%s = %v: tamper-watch must never give a record up", k, v)
+	for k, want := range map[string]any{
+		"BisectBatchOnFunctionError": true,
+		"MaximumRetryAttempts":       float64(tamperMaxRetries),
+		"MaximumRecordAgeInSeconds":  float64(tamperMaxRecordAgeS),
+		"ParallelizationFactor":      1.0,
+		"DestinationConfig":          map[string]any{"OnFailure": map[string]any{"Destination": getAtt(LogicalTamperDLQ, "Arn")}},
+	} {
+		if diff := cmp.Diff(want, m[k]); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", k, diff)
 		}
+	}
+	if a := float64(tamperMaxRecordAgeS); a > 12*3600 {
+		t.Errorf("MaximumRecordAgeInSeconds = %v, want well under the stream's 24 h (a person reads the range from the stream)", a)
+	}
+	// The on-failure queue pages at once, and tamper-watch's role may send
+	// to it (the mapping sends with the function's role).
+	if _, ok := s.alarmOn("AWS/SQS", "ApproximateNumberOfMessagesVisible", map[string]any{"QueueName": getAtt(LogicalTamperDLQ, "QueueName")}); !ok {
+		t.Errorf("no depth alarm on %s", LogicalTamperDLQ)
+	}
+	if s.queueSendDenied(t, LogicalTamperDLQ, getAtt(s.id(s.stack.Tamper.Function.Role), "Arn")) {
+		t.Errorf("%s refuses tamper-watch's role", LogicalTamperDLQ)
+	}
+	if got := access(grants(s.Doc), s.id(s.stack.Tamper.Function.Role)); !contains(got[LogicalTamperDLQ+".Arn"], "sqs:SendMessage") {
+		t.Errorf("tamper-watch's role may not send to %s: %v", LogicalTamperDLQ, got)
 	}
 
 	tests := []struct {
@@ -83,6 +105,108 @@ func TestTamperMapping(t *testing.T) {
 		}
 		if got := mappingPasses(t, m, b); got != tt.pass {
 			t.Errorf("%s: filter passes = %v, want %v", tt.file, got, tt.pass)
+		}
+	}
+}
+
+// TestTamperStateMapping: tamper-watch's second mapping reads the state
+// table's stream; its filter passes the records of dead letters, claims and
+// watermarks (real record shapes) and nothing else, with the same bisect,
+// retries, record age and on-failure queue as the log's mapping.
+func TestTamperStateMapping(t *testing.T) {
+	s := synth(t)
+	if v := props(s.resources("AWS::DynamoDB::Table")[LogicalStateTable])["StreamSpecification"]; !cmp.Equal(v, map[string]any{"StreamViewType": "NEW_AND_OLD_IMAGES"}) {
+		t.Errorf("state table stream %v, want NEW_AND_OLD_IMAGES", v)
+	}
+	m := props(s.resources("AWS::Lambda::EventSourceMapping")[LogicalTamperStateESM])
+	if m == nil {
+		t.Fatalf("no mapping %s", LogicalTamperStateESM)
+	}
+	for k, want := range map[string]any{
+		"EventSourceArn":             getAtt(LogicalStateTable, "StreamArn"),
+		"FunctionName":               ref(s.id(s.stack.Tamper.Function.Fn)),
+		"StartingPosition":           "TRIM_HORIZON",
+		"BisectBatchOnFunctionError": true,
+		"MaximumRetryAttempts":       float64(tamperMaxRetries),
+		"MaximumRecordAgeInSeconds":  float64(tamperMaxRecordAgeS),
+		"DestinationConfig":          map[string]any{"OnFailure": map[string]any{"Destination": getAtt(LogicalTamperDLQ, "Arn")}},
+		"FilterCriteria":             map[string]any{"Filters": []any{map[string]any{"Pattern": TamperStateFilterPattern()}}},
+	} {
+		if diff := cmp.Diff(want, m[k]); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", k, diff)
+		}
+	}
+	for _, tt := range []struct {
+		file string
+		pass bool
+	}{
+		{"../../pkg/tamper/testdata/state-dead-remove.json", true},
+		{"../../pkg/tamper/testdata/state-claims-remove.json", true},
+		{"../../pkg/tamper/testdata/state-watermark-remove.json", true},
+		{"../../pkg/tamper/testdata/event-remove.json", false}, // no pk: not a state row
+	} {
+		b, err := os.ReadFile(filepath.FromSlash(tt.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := mappingPasses(t, m, b); got != tt.pass {
+			t.Errorf("%s: filter passes = %v, want %v", tt.file, got, tt.pass)
+		}
+	}
+}
+
+// TestStateResourcePolicy: the state table refuses item writes from every
+// principal but the backbone's four writers (and Props.StateOperators), and
+// refuses to everyone what would delete it, expire its rows or drop its
+// backups.
+func TestStateResourcePolicy(t *testing.T) {
+	s := synth(t)
+	rp, _ := props(s.resources("AWS::DynamoDB::Table")[LogicalStateTable])["ResourcePolicy"].(map[string]any)
+	if rp == nil {
+		t.Fatal("the state table has no resource policy")
+	}
+	sts := map[string]map[string]any{}
+	for _, st := range list(rp["PolicyDocument"].(map[string]any)["Statement"]) {
+		m := st.(map[string]any)
+		if m["Effect"] != "Deny" || !cmp.Equal(m["Principal"], map[string]any{"AWS": "*"}) {
+			t.Errorf("statement %v: want a Deny to every principal", m)
+		}
+		sts[fmt.Sprint(m["Sid"])] = m
+	}
+	w := sts["OnlyTheBackboneWrites"]
+	for _, a := range []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:PartiQLDelete"} {
+		if !slices.Contains(strs(w["Action"]), a) {
+			t.Errorf("writes statement does not deny %s: %v", a, w["Action"])
+		}
+	}
+	var writers []string
+	for _, v := range list(w["Condition"].(map[string]any)["ArnNotEquals"].(map[string]any)["aws:PrincipalArn"]) {
+		writers = append(writers, fmt.Sprint(v))
+	}
+	for _, f := range []Function{s.stack.Durable.DurableConsumer, s.stack.ChangeFeed.Changefeed, s.stack.Reconcile.Function, s.stack.Repair.Function} {
+		if !slices.Contains(writers, fmt.Sprint(getAtt(s.id(f.Role), "Arn"))) {
+			t.Errorf("%s's role may not write the state table: %v", f.name, writers)
+		}
+	}
+	if len(writers) != 4 {
+		t.Errorf("%d writers, want the backbone's 4: %v", len(writers), writers)
+	}
+	for _, a := range []string{"dynamodb:DeleteTable", "dynamodb:UpdateTimeToLive", "dynamodb:UpdateContinuousBackups", "dynamodb:DeleteResourcePolicy"} {
+		if !slices.Contains(strs(sts["TheStateTableStays"]["Action"]), a) {
+			t.Errorf("the state table's policy does not deny %s", a)
+		}
+	}
+	// Every role the template grants state-table writes is a listed writer
+	// (tamper-watch only reads).
+	for _, g := range grants(s.Doc) {
+		if !strings.Contains(fmt.Sprint(g.Resources), `"`+LogicalStateTable+`"`) && !strings.Contains(fmt.Sprint(g.Resources), "["+LogicalStateTable+" ") ||
+			!slices.ContainsFunc(g.Actions, func(a string) bool { return slices.Contains(stateWriteActions, a) }) {
+			continue
+		}
+		for _, role := range g.Roles {
+			if !slices.Contains(writers, fmt.Sprint(getAtt(role, "Arn"))) {
+				t.Errorf("role %s is granted %v on the state table but the resource policy denies it", role, g.Actions)
+			}
 		}
 	}
 }

@@ -58,6 +58,12 @@ type Module struct {
 	// module's own tables, say). The construct sets each on every function
 	// that binds the module, and the runtime refuses to start without them.
 	Env []string
+	// AlarmTopicArn names who is paged for this module's failures: an SNS
+	// topic (a team's on-call). The backbone alarms there, beside the
+	// stack's own alarm topic, on the module's DURABLE dead letters, its
+	// LOCAL handlers' failures and its event types that matched no
+	// subscription. Empty: only the stack's topic hears of them.
+	AlarmTopicArn string
 }
 
 // Runtime is what a function gives a module's Bind.

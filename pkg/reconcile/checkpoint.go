@@ -59,11 +59,17 @@ func (k KMSSigner) PublicKey(ctx context.Context) (*checkpoint.PublicKey, error)
 }
 
 // CheckpointS3 is the part of the S3 API SignedState uses; reconcile's role
-// is granted exactly these three actions on the checkpoint bucket.
+// is granted exactly these on the checkpoint bucket (s3:PutObject,
+// s3:GetObject and s3:GetObjectVersion, s3:ListBucketVersions).
+//
+// It lists object versions, not objects: a delete marker hides a key from
+// ListObjectsV2 but not its versions, which Object Lock keeps. Reading the
+// versions, a newer checkpoint hidden by a delete marker is still found,
+// so a rollback of the log below it is still caught.
 type CheckpointS3 interface {
 	PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error)
 	GetObject(ctx context.Context, in *s3.GetObjectInput, optFns ...func(*s3.Options)) (*s3.GetObjectOutput, error)
-	ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, optFns ...func(*s3.Options)) (*s3.ListObjectsV2Output, error)
+	ListObjectVersions(ctx context.Context, in *s3.ListObjectVersionsInput, optFns ...func(*s3.Options)) (*s3.ListObjectVersionsOutput, error)
 }
 
 // SignedState is a State whose checkpoints are signed notes (pkg/checkpoint)
@@ -113,9 +119,12 @@ func tenantPrefix(tenant string) string {
 	return keys.CheckpointObjectPrefix + url.PathEscape(tenant) + "/"
 }
 
-// Latest returns the tenant's newest checkpoint object that verifies, its
-// note, or nil. Objects that do not verify are logged, counted and passed
-// over: only a signature makes a checkpoint.
+// Latest returns the tenant's newest checkpoint object version that
+// verifies, its note, or nil. Versions that do not verify are logged,
+// counted and passed over: only a signature makes a checkpoint. A delete
+// marker over a checkpoint (which the bucket policy denies to everyone) is
+// logged and counted too, and the versions under it are read as if it were
+// not there.
 func (s *SignedState) Latest(ctx context.Context, tenant string) (*checkpoint.Checkpoint, []byte, error) {
 	cp, msg, _, err := s.latest(ctx, tenant)
 	return cp, msg, err
@@ -124,16 +133,23 @@ func (s *SignedState) Latest(ctx context.Context, tenant string) (*checkpoint.Ch
 // latest is Latest, with the objects it passed over as findings.
 func (s *SignedState) latest(ctx context.Context, tenant string) (*checkpoint.Checkpoint, []byte, []Finding, error) {
 	var passed []Finding
-	var token *string
+	var keyMarker, versionMarker *string
 	for {
-		out, err := s.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket),
-			Prefix: aws.String(tenantPrefix(tenant)), ContinuationToken: token, MaxKeys: aws.Int32(16)})
+		out, err := s.S3.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(s.Bucket),
+			Prefix: aws.String(tenantPrefix(tenant)), KeyMarker: keyMarker, VersionIdMarker: versionMarker, MaxKeys: aws.Int32(16)})
 		if err != nil {
-			return nil, nil, passed, fmt.Errorf("list checkpoints of tenant %q: %w", tenant, err)
+			return nil, nil, passed, fmt.Errorf("list checkpoint versions of tenant %q: %w", tenant, err)
 		}
-		for _, o := range out.Contents {
+		for _, d := range out.DeleteMarkers {
+			s.Metrics.Count(keys.MetricCheckpointInvalid, 1, "Log", s.Log)
+			s.logger().ErrorContext(ctx, "delete marker over a checkpoint; its versions are still read",
+				slog.String("bucket", s.Bucket), slog.String("key", aws.ToString(d.Key)), slog.String("version", aws.ToString(d.VersionId)))
+		}
+		// S3 lists versions by key (ascending: the newest checkpoint's key
+		// first, as the seq is inverted), each key's newest version first.
+		for _, o := range out.Versions {
 			key := aws.ToString(o.Key)
-			cp, msg, err := s.read(ctx, tenant, key)
+			cp, msg, err := s.read(ctx, tenant, key, o.VersionId)
 			if err != nil {
 				if errors.Is(err, checkpoint.ErrInvalid) {
 					s.invalid(ctx, key, err)
@@ -147,12 +163,13 @@ func (s *SignedState) latest(ctx context.Context, tenant string) (*checkpoint.Ch
 		if !aws.ToBool(out.IsTruncated) {
 			return nil, nil, passed, nil
 		}
-		token = out.NextContinuationToken
+		keyMarker, versionMarker = out.NextKeyMarker, out.NextVersionIdMarker
 	}
 }
 
-func (s *SignedState) read(ctx context.Context, tenant, key string) (*checkpoint.Checkpoint, []byte, error) {
-	out, err := s.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key)})
+// read reads one checkpoint object: version, or the current one when nil.
+func (s *SignedState) read(ctx context.Context, tenant, key string, version *string) (*checkpoint.Checkpoint, []byte, error) {
+	out, err := s.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key), VersionId: version})
 	if err != nil {
 		return nil, nil, fmt.Errorf("read checkpoint %s: %w", key, err)
 	}
@@ -206,7 +223,7 @@ func (s *SignedState) AdvanceCheckpoint(ctx context.Context, tenant string, cp C
 		Body: bytes.NewReader(msg), IfNoneMatch: aws.String("*"), ContentType: aws.String("text/plain; charset=utf-8")})
 	var ae smithy.APIError
 	if errors.As(err, &ae) && (ae.ErrorCode() == "PreconditionFailed" || ae.ErrorCode() == "ConditionalRequestConflict") {
-		have, _, rerr := s.read(ctx, tenant, key)
+		have, _, rerr := s.read(ctx, tenant, key, nil)
 		if errors.Is(rerr, checkpoint.ErrInvalid) {
 			// Someone who may write the bucket put an object at the key this
 			// checkpoint needs, and Object Lock keeps it there: the walk's

@@ -198,7 +198,14 @@ func DLQRepair(a app.Application) {
 func TamperWatch() {
 	b := start(keys.FnTamperWatch)
 	h := &tamper.Handler{Logger: b.log, Metrics: b.metrics}
-	b.log.Info("tamper-watch watching the events stream for MODIFY and REMOVE", obs.KeyFunction, keys.FnTamperWatch)
+	// With the state table, it also watches that table's stream for the
+	// deletes of dead letters, claims and watermarks (infra/backbone gives
+	// it the table; a stack deployed before that gives none).
+	if state := os.Getenv(keys.EnvStateTable); state != "" {
+		h.StateTable, h.State = state, awsenv.DynamoDB(b.aws())
+	}
+	b.log.Info("tamper-watch watching the events stream for MODIFY and REMOVE", obs.KeyFunction, keys.FnTamperWatch,
+		"state_table", h.StateTable)
 	lambda.StartWithOptions(obs.PerInvocationErr(b.metrics, h.Handle), lambda.WithEnableSIGTERM(func() {
 		b.log.Info(b.fn + " shutting down")
 	}))

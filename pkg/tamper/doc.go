@@ -17,7 +17,12 @@
 //     of a head row that is not exactly an honest advance (see Inspect);
 //   - a record it cannot read is a Finding too: silence is never the answer
 //     to something it does not understand;
-//   - INSERTs are not findings (the mapping's filter should never pass one).
+//   - INSERTs are not findings (the mapping's filter should never pass one);
+//   - on the state table's stream (InspectState), the REMOVE of a claim item
+//     or a delivery watermark not made by TTL is a Finding, and so is the
+//     REMOVE of a dead letter whose claim entry does not say completed (the
+//     one honest delete of a dead letter resolves it in the same
+//     transaction), or cannot be read to tell.
 //
 // What it cannot see: an overwrite that writes back identical bytes changes
 // nothing and is not a change; a forged head advance that has the honest

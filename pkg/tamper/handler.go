@@ -26,10 +26,15 @@ type Event struct {
 	Records []json.RawMessage `json:"Records"`
 }
 
-// Handler is tamper-watch's Lambda handler.
+// Handler is tamper-watch's Lambda handler. It reads two streams: the
+// events table's (every record is Inspected) and, when StateTable is set,
+// the state table's (records whose eventSourceARN names StateTable are
+// InspectState'd, with State reading the claims).
 type Handler struct {
-	Logger  *slog.Logger
-	Metrics *obs.Metrics
+	Logger     *slog.Logger
+	Metrics    *obs.Metrics
+	StateTable string
+	State      ItemReader
 }
 
 // Handle reports every change to the log in a batch: an ERROR line naming the
@@ -42,7 +47,17 @@ func (h *Handler) Handle(ctx context.Context, ev Event) error {
 		log = slog.Default()
 	}
 	for _, raw := range ev.Records {
-		f, tampered := Inspect(raw)
+		var src struct {
+			ARN string `json:"eventSourceARN"`
+		}
+		_ = json.Unmarshal(raw, &src)
+		var f Finding
+		var tampered bool
+		if h.StateTable != "" && tableOf(src.ARN) == h.StateTable {
+			f, tampered = InspectState(ctx, raw, h.State, h.StateTable)
+		} else {
+			f, tampered = Inspect(raw)
+		}
 		if !tampered {
 			continue
 		}

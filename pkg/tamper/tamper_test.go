@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -189,5 +191,51 @@ func TestHandleLogsAndCounts(t *testing.T) {
 		if !strings.Contains(string(b), `"Namespace":"`+keys.MetricNamespace+`"`) {
 			t.Errorf("EMF line %d is not in namespace %s: %s", i, keys.MetricNamespace, b)
 		}
+	}
+}
+
+// TestHandleUnreadableRecordIsAFinding: in a batch of real stream records,
+// one that is not a stream record at all (what a truncated or corrupted
+// delivery would hand over) is a finding, an ERROR line and a
+// TamperDetected metric with Change unreadable, and never a failed batch:
+// the records beside it are inspected and reported as usual.
+func TestHandleUnreadableRecordIsAFinding(t *testing.T) {
+	var logs, metrics bytes.Buffer
+	h := &tamper.Handler{Logger: obs.NewLogger(&logs, "info"), Metrics: obs.NewMetrics(&metrics)}
+	var ev tamper.Event
+	batch := `{"Records":[` + string(fixture(t, "event-modify.json")) + `,"not a record",{"eventName":"REMOVE","dynamodb":[1,2]},` +
+		string(fixture(t, "head-modify.json")) + `]}`
+	if err := json.Unmarshal([]byte(batch), &ev); err != nil {
+		t.Fatalf("the batch does not decode as an Event: %v", err)
+	}
+	if err := h.Handle(context.Background(), ev); err != nil {
+		t.Fatalf("Handle = %v, want nil: an unreadable record must not fail the batch", err)
+	}
+	var changes []string
+	for _, l := range bytes.Split(bytes.TrimSpace(logs.Bytes()), []byte("\n")) {
+		var m map[string]any
+		if err := json.Unmarshal(l, &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		if m["level"] != "ERROR" {
+			t.Errorf("line %v, want ERROR", m)
+		}
+		changes = append(changes, fmt.Sprint(m[tamper.KeyChange]))
+	}
+	if want := []string{"event_modified", "unreadable", "unreadable"}; !slices.Equal(changes, want) {
+		t.Errorf("findings %v, want %v", changes, want)
+	}
+	var unreadable int
+	for _, l := range bytes.Split(bytes.TrimSpace(metrics.Bytes()), []byte("\n")) {
+		var m map[string]any
+		if err := json.Unmarshal(l, &m); err != nil {
+			t.Fatalf("EMF line %q: %v", l, err)
+		}
+		if m["Change"] == string(tamper.Unreadable) && m[keys.MetricTamperDetected] == 1.0 {
+			unreadable++
+		}
+	}
+	if unreadable != 2 {
+		t.Errorf("%d TamperDetected metrics with Change unreadable, want 2:\n%s", unreadable, metrics.String())
 	}
 }

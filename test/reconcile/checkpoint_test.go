@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/fourlanes/fourlanes/pkg/checkpoint"
@@ -36,13 +37,25 @@ type signed struct {
 
 func newSigned(t *testing.T) *signed {
 	t.Helper()
+	return newSignedBucket(t, true)
+}
+
+// newSignedBucket is newSigned with the checkpoint bucket locked (Object
+// Lock, as the stack creates it) or only versioned: what the bucket is for
+// a principal who can lift its policy's denials, as an account admin can.
+func newSignedBucket(t *testing.T, locked bool) *signed {
+	t.Helper()
 	ctx := context.Background()
 	kmsSrv := httptest.NewServer(twin.NewKMS())
 	t.Cleanup(kmsSrv.Close)
 	fakeS3 := twin.NewS3(nil)
 	s3Srv := httptest.NewServer(fakeS3)
 	t.Cleanup(s3Srv.Close)
-	if err := fakeS3.CreateBucket(checkpointBucket, true, &twin.ObjectLock{Mode: "COMPLIANCE", Days: 365}); err != nil {
+	var lock *twin.ObjectLock
+	if locked {
+		lock = &twin.ObjectLock{Mode: "COMPLIANCE", Days: 365}
+	}
+	if err := fakeS3.CreateBucket(checkpointBucket, locked, lock); err != nil {
 		t.Fatal(err)
 	}
 	kc := kms.NewFromConfig(localaws.Config(), func(o *kms.Options) { o.BaseEndpoint = aws.String(kmsSrv.URL) })
@@ -56,6 +69,12 @@ func newSigned(t *testing.T) *signed {
 		t.Fatal(err)
 	}
 	sc := s3.NewFromConfig(localaws.Config(), func(o *s3.Options) { o.BaseEndpoint = aws.String(s3Srv.URL); o.UsePathStyle = true })
+	if !locked {
+		if _, err := sc.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: aws.String(checkpointBucket),
+			VersioningConfiguration: &s3types.VersioningConfiguration{Status: s3types.BucketVersioningStatusEnabled}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s := &signed{s3: sc}
 	s.env = newEnv(t, func(cfg *reconcile.Config) {
 		s.state = &reconcile.SignedState{Walks: cfg.State, S3: sc, Bucket: checkpointBucket, Log: "fourlanes/test",
@@ -320,5 +339,37 @@ func TestInvalidObjectAtNextCheckpointKey(t *testing.T) {
 	want(t, body, map[string]any{"chain_intact": true, "checkpoint_seq": 7, "trusted_through": 7})
 	if body["findings"] != nil {
 		t.Errorf("findings: got %v, want none once seq 7 is signed", body["findings"])
+	}
+}
+
+// A delete marker over the newest checkpoint (S3 lets a plain DeleteObject
+// add one; the stack's bucket policy denies it, but whoever can lift that
+// policy can add it) hides the key from a listing of objects, not from a
+// listing of versions. Reconcile reads the versions: the hidden checkpoint
+// still anchors the walk, a rollback below it is still a break, and the
+// marker is reported.
+func TestCheckpointHiddenByDeleteMarker(t *testing.T) {
+	s := newSignedBucket(t, false)
+	s.emit(t, "acme", 5)
+	s.get(t, "tenant=acme")
+	s.emit(t, "acme", 3)
+	want(t, s.get(t, "tenant=acme"), map[string]any{"chain_intact": true, "checkpoint_seq": 8})
+	if _, err := s.s3.DeleteObject(context.Background(), &s3.DeleteObjectInput{Bucket: aws.String(checkpointBucket),
+		Key: aws.String(reconcile.CheckpointKey("acme", 8))}); err != nil {
+		t.Fatal(err)
+	}
+	if objs := s.objects(t, "acme"); len(objs) != 1 || objs[0] != reconcile.CheckpointKey("acme", 5) {
+		t.Fatalf("objects listed after the delete marker = %v, want only seq 5's (the marker hides seq 8's)", objs)
+	}
+	// A consistent rewrite of seq 6..8: hidden behind the marker, the seq 8
+	// checkpoint must still catch it.
+	s.rewrite(t, "acme", 6, 8)
+	body := s.get(t, "tenant=acme")
+	want(t, body, map[string]any{"chain_intact": false, "checkpoint_seq": 8})
+	if seq, reason := breakOf(t, body); seq != 8 || reason != string(reconcile.ReasonCheckpointMismatch) {
+		t.Errorf("break at %d (%s), want 8 (%s)", seq, reason, reconcile.ReasonCheckpointMismatch)
+	}
+	if n := emfCount(t, s.emf, keys.MetricCheckpointInvalid); n < 1 {
+		t.Errorf("%s = %d, want >= 1 for the delete marker", keys.MetricCheckpointInvalid, n)
 	}
 }

@@ -4,7 +4,9 @@
 // library.App. `cdk synth --app "go run ./examples/library/infra"` runs it.
 //
 // Context values: codeRoot, the folder of the library's built functions
-// (<fn>/bootstrap; default "build/library"); stackName (default "Library").
+// (<fn>/bootstrap; default "build/library"); stackName (default "Library");
+// where the alarms go, one of alarmEmail, alarmTopicArn or
+// noAlarmDestination (the reason for none; backbone.Props.AlarmsFromContext).
 package main
 
 import (
@@ -61,7 +63,7 @@ func main() {
 	// The backbone's outputs and pinned logical IDs begin with its id
 	// (BackboneEventsTableName, BackboneEventsTable, …); the CLI's -stack
 	// finds them, as the stack holds one backbone.
-	backbone.New(st, "Backbone", &backbone.Props{
+	bp := &backbone.Props{
 		App:                library.App,
 		Tracked:            map[string]awsdynamodb.ITable{loans.Entity: loansTable},
 		Tables:             map[string]awsdynamodb.ITable{shelf.EnvTable: shelfTable},
@@ -70,7 +72,9 @@ func main() {
 		// A new stack never ran the per-pair claim layout: its deliveries
 		// read one claim item per event from the start.
 		PerPairClaimsGone: true,
-	})
+	}
+	bp.AlarmsFromContext(st)
+	backbone.New(st, "Backbone", bp)
 	app.Synth(nil)
 }
 

@@ -4,7 +4,10 @@
 // Context values (cdk.json or `cdk deploy -c key=value`):
 //
 //	alarmEmail          address subscribed to the stack's alarm topic
-//	                    (default: none; subscribe people to the topic later)
+//	alarmTopicArn       an existing SNS topic every alarm notifies instead
+//	noAlarmDestination  the reason the alarms may reach no one (a sandbox);
+//	                    the template records it. One of the three is
+//	                    required: the synthesis fails without.
 //	reserveConcurrency  "false" to reserve no concurrency (accounts whose
 //	                    concurrency quota is still 10); default "true"
 //	codeRoot            folder of the built functions (default "build")
@@ -37,11 +40,12 @@ func main() {
 	}
 	// Environment-agnostic: the template is the same wherever it is
 	// synthesized (tests, CI, a developer's machine) and deployable anywhere.
-	stack.NewStack(app, contextString(app, "stackName", "Fourlanes"), &stack.Props{Backbone: backbone.Props{
+	bp := backbone.Props{
 		CodeRoot:           codeRoot,
-		AlarmEmail:         contextString(app, "alarmEmail", ""),
 		ReserveConcurrency: contextString(app, "reserveConcurrency", "true") != "false",
-	}})
+	}
+	bp.AlarmsFromContext(app)
+	stack.NewStack(app, contextString(app, "stackName", "Fourlanes"), &stack.Props{Backbone: bp})
 	app.Synth(nil)
 }
 

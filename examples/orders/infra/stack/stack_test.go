@@ -37,7 +37,7 @@ func TestMain(m *testing.M) { backbonetest.Main(m) }
 
 var shared = backbonetest.Shared(filepath.Join("..", "..", "..", ".."), func(app awscdk.App, codeRoot string) (awscdk.Stack, *Stack) {
 	// As the example's app (../main.go) builds it.
-	st := NewStack(app, "Fourlanes", &Props{Backbone: backbone.Props{CodeRoot: codeRoot, ReserveConcurrency: true}})
+	st := NewStack(app, "Fourlanes", &Props{Backbone: backbone.Props{CodeRoot: codeRoot, AlarmEmail: "ops@example.com", ReserveConcurrency: true}})
 	return st.Stack, st
 })
 
