@@ -91,7 +91,8 @@ func TestLoadTracing(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := len(cfg.APIOptions)
-	t.Setenv(keys.EnvTracing, "xray")
+	t.Setenv(keys.EnvTracing, tracing.ModeOTel)
+	t.Setenv(keys.EnvOTLPTracesEndpoint, "http://127.0.0.1:4318/v1/traces")
 	cfg, err = awsenv.Load(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +104,7 @@ func TestLoadTracing(t *testing.T) {
 		return
 	}
 	if len(cfg.APIOptions) <= base {
-		t.Errorf("FOURLANES_TRACING=xray: got %d API options, want more than %d", len(cfg.APIOptions), base)
+		t.Errorf("FOURLANES_TRACING=otel with an endpoint: got %d API options, want more than %d", len(cfg.APIOptions), base)
 	}
 }
 

@@ -69,8 +69,12 @@ const (
 	EnvDurableDLQURL    = "DURABLE_DLQ_URL"
 	EnvPipeDLQURL       = "PIPE_DLQ_URL"
 	EnvChangeFeedDLQURL = "CHANGEFEED_DLQ_URL"
-	EnvTracing          = "FOURLANES_TRACING" // "xray" or "off"
-	EnvLogLevel         = "LOG_LEVEL"
+	EnvTracing          = "FOURLANES_TRACING" // "otel" or "off" (pkg/tracing)
+	// The OpenTelemetry SDKs' own variables: where spans go over OTLP/HTTP.
+	EnvOTLPTracesEndpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	EnvOTLPEndpoint       = "OTEL_EXPORTER_OTLP_ENDPOINT"
+	EnvOTelServiceName    = "OTEL_SERVICE_NAME"
+	EnvLogLevel           = "LOG_LEVEL"
 )
 
 // Function names: the folder under functions/ and under build/.

@@ -162,7 +162,5 @@ func TamperWatch() {
 	b := start(keys.FnTamperWatch)
 	h := &tamper.Handler{Logger: b.log, Metrics: b.metrics}
 	b.log.Info("tamper-watch watching the events stream for MODIFY and REMOVE", obs.KeyFunction, keys.FnTamperWatch)
-	lambda.StartWithOptions(obs.PerInvocationErr(b.metrics, h.Handle), lambda.WithEnableSIGTERM(func() {
-		b.log.Info(b.fn + " shutting down")
-	}))
+	lambda.StartWithOptions(obs.PerInvocationErr(b.metrics, tracing.InvocationErr(b.fn, h.Handle)), lambda.WithEnableSIGTERM(b.shutdown))
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/obs"
+	"github.com/fourlanes/fourlanes/pkg/tracing"
 )
 
 // boot is what every entry point starts with.
@@ -109,9 +110,14 @@ func (b *boot) effects(db *dynamodb.Client, stateTable string) *effect.Recorder 
 }
 
 // run starts the Lambda runtime with h, its metrics flushed once per
-// invocation, until Lambda stops the function.
+// invocation and each invocation traced (tracing.Invocation), until Lambda
+// stops the function.
 func run[In, Out any](b *boot, h func(context.Context, In) (Out, error)) {
-	lambda.StartWithOptions(obs.PerInvocation(b.metrics, h), lambda.WithEnableSIGTERM(func() {
-		b.log.Info(b.fn + " shutting down")
-	}))
+	lambda.StartWithOptions(obs.PerInvocation(b.metrics, tracing.Invocation(b.fn, h)), lambda.WithEnableSIGTERM(b.shutdown))
+}
+
+// shutdown is every function's SIGTERM hook: spans still pending are sent.
+func (b *boot) shutdown() {
+	b.log.Info(b.fn + " shutting down")
+	tracing.Shutdown(b.ctx)
 }
