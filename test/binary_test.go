@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -39,6 +40,55 @@ func TestFunctionBinaryLinksOnlyTheRuntime(t *testing.T) {
 		"github.com/fourlanes/fourlanes/twin", "github.com/fourlanes/fourlanes/infra"} {
 		if strings.Contains(mods, m) {
 			t.Errorf("the durable-consumer binary links %s", m)
+		}
+	}
+}
+
+// TestEveryFunctionBinaryLeavesTheXRaySDKOut builds every function of the
+// orders example as make build does (linux/arm64, lambda.norpc, -trimpath,
+// -s -w) and reads each module list: the default build traces with
+// OpenTelemetry and links neither the X-Ray SDK nor aws-sdk-go v1, which it
+// pulled in, nor gRPC or protobuf.
+func TestEveryFunctionBinaryLeavesTheXRaySDKOut(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
+	root, err := localaws.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fns, err := os.ReadDir(filepath.Join(root, "examples", "orders", "functions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fns) < 6 {
+		t.Fatalf("examples/orders/functions has %d functions, want every one of keys.Functions", len(fns))
+	}
+	dir := t.TempDir()
+	for _, fn := range fns {
+		bin := filepath.Join(dir, fn.Name())
+		build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./examples/orders/functions/"+fn.Name())
+		build.Dir = root
+		build.Env = append(build.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", fn.Name(), err, out)
+		}
+		out, err := exec.Command("go", "version", "-m", bin).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mods := map[string]bool{}
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && (f[0] == "dep" || f[0] == "=>") {
+				mods[f[1]] = true
+			}
+		}
+		if !mods["go.opentelemetry.io/otel/sdk"] {
+			t.Errorf("%s: the default build links no OpenTelemetry SDK:\n%s", fn.Name(), out)
+		}
+		for _, m := range []string{"github.com/aws/aws-xray-sdk-go", "github.com/aws/aws-sdk-go", "google.golang.org/grpc",
+			"google.golang.org/protobuf", "github.com/valyala/fasthttp"} {
+			if mods[m] {
+				t.Errorf("%s links %s", fn.Name(), m)
+			}
 		}
 	}
 }
