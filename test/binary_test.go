@@ -4,9 +4,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
@@ -48,7 +50,8 @@ func TestFunctionBinaryLinksOnlyTheRuntime(t *testing.T) {
 // orders example as make build does (linux/arm64, lambda.norpc, -trimpath,
 // -s -w) and reads each module list: the default build traces with
 // OpenTelemetry and links neither the X-Ray SDK nor aws-sdk-go v1, which it
-// pulled in, nor gRPC or protobuf.
+// pulled in, nor gRPC or protobuf; and each function links only the AWS
+// service clients it calls.
 func TestEveryFunctionBinaryLeavesTheXRaySDKOut(t *testing.T) {
 	t.Parallel() // see parallel in harness_test.go
 	root, err := localaws.ModuleRoot()
@@ -74,6 +77,25 @@ func TestEveryFunctionBinaryLeavesTheXRaySDKOut(t *testing.T) {
 		out, err := exec.Command("go", "version", "-m", bin).Output()
 		if err != nil {
 			t.Fatal(err)
+		}
+		// Each links only the AWS clients it uses: the package list, not
+		// the module list (a module's types package is not its client).
+		deps := exec.Command("go", "list", "-deps", "./examples/orders/functions/"+fn.Name())
+		deps.Dir = root
+		deps.Env = build.Env
+		list, err := deps.Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", fn.Name(), err)
+		}
+		pkgs := map[string]bool{}
+		for _, p := range strings.Fields(string(list)) {
+			pkgs[p] = true
+		}
+		uses := map[string][]string{keys.FnReconcile: {"kms", "s3"}, keys.FnDLQRepair: {"sqs", "dynamodbstreams"}}[fn.Name()]
+		for _, c := range []string{"kms", "s3", "sqs", "dynamodbstreams"} {
+			if got, want := pkgs["github.com/aws/aws-sdk-go-v2/service/"+c], slices.Contains(uses, c); got != want {
+				t.Errorf("%s links the %s client: %v, want %v", fn.Name(), c, got, want)
+			}
 		}
 		mods := map[string]bool{}
 		for _, line := range strings.Split(string(out), "\n") {

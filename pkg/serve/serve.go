@@ -1,123 +1,44 @@
-// Package serve is the entry point of each fourlanes function: one call with
-// the application, from the function's main, and the function runs until
-// Lambda stops it.
+// Package serve runs any of fourlanes' functions from one binary: each
+// entry point here calls the function's own package under pkg/serve
+// (streamfilter, durableconsumer, changefeed, reconcile, dlqrepair,
+// tamperwatch). A binary that imports serve links every function's AWS
+// clients (KMS, S3, SQS, DynamoDB Streams); a Lambda function's main
+// imports its own package instead, so it links only what it uses:
 //
-//	func main() { serve.DurableConsumer(example.App) }
+//	func main() { durableconsumer.Run(example.App) }
 //
 // Each entry point sets up the JSON logger (obs.Setup), reads and checks its
 // environment, builds its AWS clients, binds the application's modules for
 // the lanes it runs (app.Module.Bind), and starts the Lambda runtime with its
-// metrics flushed once per invocation (obs.PerInvocation). A function that
-// cannot start logs why at ERROR, naming what is missing, and exits 1: Lambda
-// reports the init failure, and the function's Errors alarm fires.
+// metrics flushed and its invocation traced once per invocation. A function
+// that cannot start logs why at ERROR, naming what is missing, and exits 1:
+// Lambda reports the init failure, and the function's Errors alarm fires.
 package serve
 
 import (
-	"context"
-	"log/slog"
-	"os"
-
-	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/fourlanes/fourlanes/pkg/app"
-	"github.com/fourlanes/fourlanes/pkg/awsenv"
-	"github.com/fourlanes/fourlanes/pkg/catalog"
-	"github.com/fourlanes/fourlanes/pkg/effect"
-	"github.com/fourlanes/fourlanes/pkg/obs"
-	"github.com/fourlanes/fourlanes/pkg/tracing"
+	"github.com/fourlanes/fourlanes/pkg/serve/changefeed"
+	"github.com/fourlanes/fourlanes/pkg/serve/dlqrepair"
+	"github.com/fourlanes/fourlanes/pkg/serve/durableconsumer"
+	"github.com/fourlanes/fourlanes/pkg/serve/reconcile"
+	"github.com/fourlanes/fourlanes/pkg/serve/streamfilter"
+	"github.com/fourlanes/fourlanes/pkg/serve/tamperwatch"
 )
 
-// boot is what every entry point starts with.
-type boot struct {
-	fn      string // keys.Fn*
-	ctx     context.Context
-	log     *slog.Logger
-	metrics *obs.Metrics
-}
+// StreamFilter runs stream-filter (streamfilter.Run).
+func StreamFilter(a app.Application) { streamfilter.Run(a) }
 
-func start(fn string) *boot {
-	return &boot{fn: fn, ctx: context.Background(), log: obs.Setup(), metrics: obs.NewMetrics(nil)}
-}
+// DurableConsumer runs durable-consumer (durableconsumer.Run).
+func DurableConsumer(a app.Application) { durableconsumer.Run(a) }
 
-// fail logs why the function cannot start and exits 1.
-func (b *boot) fail(what string, err error) {
-	b.log.ErrorContext(b.ctx, b.fn+" cannot start: "+what, slog.String(obs.KeyErr, err.Error()))
-	os.Exit(1)
-}
+// Changefeed runs changefeed (changefeed.Run).
+func Changefeed(a app.Application) { changefeed.Run(a) }
 
-// result is a constructor's answer: get(New(…)).or(b, "what") returns the
-// value, or fails the start naming what could not be made.
-type result[T any] struct {
-	v   T
-	err error
-}
+// Reconcile runs reconcile (reconcile.Run).
+func Reconcile(a app.Application) { reconcile.Run(a) }
 
-func get[T any](v T, err error) result[T] { return result[T]{v, err} }
+// DLQRepair runs dlq-repair (dlqrepair.Run).
+func DLQRepair(a app.Application) { dlqrepair.Run(a) }
 
-func (r result[T]) or(b *boot, what string) T {
-	if r.err != nil {
-		b.fail(what, r.err)
-	}
-	return r.v
-}
-
-// aws returns the AWS configuration, or fails.
-func (b *boot) aws() aws.Config {
-	return get(awsenv.Load(b.ctx)).or(b, "AWS configuration")
-}
-
-// catalog validates a and returns its catalog (built once), or fails.
-func (b *boot) catalog(a app.Application) *catalog.Catalog {
-	return get(a.Check()).or(b, "invalid application")
-}
-
-// env requires names and the environment the modules of a on lanes read,
-// all at once (the error names every one missing), or fails.
-func (b *boot) env(a app.Application, lanes []catalog.Lane, names ...string) map[string]string {
-	return get(awsenv.Require(append(names, a.Env(lanes...)...)...)).or(b, "environment")
-}
-
-// bind binds every module of a with a subscription on lanes, each given its
-// Env from env, and returns the registry and the reappliers the modules
-// offer.
-func (b *boot) bind(a app.Application, cat *catalog.Catalog, env map[string]string, db *dynamodb.Client, stateTable string, lanes ...catalog.Lane) (*catalog.Registry, []app.Reapplier) {
-	var (
-		bindings []catalog.Binding
-		re       []app.Reapplier
-	)
-	for _, m := range a.Runs(lanes...) {
-		menv := make(map[string]string, len(m.Env))
-		for _, n := range m.Env {
-			menv[n] = env[n]
-		}
-		bound := get(m.Bind(app.Runtime{
-			Function: b.fn, DynamoDB: db, StateTable: stateTable, Env: menv, Logger: b.log, Metrics: b.metrics,
-		})).or(b, "binding module "+m.Spec.Name)
-		bindings = append(bindings, bound.Binding)
-		if bound.Reapplier != nil {
-			re = append(re, bound.Reapplier)
-		}
-	}
-	return get(catalog.NewRegistry(cat, bindings...)).or(b, "registry"), re
-}
-
-// effects returns the recorder of the handlers' side effects (effect.Do),
-// kept in the state table, or fails.
-func (b *boot) effects(db *dynamodb.Client, stateTable string) *effect.Recorder {
-	return get(effect.New(effect.Config{Store: effect.NewDynamoStore(db, stateTable), Logger: b.log, Metrics: b.metrics})).or(b, "effect recorder")
-}
-
-// run starts the Lambda runtime with h, its metrics flushed once per
-// invocation and each invocation traced (tracing.Invocation), until Lambda
-// stops the function.
-func run[In, Out any](b *boot, h func(context.Context, In) (Out, error)) {
-	lambda.StartWithOptions(obs.PerInvocation(b.metrics, tracing.Invocation(b.fn, h)), lambda.WithEnableSIGTERM(b.shutdown))
-}
-
-// shutdown is every function's SIGTERM hook: spans still pending are sent.
-func (b *boot) shutdown() {
-	b.log.Info(b.fn + " shutting down")
-	tracing.Shutdown(b.ctx)
-}
+// TamperWatch runs tamper-watch (tamperwatch.Run).
+func TamperWatch() { tamperwatch.Run() }
