@@ -249,6 +249,7 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	b.Alarms = NewAlarms(c, "Alarms", &AlarmsProps{
 		Log: b.Log, Durable: b.Durable, ChangeFeed: b.ChangeFeed, Reconcile: b.Reconcile, Repair: b.Repair,
 		TamperWatch: b.Tamper, Topic: p.AlarmTopic, AlarmEmail: p.AlarmEmail, TrackedStreams: w.streams(p.App.Name),
+		Subscriptions: w.subscriptions,
 	})
 	b.Schedules = NewSchedules(c, "Schedules", &SchedulesProps{Reconcile: b.Reconcile, Repair: b.Repair})
 
@@ -320,7 +321,10 @@ type trackedTable struct {
 
 // wiring is what the backbone takes from props.App and its tables.
 type wiring struct {
-	tracked []trackedTable
+	// subscriptions are the DURABLE and BEST_EFFORT subscriptions, whose
+	// delivery lag the dashboard and alarms watch.
+	subscriptions []string
+	tracked       []trackedTable
 	// env holds, per lane, the table of each variable its modules read.
 	env  map[catalog.Lane]map[string]awsdynamodb.ITable
 	errs []error
@@ -350,6 +354,11 @@ func resolve(p *Props) wiring {
 	cat, err := p.App.Catalog()
 	if err != nil {
 		return w
+	}
+	for _, s := range cat.Subscriptions() {
+		if s.Lane == catalog.Durable || s.Lane == catalog.BestEffort {
+			w.subscriptions = append(w.subscriptions, s.Name)
+		}
 	}
 	byEnv := map[string]awsdynamodb.ITable{}
 	for _, e := range cat.Entities() {
