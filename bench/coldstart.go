@@ -8,6 +8,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,6 +126,8 @@ type coldTarget struct {
 	name     string
 	pkg      string // import path to build
 	role     string // keys.EnvFunction for a binary that serves every role
+	tags     string // build tags beside lambda.norpc (notrace)
+	env      []string
 	payload  []byte
 	arm64    int64 // bytes
 	host     int64
@@ -139,8 +142,9 @@ type coldRun struct {
 	err                error
 }
 
-func buildFunction(ctx context.Context, root, pkg, out, goarch string) (int64, error) {
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
+func buildFunction(ctx context.Context, root, pkg, tags, out, goarch string) (int64, error) {
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", strings.Join(append([]string{"lambda.norpc"}, strings.Fields(tags)...), ","),
+		"-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch)
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -317,15 +321,28 @@ func benchColdStart(ctx context.Context, env *benchEnv, o options) (section, err
 	if len(mains) == 0 {
 		return sec, fmt.Errorf("examples/orders/functions/*/main.go: %w", errNotLanded)
 	}
+	// A span sink for the builds with tracing on: an OTLP/HTTP endpoint
+	// that takes every export, as the ADOT collector layer does.
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))
+	defer sink.Close()
+	traced := []string{keys.EnvTracing + "=otel", keys.EnvOTLPTracesEndpoint + "=" + sink.URL + "/v1/traces"}
+	// Each function three ways: the default build with tracing off (no
+	// exporter configured), the same binary tracing to the sink, and the
+	// build without the OpenTelemetry SDK (-tags notrace).
 	var targets []*coldTarget
 	for _, m := range mains {
 		fn := filepath.Base(filepath.Dir(m))
-		targets = append(targets, &coldTarget{name: fn, pkg: "./examples/orders/functions/" + fn, payload: coldPayload(env.root, fn)})
+		pkg, payload := "./examples/orders/functions/"+fn, coldPayload(env.root, fn)
+		targets = append(targets, &coldTarget{name: fn, pkg: pkg, payload: payload},
+			&coldTarget{name: fn + " (tracing on)", pkg: pkg, env: traced, payload: payload},
+			&coldTarget{name: fn + " (notrace)", pkg: pkg, tags: "notrace", payload: payload})
 	}
 	// The same roles served by one binary (examples/orders/cmd/allinone),
 	// built once: what one binary for every role would cost.
 	for _, t := range targets[:len(targets):len(targets)] {
-		targets = append(targets, &coldTarget{name: "all-in-one as " + t.name, pkg: allInOne, role: t.name, payload: t.payload})
+		if t.tags == "" && t.env == nil {
+			targets = append(targets, &coldTarget{name: "all-in-one as " + t.name, pkg: allInOne, role: t.name, payload: t.payload})
+		}
 	}
 	hello := &coldTarget{name: "hello-world (aws-lambda-go baseline)", pkg: "./bench/hello", payload: []byte(`{}`)}
 	targets = append(targets, hello)
@@ -333,19 +350,19 @@ func benchColdStart(ctx context.Context, env *benchEnv, o options) (section, err
 	out := filepath.Join(env.root, "bench", "out", "coldstart")
 	built := map[string]*coldTarget{} // by package: one build each
 	for _, t := range targets {
-		if b, ok := built[t.pkg]; ok {
+		if b, ok := built[t.pkg+" "+t.tags]; ok {
 			t.arm64, t.host, t.bin, t.buildErr = b.arm64, b.host, b.bin, b.buildErr
 			continue
 		}
-		built[t.pkg] = t
+		built[t.pkg+" "+t.tags] = t
 		dir := strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(t.name)
-		if t.arm64, t.buildErr = buildFunction(ctx, env.root, t.pkg, filepath.Join(out, "arm64", dir, "bootstrap"), "arm64"); t.buildErr != nil {
+		if t.arm64, t.buildErr = buildFunction(ctx, env.root, t.pkg, t.tags, filepath.Join(out, "arm64", dir, "bootstrap"), "arm64"); t.buildErr != nil {
 			continue
 		}
 		t.bin = filepath.Join(out, runtime.GOARCH, dir, "bootstrap")
 		if runtime.GOARCH == "arm64" {
 			t.host = t.arm64
-		} else if t.host, t.buildErr = buildFunction(ctx, env.root, t.pkg, t.bin, runtime.GOARCH); t.buildErr != nil {
+		} else if t.host, t.buildErr = buildFunction(ctx, env.root, t.pkg, t.tags, t.bin, runtime.GOARCH); t.buildErr != nil {
 			continue
 		}
 	}
@@ -365,7 +382,7 @@ func benchColdStart(ctx context.Context, env *benchEnv, o options) (section, err
 		if t.role != "" {
 			e = append(e, keys.EnvFunction+"="+t.role)
 		}
-		return e
+		return append(e, t.env...) // later values win
 	}
 
 	// One unrecorded start each (page cache, the servers' first calls),
@@ -429,6 +446,9 @@ func benchColdStart(ctx context.Context, env *benchEnv, o options) (section, err
 		"pointing at a minimal Lambda Runtime API inside the bench (`/runtime/invocation/next`, `/{id}/response`, "+
 		"`/{id}/error`, `/runtime/init/error`), with one invocation queued, and the environment the stack gives the function "+
 		"(table names and queue URLs of this run's DynamoDB and ElasticMQ, `AWS_ENDPOINT_URL_*`, tracing off). "+
+		"Each function three ways: the default build (OpenTelemetry compiled in, no exporter configured: no provider is built); "+
+		"*(tracing on)*, the same binary with `FOURLANES_TRACING=otel` and an OTLP/HTTP endpoint in the bench that takes every "+
+		"export (the invocation's spans are sent before the response); *(notrace)*, built with `-tags notrace` (no OpenTelemetry SDK). "+
 		"*start → first /next* is process start until the runtime asks for work (its init is done); *start → response* "+
 		"until the response is posted. First invocations: stream-filter gets a real Pipes enrichment batch (one event row), "+
 		"reconcile `GET /?tenant=tenant-cold` (reads the state and events tables), dlq-repair "+

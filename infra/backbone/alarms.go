@@ -96,6 +96,9 @@ type AlarmsProps struct {
 	// App is the application whose modules may name an owner to page
 	// (app.Module.AlarmTopicArn).
 	App app.Application
+	// Subscriptions are the DURABLE and BEST_EFFORT subscriptions: each
+	// gets a delivery-lag alarm and its p50 and p99 on the dashboard.
+	Subscriptions []string
 }
 
 // Alarms are the backbone's alarms, the topic every one of them notifies
@@ -365,9 +368,24 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 
 	projectionAlarms(alarm)
 	a.ownerAlarms(props.App, topic)
+	// Commit → handler done, per subscription (EMF DeliveryLag with the
+	// Subscription dimension, from durable-consumer and changefeed).
+	// Percentiles need the metric itself: Metrics Insights has none.
+	var lagP50, lagP99 []awscloudwatch.IMetric
+	for _, sub := range props.Subscriptions {
+		p99 := deliveryLag(sub, "p99", fiveMin)
+		lagP50 = append(lagP50, deliveryLag(sub, "p50", fiveMin).With(&awscloudwatch.MetricOptions{Label: jsii.String(sub + " p50")}))
+		lagP99 = append(lagP99, p99.With(&awscloudwatch.MetricOptions{Label: jsii.String(sub + " p99")}))
+		alarm("DeliveryLag"+camel(sub),
+			fmt.Sprintf("Subscription %s handles events more than 5 minutes after their commit (p99 of EMF DeliveryLag, commit → handler done) for 15 minutes. Its lane is behind: for a DURABLE subscription check PipeRecordAge, DurableOldestMessage and durable-consumer's errors and duration; for a BEST_EFFORT one, ChangeFeedIteratorAge and changefeed's. A slow handler shows as its span's duration in the trace.", sub),
+			p99, lagThresholdMs, 3)
+	}
 
 	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
 		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &metrics, Width: jsii.Number(8)})
+	}
+	wide := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
+		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &metrics, Width: jsii.Number(12)})
 	}
 	fns := props.functions()
 	var errs, throttles []awscloudwatch.IMetric
@@ -395,6 +413,10 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 				graph("Function errors", errs...),
 				graph("Function throttles", throttles...),
 				graph("Integrity and best effort (EMF)", chainBreaks, tampered, rejected, emfQuery("SUM", keys.MetricBestEffortFailures, fiveMin), emfQuery("SUM", keys.MetricProjParked, fiveMin)),
+			},
+			{
+				wide("Delivery lag p50 (ms): commit → handler done, per subscription", lagP50...),
+				wide("Delivery lag p99 (ms): commit → handler done, per subscription", lagP99...),
 			},
 		},
 	})

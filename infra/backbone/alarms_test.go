@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/pkg/reconcile"
@@ -410,5 +411,51 @@ func TestUndeclaredEventsAlarm(t *testing.T) {
 	}
 	if _, ok := s.stack.Alarms.ByName["UndeclaredEvents"]; !ok {
 		t.Error("Alarms.ByName has no UndeclaredEvents")
+	}
+}
+
+// TestDeliveryLagAlarmsAndDashboard: every DURABLE and BEST_EFFORT
+// subscription of the application has an alarm on its p99 delivery lag
+// (EMF DeliveryLag by Subscription: commit → handler done), and the
+// dashboard graphs its p50 and p99.
+func TestDeliveryLagAlarmsAndDashboard(t *testing.T) {
+	s := synth(t)
+	cat, err := widgetApp.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subs []string
+	for _, sub := range cat.Subscriptions() {
+		if sub.Lane == catalog.Durable || sub.Lane == catalog.BestEffort {
+			subs = append(subs, sub.Name)
+		}
+	}
+	if len(subs) == 0 {
+		t.Fatal("the test application has no DURABLE or BEST_EFFORT subscription")
+	}
+	var dash string
+	for _, d := range s.resources("AWS::CloudWatch::Dashboard") {
+		raw, _ := json.Marshal(props(d)["DashboardBody"])
+		dash = string(raw)
+	}
+	for _, sub := range subs {
+		p, ok := s.alarmOn(keys.MetricNamespace, keys.MetricDeliveryLag, map[string]any{"Subscription": sub})
+		if !ok {
+			t.Errorf("subscription %s has no %s alarm", sub, keys.MetricDeliveryLag)
+			continue
+		}
+		if p["ExtendedStatistic"] != "p99" || p["Threshold"] != float64(lagThresholdMs) || p["Period"] != float64(300) ||
+			p["EvaluationPeriods"] != float64(3) || p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" {
+			t.Errorf("%s lag alarm: got statistic %v threshold %v period %v over %v periods (%v); want p99 >= %d ms over 3 of 300 s",
+				sub, p["ExtendedStatistic"], p["Threshold"], p["Period"], p["EvaluationPeriods"], p["ComparisonOperator"], lagThresholdMs)
+		}
+		for _, stat := range []string{"p50", "p99"} {
+			// A graph metric: [namespace, name, dimension, value, {label, stat}]
+			// (the period is the widget's 300 s default, so CDK leaves it out).
+			want := `\"` + keys.MetricNamespace + `\",\"` + keys.MetricDeliveryLag + `\",\"Subscription\",\"` + sub + `\",{\"label\":\"` + sub + " " + stat + `\",\"stat\":\"` + stat + `\"}`
+			if !strings.Contains(dash, want) {
+				t.Errorf("the dashboard has no %s graph of %s's delivery lag (want %s in its body)", stat, sub, want)
+			}
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -75,6 +76,19 @@ type Props struct {
 	// the functions do not instrument their AWS SDK calls);
 	// awslambda.Tracing_PASS_THROUGH traces what arrives sampled.
 	Tracing awslambda.Tracing
+	// TraceEndpoint is the OTLP/HTTP traces endpoint the functions send
+	// their OpenTelemetry spans to (pkg/tracing): with the ADOT collector
+	// layer in TraceLayers, "http://localhost:4318/v1/traces". Empty, the
+	// functions record no spans of their own (FOURLANES_TRACING=off) and
+	// Lambda's active tracing still records each invocation. It needs
+	// Tracing ACTIVE or PASS_THROUGH, whose X-Ray permissions the collector
+	// uses.
+	TraceEndpoint string
+	// TraceLayers are added to every function: the ADOT collector layer
+	// (arn:aws:lambda:<region>:901920570463:layer:aws-otel-collector-arm64-…,
+	// awslambda.LayerVersion_FromLayerVersionArn) that receives on
+	// localhost:4318 and exports to X-Ray.
+	TraceLayers []awslambda.ILayerVersion
 	// AlarmTopic, when set, is the topic every alarm notifies (ALARM and
 	// OK), one of the team's own say; nil creates one (output
 	// AlarmTopicArn either way).
@@ -226,6 +240,14 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 		fail("Props.Tracing %q: use awslambda.Tracing_ACTIVE, Tracing_PASS_THROUGH or Tracing_DISABLED (or leave it empty for ACTIVE)", p.Tracing)
 		p.Tracing = awslambda.Tracing_ACTIVE
 	}
+	if p.TraceEndpoint != "" {
+		if u, err := url.Parse(p.TraceEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			fail("Props.TraceEndpoint %q: give the OTLP/HTTP traces URL, e.g. http://localhost:4318/v1/traces for the ADOT collector layer", p.TraceEndpoint)
+		}
+		if p.Tracing == awslambda.Tracing_DISABLED {
+			fail("Props.TraceEndpoint is set but Props.Tracing is DISABLED: the collector needs the X-Ray permissions ACTIVE or PASS_THROUGH grant; leave Tracing empty (ACTIVE) or drop TraceEndpoint")
+		}
+	}
 	tags := p.Tags
 	if tags == nil {
 		tags = map[string]string{"app": p.App.Name}
@@ -249,7 +271,8 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	}
 	b.tracked = w.tracked
 
-	fo := FunctionOptions{CodeRoot: p.CodeRoot, LogRetention: p.LogRetention, IntegrityLogRetention: p.IntegrityLogRetention, LogKey: p.LogKey, Tracing: p.Tracing}
+	fo := FunctionOptions{CodeRoot: p.CodeRoot, LogRetention: p.LogRetention, IntegrityLogRetention: p.IntegrityLogRetention, LogKey: p.LogKey, Tracing: p.Tracing,
+		TraceEndpoint: p.TraceEndpoint, TraceLayers: p.TraceLayers}
 	var reconcileRC, repairRC *float64
 	if p.ReserveConcurrency {
 		reconcileRC, repairRC = jsii.Number(2), jsii.Number(1)
@@ -308,7 +331,7 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	b.Alarms = NewAlarms(c, "Alarms", &AlarmsProps{
 		Log: b.Log, Durable: b.Durable, ChangeFeed: b.ChangeFeed, Reconcile: b.Reconcile, Repair: b.Repair,
 		TamperWatch: b.Tamper, Topic: p.AlarmTopic, AlarmEmail: p.AlarmEmail, NoDestination: p.NoAlarmDestination,
-		TrackedStreams: w.streams(p.App.Name), App: p.App,
+		TrackedStreams: w.streams(p.App.Name), App: p.App, Subscriptions: w.subscriptions,
 	})
 	if p.AuditTrail {
 		b.Trail = NewAuditTrail(c, "AuditTrail", &AuditTrailProps{Log: b.Log, Checkpoints: b.Checkpoints})
@@ -392,7 +415,10 @@ type trackedTable struct {
 
 // wiring is what the backbone takes from props.App and its tables.
 type wiring struct {
-	tracked []trackedTable
+	// subscriptions are the DURABLE and BEST_EFFORT subscriptions, whose
+	// delivery lag the dashboard and alarms watch.
+	subscriptions []string
+	tracked       []trackedTable
 	// env holds, per lane, the table of each variable its modules read.
 	env  map[catalog.Lane]map[string]awsdynamodb.ITable
 	errs []error
@@ -422,6 +448,11 @@ func resolve(p *Props) wiring {
 	cat, err := p.App.Catalog()
 	if err != nil {
 		return w
+	}
+	for _, s := range cat.Subscriptions() {
+		if s.Lane == catalog.Durable || s.Lane == catalog.BestEffort {
+			w.subscriptions = append(w.subscriptions, s.Name)
+		}
 	}
 	byEnv := map[string]awsdynamodb.ITable{}
 	for _, e := range cat.Entities() {

@@ -315,7 +315,7 @@ func TestFunctions(t *testing.T) {
 			if _, ok := p["FunctionName"]; ok {
 				t.Errorf("fixed FunctionName %v; names are generated", p["FunctionName"])
 			}
-			wantEnv := map[string]any{keys.EnvTracing: "xray"}
+			wantEnv := map[string]any{keys.EnvTracing: "off"} // no Props.TraceEndpoint
 			for k, v := range f.env {
 				wantEnv[k] = v
 			}

@@ -141,24 +141,41 @@ func TestBackboneIDsThatCollide(t *testing.T) {
 	}
 }
 
-// TestTracing: Props.Tracing sets every function's X-Ray mode and the
-// FOURLANES_TRACING its code reads; off, no role gets X-Ray's actions. A
-// mode CDK does not know fails the synthesis, naming the prop.
+// TestTracing: Props.Tracing sets every function's X-Ray mode; with
+// Props.TraceEndpoint, the functions' OpenTelemetry spans go there
+// (FOURLANES_TRACING=otel and the OTLP variables their code reads) and the
+// trace layers ride along; without it, or with tracing DISABLED, the code
+// records nothing (off). Off, no role gets X-Ray's actions. A mode CDK does
+// not know, a bad endpoint, or an endpoint without X-Ray fails the
+// synthesis, naming the prop.
 func TestTracing(t *testing.T) {
+	const endpoint = "http://localhost:4318/v1/traces"
 	for _, tt := range []struct {
-		tracing awslambda.Tracing
-		config  any // TracingConfig, nil for none
-		env     string
-		err     string
+		name     string
+		tracing  awslambda.Tracing
+		endpoint string
+		config   any // TracingConfig, nil for none
+		env      string
+		err      string
 	}{
-		{"", map[string]any{"Mode": "Active"}, "xray", ""},
-		{awslambda.Tracing_ACTIVE, map[string]any{"Mode": "Active"}, "xray", ""},
-		{awslambda.Tracing_PASS_THROUGH, map[string]any{"Mode": "PassThrough"}, "xray", ""},
-		{awslambda.Tracing_DISABLED, nil, "off", ""},
-		{"ON", nil, "", `Props.Tracing "ON": use awslambda.Tracing_ACTIVE, Tracing_PASS_THROUGH or Tracing_DISABLED`},
+		{"default", "", "", map[string]any{"Mode": "Active"}, "off", ""},
+		{"default+otel", "", endpoint, map[string]any{"Mode": "Active"}, "otel", ""},
+		{"active+otel", awslambda.Tracing_ACTIVE, endpoint, map[string]any{"Mode": "Active"}, "otel", ""},
+		{"passthrough+otel", awslambda.Tracing_PASS_THROUGH, endpoint, map[string]any{"Mode": "PassThrough"}, "otel", ""},
+		{"disabled", awslambda.Tracing_DISABLED, "", nil, "off", ""},
+		{"disabled+otel", awslambda.Tracing_DISABLED, endpoint, nil, "", "Props.TraceEndpoint is set but Props.Tracing is DISABLED"},
+		{"bad endpoint", "", "localhost:4318", nil, "", `Props.TraceEndpoint "localhost:4318": give the OTLP/HTTP traces URL`},
+		{"ON", "ON", "", nil, "", `Props.Tracing "ON": use awslambda.Tracing_ACTIVE, Tracing_PASS_THROUGH or Tracing_DISABLED`},
 	} {
-		t.Run(string(tt.tracing), func(t *testing.T) {
-			ls := synthLibrary(t, func(_ awscdk.Stack, p *Props) { p.Tracing = tt.tracing })
+		t.Run(tt.name, func(t *testing.T) {
+			ls := synthLibrary(t, func(stack awscdk.Stack, p *Props) {
+				p.Tracing = tt.tracing
+				p.TraceEndpoint = tt.endpoint
+				if tt.endpoint != "" {
+					p.TraceLayers = []awslambda.ILayerVersion{awslambda.LayerVersion_FromLayerVersionArn(stack, jsii.String("Collector"),
+						jsii.String("arn:aws:lambda:eu-west-1:901920570463:layer:aws-otel-collector-arm64-ver-0-117-0:1"))}
+				}
+			})
 			if tt.err != "" {
 				if len(ls.errors) != 1 || !strings.Contains(ls.errors[0], tt.err) {
 					t.Errorf("synthesis errors %q, want one containing %q", ls.errors, tt.err)
@@ -173,8 +190,23 @@ func TestTracing(t *testing.T) {
 				if diff := cmp.Diff(tt.config, props(fn)["TracingConfig"]); diff != "" {
 					t.Errorf("%s TracingConfig (-want +got):\n%s", id, diff)
 				}
-				if got := backbonetest.Env(fn)[keys.EnvTracing]; got != tt.env {
+				env := backbonetest.Env(fn)
+				if got := env[keys.EnvTracing]; got != tt.env {
 					t.Errorf("%s %s = %v, want %s", id, keys.EnvTracing, got, tt.env)
+				}
+				wantEndpoint, wantLayers := any(nil), any(nil)
+				if tt.env == "otel" {
+					wantEndpoint = endpoint
+					wantLayers = []any{"arn:aws:lambda:eu-west-1:901920570463:layer:aws-otel-collector-arm64-ver-0-117-0:1"}
+					if env[keys.EnvOTelServiceName] == nil {
+						t.Errorf("%s has no %s", id, keys.EnvOTelServiceName)
+					}
+				}
+				if got := env[keys.EnvOTLPTracesEndpoint]; got != wantEndpoint {
+					t.Errorf("%s %s = %v, want %v", id, keys.EnvOTLPTracesEndpoint, got, wantEndpoint)
+				}
+				if diff := cmp.Diff(wantLayers, props(fn)["Layers"]); diff != "" {
+					t.Errorf("%s Layers (-want +got):\n%s", id, diff)
 				}
 			}
 			traced := map[string]bool{} // roles that may send X-Ray segments
@@ -186,8 +218,8 @@ func TestTracing(t *testing.T) {
 				}
 			}
 			for _, f := range functionsOf(ls.stack) {
-				if got := traced[ls.id(f.Role)]; got != (tt.env == "xray") {
-					t.Errorf("%s's role may send X-Ray segments: %v, want %v", f.name, got, tt.env == "xray")
+				if got, want := traced[ls.id(f.Role)], tt.config != nil; got != want {
+					t.Errorf("%s's role may send X-Ray segments: %v, want %v", f.name, got, want)
 				}
 			}
 		})

@@ -43,10 +43,14 @@ type FunctionOptions struct {
 	// key whose policy lets the CloudWatch Logs service use it).
 	LogKey awskms.IKey
 	// Tracing is each function's X-Ray mode; the zero value means ACTIVE.
-	// ACTIVE and PASS_THROUGH also set FOURLANES_TRACING=xray, so the
-	// functions trace their AWS SDK calls (pkg/tracing); DISABLED sets it to
-	// off.
 	Tracing awslambda.Tracing
+	// TraceEndpoint, with Tracing ACTIVE or PASS_THROUGH, turns on the
+	// functions' OpenTelemetry spans (pkg/tracing): FOURLANES_TRACING=otel,
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT and OTEL_SERVICE_NAME (the
+	// function's name). Empty, FOURLANES_TRACING=off.
+	TraceEndpoint string
+	// TraceLayers are added to every function (the ADOT collector layer).
+	TraceLayers []awslambda.ILayerVersion
 }
 
 // functionSpec is what differs between functions.
@@ -107,11 +111,16 @@ func newFunction(scope constructs.Construct, id string, opts FunctionOptions, sp
 		tracing = awslambda.Tracing_ACTIVE
 	}
 	traced := tracing != awslambda.Tracing_DISABLED
-	mode := "off"
-	if traced {
-		mode = tracingXRay
+	env := map[string]*string{keys.EnvTracing: jsii.String(tracingOff)}
+	if traced && opts.TraceEndpoint != "" {
+		env[keys.EnvTracing] = jsii.String(tracingOTel)
+		env[keys.EnvOTLPTracesEndpoint] = jsii.String(opts.TraceEndpoint)
+		env[keys.EnvOTelServiceName] = jsii.String(spec.name)
 	}
-	env := map[string]*string{keys.EnvTracing: jsii.String(mode)}
+	var layers *[]awslambda.ILayerVersion
+	if len(opts.TraceLayers) > 0 {
+		layers = &opts.TraceLayers
+	}
 	for k, v := range spec.env {
 		env[k] = v
 	}
@@ -131,6 +140,7 @@ func newFunction(scope constructs.Construct, id string, opts FunctionOptions, sp
 		ApplicationLogLevelV2:        appLevel,
 		SystemLogLevelV2:             sysLevel,
 		ReservedConcurrentExecutions: spec.reserved,
+		Layers:                       layers,
 	})
 	if traced {
 		// Tracing adds xray:PutTraceSegments and xray:PutTelemetryRecords on
@@ -161,10 +171,12 @@ func functionCode(scope constructs.Construct, id, codeRoot, name string) awslamb
 	return awslambda.Code_FromBucket(missing, jsii.String(name+".zip"), nil)
 }
 
-// tracingXRay is FOURLANES_TRACING's value that turns on pkg/tracing's X-Ray
-// instrumentation (tracing.ModeXRay; infra does not link the runtime's
-// tracing package).
-const tracingXRay = "xray"
+// FOURLANES_TRACING's values (tracing.ModeOTel, tracing.ModeOff; infra does
+// not link the runtime's tracing package).
+const (
+	tracingOTel = "otel"
+	tracingOff  = "off"
+)
 
 // DynamoDB and SQS action sets. The events table only ever gets
 // logAppendWrite/logAppendRead and tableRead (plus streamRead): see

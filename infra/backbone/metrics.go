@@ -213,3 +213,23 @@ func (b *Backbone) MetricChainBreaks(opts *awscloudwatch.MathExpressionOptions) 
 func (b *Backbone) MetricTamperDetected(opts *awscloudwatch.MathExpressionOptions) awscloudwatch.IMetric {
 	return withExpression(emfQuery("SUM", keys.MetricTamperDetected, minutes(1)), opts)
 }
+
+// deliveryLag is EMF DeliveryLag of one subscription (commit → handler done,
+// milliseconds) at stat ("p50", "p99").
+func deliveryLag(subscription, stat string, period awscdk.Duration) awscloudwatch.Metric {
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace:     jsii.String(keys.MetricNamespace),
+		MetricName:    jsii.String(keys.MetricDeliveryLag),
+		DimensionsMap: &map[string]*string{"Subscription": jsii.String(subscription)},
+		Statistic:     jsii.String(stat),
+		Period:        period,
+	})
+}
+
+// MetricDeliveryLag is one subscription's delivery lag: commit → handler
+// done in milliseconds (EMF DeliveryLag by Subscription, from
+// durable-consumer and changefeed), p99 over 5 minutes unless opts says
+// otherwise.
+func (b *Backbone) MetricDeliveryLag(subscription string, opts *awscloudwatch.MetricOptions) awscloudwatch.IMetric {
+	return withMetric(deliveryLag(subscription, "p99", minutes(5)), opts)
+}

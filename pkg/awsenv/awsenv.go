@@ -6,7 +6,9 @@
 // AWS_ENDPOINT_URL_DYNAMODB_STREAMS, AWS_ENDPOINT_URL_SQS,
 // AWS_ENDPOINT_URL_LAMBDA (or AWS_ENDPOINT_URL for all). The local twin sets
 // them; in AWS they are unset. Tracing is added by pkg/tracing, the one seam
-// for it.
+// for it. Only the DynamoDB client, which every function uses, has a
+// constructor here; a function that needs another builds it from Load's
+// config (sqs.NewFromConfig), so no other function links it.
 package awsenv
 
 import (
@@ -19,8 +21,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/fourlanes/fourlanes/pkg/tracing"
 )
@@ -80,14 +80,4 @@ func Load(ctx context.Context, optFns ...func(*config.LoadOptions) error) (aws.C
 // DynamoDB returns a DynamoDB client.
 func DynamoDB(cfg aws.Config, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 	return dynamodb.NewFromConfig(cfg, optFns...)
-}
-
-// Streams returns a DynamoDB Streams client.
-func Streams(cfg aws.Config, optFns ...func(*dynamodbstreams.Options)) *dynamodbstreams.Client {
-	return dynamodbstreams.NewFromConfig(cfg, optFns...)
-}
-
-// SQS returns an SQS client.
-func SQS(cfg aws.Config, optFns ...func(*sqs.Options)) *sqs.Client {
-	return sqs.NewFromConfig(cfg, optFns...)
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/fourlanes/fourlanes/pkg/awsenv"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -74,10 +76,10 @@ func TestLoadEndpoints(t *testing.T) {
 			if db.DisableValidateResponseChecksum {
 				t.Error("DisableValidateResponseChecksum: got true, want false")
 			}
-			if got := aws.ToString(awsenv.Streams(cfg).Options().BaseEndpoint); got != tc.streams {
+			if got := aws.ToString(dynamodbstreams.NewFromConfig(cfg).Options().BaseEndpoint); got != tc.streams {
 				t.Errorf("Streams endpoint: got %q, want %q", got, tc.streams)
 			}
-			if got := aws.ToString(awsenv.SQS(cfg).Options().BaseEndpoint); got != tc.sqs {
+			if got := aws.ToString(sqs.NewFromConfig(cfg).Options().BaseEndpoint); got != tc.sqs {
 				t.Errorf("SQS endpoint: got %q, want %q", got, tc.sqs)
 			}
 		})
@@ -91,7 +93,8 @@ func TestLoadTracing(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := len(cfg.APIOptions)
-	t.Setenv(keys.EnvTracing, "xray")
+	t.Setenv(keys.EnvTracing, tracing.ModeOTel)
+	t.Setenv(keys.EnvOTLPTracesEndpoint, "http://127.0.0.1:4318/v1/traces")
 	cfg, err = awsenv.Load(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +106,7 @@ func TestLoadTracing(t *testing.T) {
 		return
 	}
 	if len(cfg.APIOptions) <= base {
-		t.Errorf("FOURLANES_TRACING=xray: got %d API options, want more than %d", len(cfg.APIOptions), base)
+		t.Errorf("FOURLANES_TRACING=otel with an endpoint: got %d API options, want more than %d", len(cfg.APIOptions), base)
 	}
 }
 

@@ -1,6 +1,7 @@
 package changefeed
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
+	"github.com/fourlanes/fourlanes/pkg/tracing"
 )
 
 // Reasons a record is rejected (RejectError.Reason, and the Reason dimension
@@ -152,8 +154,26 @@ func build(ent catalog.Entity, r Record, name func(tenant, id string, version in
 	if err != nil {
 		return c, reject(RejectInvalidEnvelope, "%s %s v%d: %v", ent.Name, id, version, err)
 	}
+	// The write that made the change may carry its request's trace
+	// (StampTrace): the change event's work joins it.
+	if tp, ok := img[keys.AttrTraceParent].(*types.AttributeValueMemberS); ok && envelope.ValidTraceParent(tp.Value) {
+		e.TraceParent = tp.Value
+	}
 	c.Envelope = e
 	return c, nil
+}
+
+// StampTrace sets item's traceparent attribute (keys.AttrTraceParent) to
+// the W3C trace context of ctx's span, when ctx has one, so that the change
+// event of this write, and the BEST_EFFORT handlers it reaches, join the
+// writer's trace. Call it on the item of a Put to a tracked table before
+// the write. The attribute is an ordinary one of the item: it is in the
+// change payload's item too. It returns item.
+func StampTrace(ctx context.Context, item map[string]types.AttributeValue) map[string]types.AttributeValue {
+	if tp := tracing.TraceParent(ctx); tp != "" && item != nil {
+		item[keys.AttrTraceParent] = &types.AttributeValueMemberS{Value: tp}
+	}
+	return item
 }
 
 func envelopeOf(typ, tenant string, when time.Time, name string, p catalog.ChangeV1) (envelope.Envelope, error) {

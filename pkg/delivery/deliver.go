@@ -16,6 +16,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/lanes"
 	"github.com/fourlanes/fourlanes/pkg/obs"
+	"github.com/fourlanes/fourlanes/pkg/tracing"
 )
 
 // Config configures a Deliverer. Zero values take the defaults.
@@ -339,7 +340,12 @@ func (d *Deliverer) runClaimed(ctx context.Context, log *slog.Logger, b catalog.
 	// token, shared by its retries here.
 	hctx := d.cfg.Effects.Bind(ctx, effect.Scope{Tenant: e.TenantID, EventID: e.ID, Seq: e.Seq, Subscription: b.Name,
 		Lane: effect.LaneDurable, Token: req.Token})
+	// The handler's work joins the emitting request's trace (the
+	// envelope's traceparent): a follow-on emit carries it on.
+	hctx, endSpan := tracing.Continue(hctx, "deliver "+b.Name, e.TraceParent,
+		tracing.String(keys.SpanAttrSubscription, b.Name), tracing.String(keys.SpanAttrEventID, e.ID))
 	herr := lanes.Guard(b, lanes.Retrying(retry), lanes.Counted(&sr.Attempts), d.followOn(b.Name))(hctx, e)
+	endSpan(herr)
 	// Record the end even if ctx is ending: the handler's work is done.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -369,6 +375,10 @@ func (d *Deliverer) runClaimed(ctx context.Context, log *slog.Logger, b catalog.
 		d.cfg.Metrics.Count(keys.MetricDelivered, 1, "Subscription", b.Name)
 		if replay {
 			d.cfg.Metrics.Count(keys.MetricReplayed, 1, "Subscription", b.Name)
+		} else {
+			// Commit → handler done, the lag an operator sees (a replay's
+			// would be the dead letter's age, so it is left out).
+			d.cfg.Metrics.Milliseconds(keys.MetricDeliveryLag, lanes.Lag(e, now), "Subscription", b.Name)
 		}
 		return sr
 	}

@@ -65,6 +65,7 @@ func appendCanonical(dst []byte, e *Envelope, withHash bool) ([]byte, error) {
 // the envelope without its hash (or with it), by a maintained JCS library.
 func referenceCanonical(e *Envelope, withHash bool) ([]byte, error) {
 	c := *e
+	c.TraceParent = "" // not part of the event (SPEC.md §1)
 	if !withHash {
 		c.Hash = ""
 	}
@@ -84,7 +85,8 @@ func referenceCanonical(e *Envelope, withHash bool) ([]byte, error) {
 // occurred_at, payload, prev_hash, schema_version, seq, tenant_id, type.
 // hash is left out unless withHash (then it sits between correlation_id and
 // id, absent when empty); the three optional ids are absent when empty, as
-// their omitempty tags make them for encoding/json. false: leave e to the
+// their omitempty tags make them for encoding/json. traceparent is never
+// written: it is not part of the event (SPEC.md §1). false: leave e to the
 // reference.
 func appendEnvelope(b []byte, e *Envelope, withHash bool) ([]byte, bool) {
 	ok := true

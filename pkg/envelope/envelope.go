@@ -48,6 +48,14 @@ type Envelope struct {
 	Seq           int64          `json:"seq"`
 	PrevHash      string         `json:"prev_hash"`
 	Hash          string         `json:"hash,omitempty"`
+	// TraceParent is the W3C trace context (traceparent) of the request
+	// that emitted the event, absent when it had none: the work the event
+	// causes downstream joins that trace. It is not part of the event: the
+	// hash does not cover it and export lines do not carry it (SPEC.md §1).
+	// Validation does not check it: a malformed one is ignored where it is
+	// read (tracing.Continue), since no event is worth refusing for its
+	// trace.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // Sentinel errors. Validation errors wrap ErrInvalid inside a *FieldError.
@@ -229,4 +237,29 @@ func mustJSON(v any) []byte {
 		panic(fmt.Sprintf("envelope: marshal payload: %v", err))
 	}
 	return b
+}
+
+// ValidTraceParent reports whether tp is a W3C Trace Context traceparent of
+// version 00: 00-<32 lowercase hex trace id>-<16 lowercase hex parent id>-
+// <2 lowercase hex flags>, neither id all zeros.
+func ValidTraceParent(tp string) bool {
+	if len(tp) != 55 || tp[0] != '0' || tp[1] != '0' || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' {
+		return false
+	}
+	var bad byte
+	traceZero, spanZero := true, true
+	for i := 3; i < 55; i++ {
+		if i == 35 || i == 52 {
+			continue
+		}
+		bad |= notHex[tp[i]]
+		if tp[i] != '0' {
+			if i < 35 {
+				traceZero = false
+			} else if i < 52 {
+				spanZero = false
+			}
+		}
+	}
+	return bad == 0 && !traceZero && !spanZero
 }

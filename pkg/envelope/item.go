@@ -42,6 +42,7 @@ func (e *Envelope) ToItem() (Item, error) {
 		keys.AttrCorrelationID: e.CorrelationID,
 		keys.AttrCausationID:   e.CausationID,
 		keys.AttrActorID:       e.ActorID,
+		keys.AttrTraceParent:   e.TraceParent,
 	} {
 		if v != "" { // optional fields are absent when unset, never empty
 			it[name] = &types.AttributeValueMemberS{Value: v}
@@ -131,6 +132,9 @@ func FromItem(it Item) (Envelope, error) {
 		return e, err
 	}
 	if e.ActorID, err = str(it, keys.AttrActorID, false); err != nil {
+		return e, err
+	}
+	if e.TraceParent, err = str(it, keys.AttrTraceParent, false); err != nil {
 		return e, err
 	}
 	if e.PrevHash, err = str(it, keys.AttrPrevHash, true); err != nil {

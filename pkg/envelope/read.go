@@ -422,7 +422,7 @@ type ReadEvent struct {
 
 // optional members: absent when unset, never "" nor null.
 var stringMembers = map[string]bool{"id": true, "type": true, "tenant_id": true, "occurred_at": true, "prev_hash": true, "hash": true}
-var optionalMembers = map[string]bool{"correlation_id": true, "causation_id": true, "actor_id": true}
+var optionalMembers = map[string]bool{"correlation_id": true, "causation_id": true, "actor_id": true, "traceparent": true}
 
 // Event reads o as a stored envelope.
 func (o *Object) Event() ReadEvent {
@@ -485,6 +485,8 @@ func (o *Object) Event() ReadEvent {
 				e.CausationID = s
 			case "actor_id":
 				e.ActorID = s
+			case "traceparent":
+				e.TraceParent = s
 			}
 		case name == "seq":
 			if !ev.SeqRead {

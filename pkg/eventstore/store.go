@@ -20,6 +20,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
+	"github.com/fourlanes/fourlanes/pkg/tracing"
 )
 
 // DynamoDB is the part of the DynamoDB API the store uses.
@@ -308,6 +309,8 @@ func (s *Store) EmitWith(ctx context.Context, in EmitInput) (envelope.Envelope, 
 			CausationID:   tenancy.Causation(ctx),
 			ActorID:       tenancy.Actor(ctx),
 			Payload:       norm,
+			// The emitting request's trace, so the lanes' work joins it.
+			TraceParent: tracing.TraceParent(ctx),
 		},
 		extra:   in.Extra,
 		idemKey: in.IdempotencyKey,

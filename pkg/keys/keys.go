@@ -17,6 +17,7 @@ const (
 	AttrCorrelationID = "correlation_id" // S, absent when unset
 	AttrCausationID   = "causation_id"   // S, absent when unset
 	AttrActorID       = "actor_id"       // S, absent when unset
+	AttrTraceParent   = "traceparent"    // S: W3C trace context of the emitting request, absent when none; not hashed
 	AttrPayload       = "payload"        // M
 	AttrPrevHash      = "prev_hash"      // S: lowercase hex
 	AttrHash          = "hash"           // S: lowercase hex
@@ -69,8 +70,12 @@ const (
 	EnvDurableDLQURL    = "DURABLE_DLQ_URL"
 	EnvPipeDLQURL       = "PIPE_DLQ_URL"
 	EnvChangeFeedDLQURL = "CHANGEFEED_DLQ_URL"
-	EnvTracing          = "FOURLANES_TRACING" // "xray" or "off"
-	EnvLogLevel         = "LOG_LEVEL"
+	EnvTracing          = "FOURLANES_TRACING" // "otel" or "off" (pkg/tracing)
+	// The OpenTelemetry SDKs' own variables: where spans go over OTLP/HTTP.
+	EnvOTLPTracesEndpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	EnvOTLPEndpoint       = "OTEL_EXPORTER_OTLP_ENDPOINT"
+	EnvOTelServiceName    = "OTEL_SERVICE_NAME"
+	EnvLogLevel           = "LOG_LEVEL"
 )
 
 // Function names: the folder under functions/ and under build/.
@@ -103,6 +108,10 @@ const (
 	MetricRepaired      = "Repaired"
 	MetricLocalFailures = "LocalHandlerFailures"
 	MetricChainBreaks   = "ChainBreaks"
+	// MetricDeliveryLag is commit → handler done, in milliseconds, per
+	// subscription (dimension Subscription), on the DURABLE and BEST_EFFORT
+	// lanes; the dashboard shows its p50 and p99 and an alarm watches p99.
+	MetricDeliveryLag = "DeliveryLag"
 )
 
 // ---- Added by infra (issue 5) ----
@@ -276,3 +285,11 @@ const (
 // other than its own advance (dimension Change). Any count is an integrity
 // incident; infra alarms on it within a minute.
 const MetricTamperDetected = "TamperDetected"
+
+// Span attributes fourlanes sets on the spans of an event's work
+// (pkg/tracing).
+const (
+	SpanAttrSubscription = "fourlanes.subscription"
+	SpanAttrEventID      = "fourlanes.event_id"
+	SpanAttrEventType    = "fourlanes.event_type"
+)

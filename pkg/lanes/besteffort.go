@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
+	"github.com/fourlanes/fourlanes/pkg/tracing"
 )
 
 // BestEffort dispatches the BEST_EFFORT lane: change events (record.*) from
@@ -89,8 +91,13 @@ func (d *BestEffort) dispatch(hctx context.Context, e envelope.Envelope) error {
 		// a redelivered change event is another dispatch.
 		ctx := d.cfg.Effects.Bind(hctx, effect.Scope{Tenant: e.TenantID, EventID: e.ID, Seq: e.Seq, Subscription: b.Name,
 			Lane: effect.LaneBestEffort, Token: token()})
+		// The work joins the trace of the write that made the change.
+		ctx, endSpan := tracing.Continue(ctx, "dispatch "+b.Name, e.TraceParent,
+			tracing.String(keys.SpanAttrSubscription, b.Name), tracing.String(keys.SpanAttrEventType, e.Type))
 		err := Guard(b)(ctx, e)
+		endSpan(err)
 		if err == nil {
+			d.cfg.Metrics.Milliseconds(keys.MetricDeliveryLag, Lag(e, time.Now()), "Subscription", b.Name)
 			continue
 		}
 		d.failed(hctx, b, e, err)
@@ -114,4 +121,16 @@ func token() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// Lag is how long after its commit e was handled at now: now − occurred_at,
+// which the store sets just before the commit (for a change event, the
+// stream record's creation time). Never negative: a clock behind the
+// emitter's counts as no lag.
+func Lag(e envelope.Envelope, now time.Time) time.Duration {
+	t, err := time.Parse(time.RFC3339Nano, e.OccurredAt)
+	if err != nil || now.Before(t) {
+		return 0
+	}
+	return now.Sub(t)
 }

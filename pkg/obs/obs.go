@@ -11,6 +11,8 @@ import (
 	"os"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -37,6 +39,11 @@ const (
 	KeyFunctionName = "function_name"
 	KeyColdStart    = "cold_start"
 	KeyTraceID      = "xray_trace_id"
+	// KeyTrace is the W3C trace id (32 hex digits) of the work in
+	// progress: for an event's handler, the trace of the request that
+	// emitted the event (pkg/tracing), which may differ from the
+	// invocation's xray_trace_id.
+	KeyTrace = "trace_id"
 )
 
 // envLambdaLogLevel is set by Lambda when the function's LoggingConfig has an
@@ -93,9 +100,9 @@ func traceID(ctx context.Context) string {
 	return h
 }
 
-// contextHandler adds the context's request id, tenant, event id and lane to
-// every record, and in a Lambda invocation the function's name, cold start
-// and trace id.
+// contextHandler adds the context's request id, trace id (W3C), tenant,
+// event id and lane to every record, and in a Lambda invocation the
+// function's name, cold start and X-Ray trace id.
 type contextHandler struct{ slog.Handler }
 
 func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
@@ -110,6 +117,9 @@ func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
 		if id := traceID(ctx); id != "" {
 			r.AddAttrs(slog.String(KeyTraceID, id))
 		}
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r.AddAttrs(slog.String(KeyTrace, sc.TraceID().String()))
 	}
 	if t, err := tenancy.Tenant(ctx); err == nil {
 		r.AddAttrs(slog.String(KeyTenant, t))

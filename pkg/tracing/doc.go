@@ -1,44 +1,41 @@
-// Package tracing is fourlanes' one seam for distributed tracing of AWS SDK
-// calls. Every function builds its aws.Config through awsenv.Load, which calls
-// Instrument; nothing else in the code base imports a tracing SDK.
+// Package tracing is fourlanes' one seam for distributed tracing, on
+// OpenTelemetry. Every function builds its aws.Config through awsenv.Load,
+// which calls Instrument, and wraps its handler with Invocation (pkg/serve);
+// nothing else in the code base imports a tracing SDK.
 //
-// Instrument adds X-Ray subsegments to every SDK call when the environment
-// variable FOURLANES_TRACING (keys.EnvTracing) is "xray" (the CDK app sets it
-// beside Tracing: ACTIVE); any other value, or none, leaves the config alone.
+// It is on when FOURLANES_TRACING (keys.EnvTracing) is "otel" (or "xray",
+// what templates set before) and an OTLP/HTTP endpoint is configured
+// (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_EXPORTER_OTLP_ENDPOINT +
+// "/v1/traces"); the construct sets both, pointing at the ADOT collector
+// layer on localhost:4318 (Props.TraceEndpoint). Otherwise no provider is
+// built, no span is recorded and Invocation returns the handler itself.
 //
-// It promises that tracing never changes the outcome of a call:
+// On, it records:
 //
-//   - No segment in the context (tests, the CLI, the local twin without a
-//     trace header): the call goes through untraced. The SDK's context-missing
-//     strategy is set to log (once, as a warning on slog), never to panic.
-//     AWS_XRAY_CONTEXT_MISSING=RUNTIME_ERROR would override that and is
-//     reported at start-up.
-//   - In Lambda, aws-lambda-go puts the invocation's trace header in the
-//     context; the SDK makes a facade segment from it and sends subsegments
-//     over UDP to the daemon address (AWS_XRAY_DAEMON_ADDRESS). UDP never
-//     blocks a call, with or without a listening daemon.
-//   - The X-Ray SDK's own log lines go to slog as JSON, not to stdout as text.
+//   - a server span per invocation, the child of Lambda's own segment (the
+//     X-Ray trace header aws-lambda-go puts in the context), exported before
+//     the handler returns since Lambda may freeze the process after;
+//   - a client span per AWS SDK call ("DynamoDB.TransactWriteItems"), whose
+//     X-Amzn-Trace-Id header lets SQS and Lambda continue the trace;
+//   - a consumer span per event's work (Continue), the child of the span
+//     that emitted the event (its envelope's W3C traceparent) and linked to
+//     the invocation that carries the batch.
 //
-// Binary size: the X-Ray SDK pulls in aws-sdk-go v1. Build with the tag
-// notrace (go build -tags notrace,lambda.norpc …) to compile Instrument to a
-// no-op without the SDK; Available reports which one a binary has.
+// Trace ids are X-Ray compatible (the first 32 bits are the start time), so
+// spans join Lambda's active-tracing segments in X-Ray. The provider is built
+// on first use; spans are sent as OTLP JSON by a small exporter of this
+// package rather than otlptracehttp, whose protobuf and generated gRPC code
+// would double a function's size.
 //
-// # Swapping to OpenTelemetry
+// It promises that tracing never changes the outcome of a call: an
+// unreachable or refusing collector costs at most the export timeout (2 s)
+// per invocation and is logged as a warning ("trace export failed").
 //
-// The X-Ray SDKs reach end of support on 25 February 2027 (maintenance from
-// 25 February 2026); AWS's path is OpenTelemetry (ADOT). To swap, change this
-// package only:
+// Build with the tag notrace (go build -tags notrace,lambda.norpc …) to
+// leave the OpenTelemetry SDK out; Available reports which one a binary has.
+// Trace context read from an envelope still flows on in such a binary: a
+// follow-on emit carries the trace it continued.
 //
-//  1. Replace xray.go's instrument with
-//     otelaws.AppendMiddlewares(&cfg.APIOptions) from
-//     go.opentelemetry.io/contrib/instrumentation/github.com/aws/aws-sdk-go-v2/otelaws,
-//     after installing a TracerProvider (an OTLP exporter to the ADOT
-//     collector layer, or the X-Ray exporter) and the X-Ray propagator
-//     (go.opentelemetry.io/contrib/propagators/aws/xray) so traces keep
-//     joining Lambda's active-tracing segment.
-//  2. Wrap each handler with otellambda (go.opentelemetry.io/contrib/
-//     instrumentation/github.com/aws/aws-lambda-go/otellambda) so the
-//     invocation span exists, and flush the provider in the SIGTERM hook.
-//  3. Accept FOURLANES_TRACING=otel beside (or instead of) xray, and update
-//     the tests in this package; no call site changes.
+// The X-Ray SDK for Go (end of support 25 February 2027) is gone: it pulled
+// in aws-sdk-go v1, gRPC and fasthttp, more than half a function's bytes.
 package tracing

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
 
+	"github.com/fourlanes/fourlanes/pkg/changefeed"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -86,6 +87,9 @@ func (s *Service) Place(ctx context.Context, email string, items []Item, totalCe
 	}
 	o := Order{ID: uuid.NewString(), Version: 1, Status: StatusPlaced, CustomerEmail: email, Items: items, TotalCents: totalCents, Currency: currency}
 	put := PutNew(s.Table, tenant, o, s.now())
+	// The order's change event (and the search projection's work) joins
+	// this request's trace, as order.placed does.
+	changefeed.StampTrace(ctx, put.Put.Item)
 	_, err = s.Events.EmitWith(ctx, eventstore.EmitInput{Type: TypePlaced, ShardKey: o.ID, Extra: []types.TransactWriteItem{put},
 		Payload: PlacedV2{OrderID: o.ID, CustomerEmail: email, Items: items, TotalCents: totalCents, Currency: currency}})
 	if err != nil {

@@ -1,9 +1,9 @@
-// Command changefeed is the library's changefeed function (serve.Changefeed).
+// Command changefeed is the library's changefeed function (changefeed.Run).
 package main
 
 import (
 	"github.com/fourlanes/fourlanes/examples/library"
-	"github.com/fourlanes/fourlanes/pkg/serve"
+	"github.com/fourlanes/fourlanes/pkg/serve/changefeed"
 )
 
-func main() { serve.Changefeed(library.App) }
+func main() { changefeed.Run(library.App) }

@@ -1,9 +1,9 @@
-// Command dlq-repair is the library's dlq-repair function (serve.DLQRepair).
+// Command dlq-repair is the library's dlq-repair function (dlqrepair.Run).
 package main
 
 import (
 	"github.com/fourlanes/fourlanes/examples/library"
-	"github.com/fourlanes/fourlanes/pkg/serve"
+	"github.com/fourlanes/fourlanes/pkg/serve/dlqrepair"
 )
 
-func main() { serve.DLQRepair(library.App) }
+func main() { dlqrepair.Run(library.App) }

@@ -1,9 +1,9 @@
-// Command durable-consumer is the library's durable-consumer function (serve.DurableConsumer).
+// Command durable-consumer is the library's durable-consumer function (durableconsumer.Run).
 package main
 
 import (
 	"github.com/fourlanes/fourlanes/examples/library"
-	"github.com/fourlanes/fourlanes/pkg/serve"
+	"github.com/fourlanes/fourlanes/pkg/serve/durableconsumer"
 )
 
-func main() { serve.DurableConsumer(library.App) }
+func main() { durableconsumer.Run(library.App) }

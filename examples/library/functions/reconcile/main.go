@@ -1,9 +1,9 @@
-// Command reconcile is the library's reconcile function (serve.Reconcile).
+// Command reconcile is the library's reconcile function (reconcile.Run).
 package main
 
 import (
 	"github.com/fourlanes/fourlanes/examples/library"
-	"github.com/fourlanes/fourlanes/pkg/serve"
+	"github.com/fourlanes/fourlanes/pkg/serve/reconcile"
 )
 
-func main() { serve.Reconcile(library.App) }
+func main() { reconcile.Run(library.App) }

@@ -1,9 +1,9 @@
-// Command stream-filter is the library's stream-filter function (serve.StreamFilter).
+// Command stream-filter is the library's stream-filter function (streamfilter.Run).
 package main
 
 import (
 	"github.com/fourlanes/fourlanes/examples/library"
-	"github.com/fourlanes/fourlanes/pkg/serve"
+	"github.com/fourlanes/fourlanes/pkg/serve/streamfilter"
 )
 
-func main() { serve.StreamFilter(library.App) }
+func main() { streamfilter.Run(library.App) }

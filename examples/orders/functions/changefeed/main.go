@@ -1,10 +1,10 @@
 // Command changefeed is the BEST_EFFORT lane of the example application
-// (serve.Changefeed).
+// (changefeed.Run).
 package main
 
 import (
 	"github.com/fourlanes/fourlanes/examples/orders"
-	"github.com/fourlanes/fourlanes/pkg/serve"
+	"github.com/fourlanes/fourlanes/pkg/serve/changefeed"
 )
 
-func main() { serve.Changefeed(example.App) }
+func main() { changefeed.Run(example.App) }

@@ -1,10 +1,10 @@
 // Command dlq-repair drains the example application's dead-letter queues
-// (serve.DLQRepair).
+// (dlqrepair.Run).
 package main
 
 import (
 	"github.com/fourlanes/fourlanes/examples/orders"
-	"github.com/fourlanes/fourlanes/pkg/serve"
+	"github.com/fourlanes/fourlanes/pkg/serve/dlqrepair"
 )
 
-func main() { serve.DLQRepair(example.App) }
+func main() { dlqrepair.Run(example.App) }

@@ -1,10 +1,10 @@
 // Command durable-consumer is the DURABLE lane of the example application
-// (serve.DurableConsumer).
+// (durableconsumer.Run).
 package main
 
 import (
 	"github.com/fourlanes/fourlanes/examples/orders"
-	"github.com/fourlanes/fourlanes/pkg/serve"
+	"github.com/fourlanes/fourlanes/pkg/serve/durableconsumer"
 )
 
-func main() { serve.DurableConsumer(example.App) }
+func main() { durableconsumer.Run(example.App) }

@@ -1,10 +1,10 @@
 // Command reconcile serves the reconcile Function URL and schedules for the
-// example application (serve.Reconcile).
+// example application (reconcile.Run).
 package main
 
 import (
 	"github.com/fourlanes/fourlanes/examples/orders"
-	"github.com/fourlanes/fourlanes/pkg/serve"
+	"github.com/fourlanes/fourlanes/pkg/serve/reconcile"
 )
 
-func main() { serve.Reconcile(example.App) }
+func main() { reconcile.Run(example.App) }

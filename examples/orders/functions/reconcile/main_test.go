@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,7 +62,7 @@ func (testCatalog) Prepare(_ string, payload any) (int, map[string]any, error) {
 	return 1, p, err
 }
 
-// TestBootstrap runs the shipped binary (X-Ray on, as in AWS) against our
+// TestBootstrap runs the shipped binary (OpenTelemetry on, as in AWS) against our
 // DynamoDB (twin/ddb) through the local Lambda Runtime API (twin/lambdart), with a Function URL request.
 func TestBootstrap(t *testing.T) {
 	bin := buildBootstrap(t)
@@ -78,11 +80,8 @@ func TestBootstrap(t *testing.T) {
 		}
 	}
 
-	daemon, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer daemon.Close()
+	col := newCollector()
+	defer col.Close()
 
 	req, err := os.ReadFile(filepath.Join("testdata", "function-url-request.json"))
 	if err != nil {
@@ -96,7 +95,7 @@ func TestBootstrap(t *testing.T) {
 			"AWS_ENDPOINT_URL_DYNAMODB": aws.ToString(db.Options().BaseEndpoint),
 			"AWS_REGION":                "us-east-1", "AWS_ACCESS_KEY_ID": "fourlanes", "AWS_SECRET_ACCESS_KEY": "local",
 			"AWS_CONFIG_FILE": filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(t.TempDir(), "none"),
-			keys.EnvTracing: "xray", "AWS_XRAY_DAEMON_ADDRESS": daemon.LocalAddr().String(), "AWS_XRAY_CONTEXT_MISSING": "LOG_ERROR",
+			keys.EnvTracing: "otel", keys.EnvOTLPTracesEndpoint: col.URL + "/v1/traces",
 		},
 		Output:       func(l lambdart.Line) { _, _ = stdout.Write([]byte(l.Text + "\n")) },
 		TraceSampled: true,
@@ -128,14 +127,71 @@ func TestBootstrap(t *testing.T) {
 		t.Fatalf("no start-up line saying what it serves within 10s:\n%s", stdout.String())
 	}
 
-	// X-Ray: the SDK calls were traced under the invocation's trace id.
-	_ = daemon.SetReadDeadline(time.Now().Add(5 * time.Second))
-	buf := make([]byte, 64*1024)
-	n, _, err := daemon.ReadFromUDP(buf)
-	if err != nil {
-		t.Fatalf("no X-Ray subsegment reached the daemon address: %v\n%s", err, stdout.String())
+	// OpenTelemetry: the invocation continued Lambda's trace, and its
+	// DynamoDB calls are its children, all at the OTLP endpoint by the time
+	// the invocation answered.
+	hexRoot := strings.ReplaceAll(strings.TrimPrefix(traceRoot, "1-"), "-", "")
+	spans := col.spans()
+	var inv string
+	for _, sp := range spans {
+		if sp.Name == "reconcile" && sp.TraceID == hexRoot {
+			inv = sp.SpanID
+		}
 	}
-	if doc := string(buf[:n]); !strings.Contains(doc, `"name":"DynamoDB"`) || !strings.Contains(doc, traceRoot) {
-		t.Errorf("subsegment: got %s, want DynamoDB under trace %s", doc, traceRoot)
+	calls := 0
+	for _, sp := range spans {
+		if strings.HasPrefix(sp.Name, "DynamoDB.") && sp.TraceID == hexRoot && sp.ParentSpanID == inv {
+			calls++
+		}
 	}
+	if inv == "" || calls == 0 {
+		t.Errorf("spans at the collector: got %+v; want the invocation span \"reconcile\" under trace %s and DynamoDB calls as its children\n%s",
+			spans, hexRoot, stdout.String())
+	}
+}
+
+// collector is an OTLP/HTTP receiver that keeps the spans posted to it as
+// JSON.
+type collector struct {
+	*httptest.Server
+	mu  sync.Mutex
+	got []otlpSpan
+}
+
+type otlpSpan struct {
+	TraceID      string `json:"traceId"`
+	SpanID       string `json:"spanId"`
+	ParentSpanID string `json:"parentSpanId"`
+	Name         string `json:"name"`
+}
+
+func newCollector() *collector {
+	c := &collector{}
+	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ResourceSpans []struct {
+				ScopeSpans []struct {
+					Spans []otlpSpan `json:"spans"`
+				} `json:"scopeSpans"`
+			} `json:"resourceSpans"`
+		}
+		if r.URL.Path != "/v1/traces" || json.NewDecoder(r.Body).Decode(&req) != nil {
+			http.Error(w, "want OTLP JSON on /v1/traces", http.StatusBadRequest)
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, rs := range req.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				c.got = append(c.got, ss.Spans...)
+			}
+		}
+	}))
+	return c
+}
+
+func (c *collector) spans() []otlpSpan {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]otlpSpan(nil), c.got...)
 }

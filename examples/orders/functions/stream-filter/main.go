@@ -1,10 +1,10 @@
 // Command stream-filter is the events Pipe's enrichment for the example
-// application (serve.StreamFilter).
+// application (streamfilter.Run).
 package main
 
 import (
 	"github.com/fourlanes/fourlanes/examples/orders"
-	"github.com/fourlanes/fourlanes/pkg/serve"
+	"github.com/fourlanes/fourlanes/pkg/serve/streamfilter"
 )
 
-func main() { serve.StreamFilter(example.App) }
+func main() { streamfilter.Run(example.App) }

@@ -1,7 +1,7 @@
 // Command tamper-watch reports every change to the insert-only log
-// (serve.TamperWatch; it needs no application).
+// (tamperwatch.Run; it needs no application).
 package main
 
-import "github.com/fourlanes/fourlanes/pkg/serve"
+import "github.com/fourlanes/fourlanes/pkg/serve/tamperwatch"
 
-func main() { serve.TamperWatch() }
+func main() { tamperwatch.Run() }

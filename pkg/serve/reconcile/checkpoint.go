@@ -1,4 +1,4 @@
-package serve
+package reconcile
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/fourlanes/fourlanes/pkg/awsenv"
 	"github.com/fourlanes/fourlanes/pkg/keys"
-	"github.com/fourlanes/fourlanes/pkg/reconcile"
+	rec "github.com/fourlanes/fourlanes/pkg/reconcile"
 )
 
 // checkpointState returns the signed-checkpoint State the stack configures
@@ -19,7 +19,7 @@ import (
 // public half once at cold start. Without any of the three (a template from
 // before signed checkpoints) it keeps the state table's unsigned row, and
 // says so.
-func checkpointState(ctx context.Context, cfg aws.Config, walks *reconcile.DynamoState, log *slog.Logger) (reconcile.State, error) {
+func checkpointState(ctx context.Context, cfg aws.Config, walks *rec.DynamoState, log *slog.Logger) (rec.State, error) {
 	if os.Getenv(keys.EnvCheckpointBucket) == "" && os.Getenv(keys.EnvCheckpointKey) == "" && os.Getenv(keys.EnvCheckpointLog) == "" {
 		log.WarnContext(ctx, "no checkpoint bucket and key configured: checkpoints are the state table's unsigned rows")
 		return walks, nil
@@ -28,14 +28,14 @@ func checkpointState(ctx context.Context, cfg aws.Config, walks *reconcile.Dynam
 	if err != nil {
 		return nil, err
 	}
-	signer := reconcile.KMSSigner{KMS: kms.NewFromConfig(cfg), KeyID: env[keys.EnvCheckpointKey]}
+	signer := rec.KMSSigner{KMS: kms.NewFromConfig(cfg), KeyID: env[keys.EnvCheckpointKey]}
 	pub, err := signer.PublicKey(ctx)
 	if err != nil {
 		return nil, err
 	}
 	// A local endpoint (the twin) serves buckets by path, not by host name.
 	pathStyle := os.Getenv("AWS_ENDPOINT_URL_S3") != ""
-	return &reconcile.SignedState{
+	return &rec.SignedState{
 		Walks:  walks,
 		S3:     s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = pathStyle }),
 		Bucket: env[keys.EnvCheckpointBucket],

@@ -1,0 +1,55 @@
+// Package reconcile is the entry point of fourlanes' reconcile function: its main
+// calls Run and links only the AWS clients this function uses.
+package reconcile
+
+import (
+	"log/slog"
+	"os"
+
+	"github.com/fourlanes/fourlanes/pkg/app"
+	"github.com/fourlanes/fourlanes/pkg/awsenv"
+	"github.com/fourlanes/fourlanes/pkg/delivery"
+	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/obs"
+	rec "github.com/fourlanes/fourlanes/pkg/reconcile"
+	"github.com/fourlanes/fourlanes/pkg/serve/internal/boot"
+	"github.com/fourlanes/fourlanes/pkg/serve/internal/wire"
+	"github.com/fourlanes/fourlanes/pkg/tracing"
+)
+
+// Run runs reconcile behind its Function URL and its schedules: it
+// re-walks tenants' hash chains, signs checkpoints, reports each DURABLE
+// subscription's delivery audit and counts open dead letters (package
+// reconcile).
+func Run(a app.Application) {
+	b := boot.Start(keys.FnReconcile)
+	cat := wire.Catalog(b, a)
+	env := boot.Get(awsenv.Require(keys.EnvEventsTable, keys.EnvStateTable)).Or(b, "environment")
+	cfg := wire.AWS(b)
+	db := awsenv.DynamoDB(cfg)
+	events := boot.Get(eventstore.New(db, eventstore.Config{Table: env[keys.EnvEventsTable]})).Or(b, "event store") // reads only: no Catalog
+	claims := delivery.NewDynamoStore(db, env[keys.EnvStateTable])
+	// Checkpoints: signed with the KMS key, kept in the Object Lock bucket.
+	rows := rec.NewDynamoState(db, env[keys.EnvStateTable])
+	state := boot.Get(checkpointState(b.Ctx, cfg, rows, b.Log)).Or(b, "signed checkpoints")
+	r := boot.Get(rec.New(rec.Config{
+		Log:        events,
+		Watermarks: claims,
+		// The delivery audit covers the application's DURABLE subscriptions.
+		Subscriptions: delivery.DurableSubscriptions(cat),
+		DeadLetters:   claims,
+		State:         state,
+		Rounds:        rows, // scheduled rounds' cursors (scheduled=true)
+		Logger:        b.Log,
+	})).Or(b, "reconciler")
+	b.Log.InfoContext(b.Ctx, "reconcile serving GET /?tenant=T and GET / (every tenant, paged) on its Function URL, and scheduled rounds (scheduled=true, direct invoke only)",
+		slog.String(obs.KeyFunction, keys.FnReconcile), slog.String("events_table", env[keys.EnvEventsTable]),
+		slog.String("state_table", env[keys.EnvStateTable]), slog.String("tracing", tracing.Mode()),
+		slog.Bool("tracing_compiled", tracing.Available))
+	access := boot.Get(rec.ParseTenantAccess(os.Getenv(keys.EnvReconcileAccess))).Or(b, "environment")
+	if access == nil {
+		b.Log.InfoContext(b.Ctx, "every caller the Function URL admits sees every tenant ("+keys.EnvReconcileAccess+" unset)")
+	}
+	boot.Run(b, rec.NewHandler(r, b.Log).WithAccess(access).Handle)
+}
