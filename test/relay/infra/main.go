@@ -21,6 +21,8 @@ func main() {
 	st := awscdk.NewStack(app, jsii.String("Relay"), &awscdk.StackProps{
 		Description: jsii.String("relay: A → B → C follow-on events on the fourlanes backbone"),
 	})
-	backbone.New(st, "Backbone", &backbone.Props{App: relay.App, CodeRoot: codeRoot, PerPairClaimsGone: true})
+	bp := backbone.Props{App: relay.App, CodeRoot: codeRoot, PerPairClaimsGone: true}
+	bp.AlarmsFromContext(app) // the twin passes noAlarmDestination
+	backbone.New(st, "Backbone", &bp)
 	app.Synth(nil)
 }
