@@ -13,10 +13,11 @@ import (
 // layout: one claim item per event, whose TTL goes while an entry is dead).
 // Safe for concurrent use.
 type MemoryStore struct {
-	mu    sync.Mutex
-	items map[string]*memItem           // event id → its claims
-	dead  map[string]map[Key]DeadLetter // tenant → key → letter
-	marks map[[2]string]Watermark       // (tenant, subscription) → watermark
+	mu     sync.Mutex
+	items  map[string]*memItem           // event id → its claims
+	dead   map[string]map[Key]DeadLetter // tenant → key → letter
+	marks  map[[2]string]Watermark       // (tenant, subscription) → watermark
+	starts map[string]SubStart           // subscription → its recorded start
 }
 
 // memItem is an event's claim item.

@@ -27,3 +27,72 @@ const (
 	// itself succeeded; the watermark catches up on a later batch or repair).
 	MetricWatermarkFailed = "WatermarkFailed"
 )
+
+// Subscription starts (pkg/delivery): when a DURABLE subscription first went
+// live, recorded once by the first consumer or dlq-repair that serves it (a
+// conditional write, so concurrent ones agree).
+//
+//	subscription start   pk substart#<subscription>   sk "start"
+//
+// Attributes: AttrSubscription, AttrStartedAt (S, RFC 3339: when it went
+// live), AttrStart (S: the start declared then, catalog.Start.String(), or
+// StartExisting).
+//
+// A watermark row also records AttrStartSeq (N): the seq its tenant's
+// watermark began at (its start resolved for that tenant).
+const (
+	StateSubStartPrefix = "substart#"
+	StateSubStartSK     = "start"
+
+	AttrStartedAt = "started_at"
+	AttrStart     = "start"
+	AttrStartSeq  = "start_seq"
+
+	// StartExisting is the recorded start of a subscription that was
+	// already delivering when starts were first recorded (a watermark of it
+	// existed): it keeps all history, as before.
+	StartExisting = "existing"
+)
+
+// Backfills (pkg/repair, `fourlanes backfill`): a saved cursor per (tenant,
+// subscription), so that a backfill resumes where it stopped.
+//
+//	backfill   pk backfill#<tenant_id>   sk <subscription>
+//
+// Attributes: AttrTenant, AttrSubscription, AttrFromSeq, AttrToSeq (the
+// range asked for), AttrSeq (the last seq done: the position), AttrDelivered,
+// AttrSkipped (quarantined events passed over), AttrStatus (BackfillRunning
+// or BackfillDone), AttrUpdatedAt.
+const (
+	StateBackfillPrefix = "backfill#"
+
+	AttrFromSeq   = "from_seq"
+	AttrToSeq     = "to_seq"
+	AttrDelivered = "delivered"
+	AttrSkipped   = "skipped"
+
+	BackfillRunning = "running"
+	BackfillDone    = "done"
+)
+
+// Quarantine (pkg/repair): events an operator or dlq-repair set aside for
+// one subscription. A backfill passes over them, and dlq-repair does not
+// replay their dead letters.
+//
+//	quarantine   pk quarantine#<tenant_id>   sk <subscription>#<event_id>
+//
+// Attributes: AttrTenant, AttrSubscription, AttrID (the event id), AttrSeq,
+// AttrReason, AttrUpdatedAt.
+const (
+	StateQuarantinePrefix = "quarantine#"
+	AttrReason            = "reason"
+)
+
+// Metrics of subscription starts and backfills.
+const (
+	// MetricBeforeStart counts, per Subscription, events not delivered to a
+	// subscription because they were committed before its start.
+	MetricBeforeStart = "BeforeStart"
+	// MetricBackfilled counts, per Subscription, events a backfill delivered.
+	MetricBackfilled = "Backfilled"
+)
