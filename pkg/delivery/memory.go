@@ -18,6 +18,9 @@ type MemoryStore struct {
 	dead   map[string]map[Key]DeadLetter // tenant → key → letter
 	marks  map[[2]string]Watermark       // (tenant, subscription) → watermark
 	starts map[string]SubStart           // subscription → its recorded start
+
+	backfills  map[[2]string]Backfill    // (tenant, subscription) → cursor
+	quarantine map[[3]string]Quarantined // (tenant, subscription, event id)
 }
 
 // memItem is an event's claim item.
