@@ -58,6 +58,9 @@ type Deliverer interface {
 	// Watermarks and Settled read and move the delivery watermarks.
 	Watermarks(ctx context.Context, tenant string) (map[string]delivery.Watermark, error)
 	Settled(ctx context.Context, tenant string, seqs []int64) (map[string]int64, error)
+	// DeliverTo delivers an event to one subscription, whatever its start
+	// (a backfill).
+	DeliverTo(ctx context.Context, e envelope.Envelope, sub string) (delivery.SubResult, error)
 }
 
 // DeadLetters lists a tenant's open dead letters (delivery.Store).
@@ -96,6 +99,12 @@ type Config struct {
 	Feed        Feed
 	// Projections are repaired from table re-reads (see Reapplier).
 	Projections []Reapplier
+	// Backfills keeps backfill cursors and the quarantine list; without it
+	// a backfill request is refused. Subscriptions (the registry) lets a
+	// backfill request naming no DURABLE subscription be refused before
+	// anything is read.
+	Backfills     delivery.BackfillStore
+	Subscriptions Subscriptions
 
 	DurableDLQ    string // URL of the DURABLE FIFO DLQ
 	PipeDLQ       string // URL of the events Pipe's DLQ
@@ -189,6 +198,9 @@ func (r *Repairer) Handle(ctx context.Context, req Request) (Report, error) {
 		end = dl.Add(-r.cfg.Reserve)
 	}
 	rep := Report{StartedAt: envelope.FormatTime(start), Complete: true, Sources: map[string]*SourceReport{}}
+	if req.Backfill != nil {
+		return r.handleBackfill(ctx, *req.Backfill, rep, start, end)
+	}
 	r.cfg.Logger.InfoContext(ctx, "dlq-repair run", slog.Any("sources", sources), slog.Any("tenants", req.Tenants), slog.Time("until", end))
 	for i, src := range sources {
 		sr := &SourceReport{Items: []Item{}, max: r.cfg.MaxItems}
@@ -242,6 +254,34 @@ func (r *Repairer) Handle(ctx context.Context, req Request) (Report, error) {
 	return rep, nil
 }
 
+// handleBackfill runs a backfill request alone.
+func (r *Repairer) handleBackfill(ctx context.Context, req BackfillRequest, rep Report, start, end time.Time) (Report, error) {
+	if err := req.validate(r.cfg.Subscriptions); err != nil {
+		return Report{}, err
+	}
+	sr := &SourceReport{Items: []Item{}, max: r.cfg.MaxItems}
+	rep.Sources[SourceBackfill] = sr
+	bctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	b, err := r.runBackfill(bctx, req, sr)
+	if err != nil {
+		sr.Error = err.Error()
+		r.cfg.Logger.ErrorContext(ctx, "backfill failed", slog.String(obs.KeySubscription, req.Subscription), slog.Any(obs.KeyErr, err))
+	}
+	rep.Backfill = b
+	sr.Complete = err == nil && b != nil && b.Done
+	rep.Complete, rep.Open = sr.Complete, sr.Open
+	if sr.Open > 0 {
+		r.cfg.Metrics.Count(keys.MetricRepairOpen, sr.Open, "Source", SourceBackfill)
+	}
+	fin := r.cfg.Now()
+	rep.FinishedAt = envelope.FormatTime(fin)
+	rep.DurationMS = fin.Sub(start).Milliseconds()
+	r.cfg.Logger.InfoContext(ctx, "backfill run done", slog.String(obs.KeySubscription, req.Subscription), slog.Int("open", rep.Open),
+		slog.Bool("complete", rep.Complete), slog.Int64("duration_ms", rep.DurationMS))
+	return rep, nil
+}
+
 // record logs an item (fixed at info, open at error) and adds it to the report.
 func (r *Repairer) record(ctx context.Context, sr *SourceReport, it Item) {
 	attrs := []any{slog.String("source", it.Source), slog.String("outcome", it.Outcome), slog.String(obs.KeyLane, laneOf[it.Source])}
@@ -273,6 +313,7 @@ var laneOf = map[string]string{
 	SourceChangeFeedDLQ: string(catalog.BestEffort),
 	SourceDeadLetters:   string(catalog.Durable),
 	SourceUnsettled:     string(catalog.Durable),
+	SourceBackfill:      string(catalog.Durable),
 }
 
 // ---- the log: the source of truth for events ----

@@ -133,6 +133,9 @@ func DLQRepair(a app.Application) {
 		b.fail("registry", err)
 	}
 	claims := get(delivery.NewDynamoStore(db, state).PerPairClaims(os.Getenv(keys.EnvPerPairClaims))).or(b, "environment")
+	// The log resolves a subscription's start for a tenant (its watermark
+	// begins there) and bounds a backfill.
+	claims = claims.WithLog(env[keys.EnvEventsTable])
 	effects := b.effects(db, state)
 	d := get(delivery.New(reg, delivery.Config{Store: claims, Effects: effects, Logger: b.log, Metrics: b.metrics})).or(b, "deliverer")
 	events := get(eventstore.New(db, eventstore.Config{Table: env[keys.EnvEventsTable], Catalog: cat})).or(b, "event log")
@@ -147,7 +150,7 @@ func DLQRepair(a app.Application) {
 	}
 	r := get(repair.New(repair.Config{
 		SQS: awsenv.SQS(cfg), Streams: awsenv.Streams(cfg), DB: db, Log: events, Deliverer: d, DeadLetters: claims,
-		Feed: feed, Projections: projections,
+		Feed: feed, Projections: projections, Backfills: claims, Subscriptions: reg,
 		DurableDLQ: env[keys.EnvDurableDLQURL], PipeDLQ: env[keys.EnvPipeDLQURL], ChangeFeedDLQ: env[keys.EnvChangeFeedDLQURL],
 		EventsTable: env[keys.EnvEventsTable], StateTable: state,
 		Logger: b.log, Metrics: b.metrics,
