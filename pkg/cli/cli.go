@@ -127,6 +127,7 @@ func builtins(a *app.Application) []builtin {
 		{"init", initSynopsis, "write a new application (a module, a DURABLE and a BEST_EFFORT subscription, its CDK app, tests) into DIR", false, runInit},
 		{"reconcile", reconcileSynopsis, "verify tenants' hash chains and deliveries through the reconcile Function URL", true, runReconcile},
 		{"repair", repairSynopsis, "invoke dlq-repair and print its report", true, runRepair},
+		{"backfill", backfillSynopsis, "deliver a DURABLE subscription's history before its start, rate-limited and resumable, through dlq-repair", true, runBackfill},
 		{"export", exportSynopsis, "write a tenant's chain from the events table as an export (JSON Lines)", true, runExport},
 		{"verify", verifySynopsis, "re-verify an exported chain (JSON Lines; \"-\" reads stdin) offline", false, runVerify},
 		{"schema", schemaSynopsis, "export the JSON Schema of every declared (type, version), for consumers in other languages", false, runSchema},

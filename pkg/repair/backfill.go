@@ -69,6 +69,11 @@ type BackfillProgress struct {
 	Error     string `json:"error,omitempty"`
 }
 
+// Validate checks a request as far as it can without the application:
+// the subscription is named, the rate is in range, From is a seq or a time.
+// It sets the default rate.
+func (b *BackfillRequest) Validate() error { return b.validate(nil) }
+
 // validate checks a request before anything is written.
 func (b *BackfillRequest) validate(cat Subscriptions) error {
 	if b.Subscription == "" {
