@@ -166,6 +166,18 @@ func DurableSubscriptions(cat *catalog.Catalog) []string {
 	return out
 }
 
+// DeclaredStarts returns the declared start of each of the application's
+// DURABLE subscriptions.
+func DeclaredStarts(cat *catalog.Catalog) map[string]catalog.Start {
+	out := map[string]catalog.Start{}
+	for _, sp := range cat.Subscriptions() {
+		if sp.Lane == catalog.Durable {
+			out[sp.Name] = sp.Start
+		}
+	}
+	return out
+}
+
 // Subscriptions returns the application's DURABLE subscriptions (see
 // DurableSubscriptions).
 func (d *Deliverer) Subscriptions() []string { return DurableSubscriptions(d.reg.Catalog()) }

@@ -91,7 +91,7 @@ func Reconcile(a app.Application) {
 	cfg := b.aws()
 	db := awsenv.DynamoDB(cfg)
 	events := get(eventstore.New(db, eventstore.Config{Table: env[keys.EnvEventsTable]})).or(b, "event store") // reads only: no Catalog
-	claims := delivery.NewDynamoStore(db, env[keys.EnvStateTable])
+	claims := delivery.NewDynamoStore(db, env[keys.EnvStateTable]).WithLog(env[keys.EnvEventsTable])
 	// Checkpoints: signed with the KMS key, kept in the Object Lock bucket.
 	rows := reconcile.NewDynamoState(db, env[keys.EnvStateTable])
 	state := get(checkpointState(b.ctx, cfg, rows, b.log)).or(b, "signed checkpoints")
@@ -100,10 +100,14 @@ func Reconcile(a app.Application) {
 		Watermarks: claims,
 		// The delivery audit covers the application's DURABLE subscriptions.
 		Subscriptions: delivery.DurableSubscriptions(cat),
-		DeadLetters:   claims,
-		State:         state,
-		Rounds:        rows, // scheduled rounds' cursors (scheduled=true)
-		Logger:        b.log,
+		// Each subscription's start and backfill, and where an absent
+		// watermark begins.
+		Starts:      claims,
+		Declared:    delivery.DeclaredStarts(cat),
+		DeadLetters: claims,
+		State:       state,
+		Rounds:      rows, // scheduled rounds' cursors (scheduled=true)
+		Logger:      b.log,
 	})).or(b, "reconciler")
 	b.log.InfoContext(b.ctx, "reconcile serving GET /?tenant=T and GET / (every tenant, paged) on its Function URL, and scheduled rounds (scheduled=true, direct invoke only)",
 		slog.String(obs.KeyFunction, keys.FnReconcile), slog.String("events_table", env[keys.EnvEventsTable]),
