@@ -298,7 +298,11 @@ func TestBackfillQuarantineAndFailures(t *testing.T) {
 		t.Errorf("welcome ran for %v, want 1, 3, 5, 6 once each", got)
 	}
 
-	r, err := repair.New(func() repair.Config { c := rg.cfg; c.Deliverer, c.Backfills, c.Subscriptions = v2.d, rg.claimStore, v2.reg; return c }())
+	r, err := repair.New(func() repair.Config {
+		c := rg.cfg
+		c.Deliverer, c.Backfills, c.Subscriptions = v2.d, rg.claimStore, v2.reg
+		return c
+	}())
 	if err != nil {
 		t.Fatal(err)
 	}
