@@ -575,13 +575,13 @@ func (d *DynamoStore) Kill(ctx context.Context, k Key, token string, dl DeadLett
 	letter := update{
 		table: d.table, key: deadKey(dl.Tenant, k),
 		expr: "SET #tn = :tn, #id = :id, #sub = :sub, #ty = :ty, #seq = :seq, #sv = :sv, #err = :err, #att = :att, " +
-			"#da = :da, #rp = if_not_exists(#rp, :zero) + :inc",
+			"#da = :da, #rp = if_not_exists(#rp, :zero) + :inc, #ix = :ix",
 		names: map[string]string{"#tn": keys.AttrTenant, "#id": keys.AttrID, "#sub": keys.AttrSubscription, "#ty": keys.AttrType,
 			"#seq": keys.AttrSeq, "#sv": keys.AttrSchemaVersion, "#err": keys.AttrError, "#att": keys.AttrAttempts, "#da": keys.AttrDeadAt,
-			"#rp": keys.AttrReplays, "#ef": keys.AttrEffect},
+			"#rp": keys.AttrReplays, "#ef": keys.AttrEffect, "#ix": keys.AttrDeadIndex},
 		values: map[string]av{":tn": s(dl.Tenant), ":id": s(dl.EventID), ":sub": s(dl.Subscription), ":ty": s(dl.Type),
 			":seq": n(dl.Seq), ":sv": n(int64(dl.SchemaVersion)), ":err": s(dl.Error), ":att": n(int64(dl.Attempts)),
-			":da": ts(dl.DeadAt), ":zero": n(0), ":inc": n(inc)},
+			":da": ts(dl.DeadAt), ":zero": n(0), ":inc": n(inc), ":ix": s(keys.DeadIndexValue)},
 	}
 	if dl.Effect != "" {
 		letter.expr += ", #ef = :ef"
@@ -826,5 +826,54 @@ func decodeDead(it map[string]av) DeadLetter {
 // checkpoints live there. For tests and local runs that create the table
 // themselves.
 func StateTableSchema(name string) *dynamodb.CreateTableInput {
-	return keys.PKSKTable(name)
+	in := keys.PKSKTable(name)
+	in.AttributeDefinitions = append(in.AttributeDefinitions,
+		types.AttributeDefinition{AttributeName: aws.String(keys.AttrDeadIndex), AttributeType: types.ScalarAttributeTypeS},
+		types.AttributeDefinition{AttributeName: aws.String(keys.AttrTenant), AttributeType: types.ScalarAttributeTypeS})
+	in.GlobalSecondaryIndexes = []types.GlobalSecondaryIndex{{
+		IndexName: aws.String(keys.IndexDeadTenants),
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(keys.AttrDeadIndex), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(keys.AttrTenant), KeyType: types.KeyTypeRange},
+		},
+		Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
+	}}
+	return in
+}
+
+// DeadLetterTenants lists the tenants with open dead letters from the
+// dead-letter index (keys.IndexDeadTenants), a page of up to limit tenants
+// at a time after the tenant cursor names: one Query per tenant, never a
+// read of the table. The index is eventually consistent: a dead letter
+// written a moment ago may be found on the next call.
+func (d *DynamoStore) DeadLetterTenants(ctx context.Context, cursor string, limit int) ([]string, string, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	var out []string
+	after := cursor
+	for len(out) < limit {
+		in := &dynamodb.QueryInput{
+			TableName: aws.String(d.table), IndexName: aws.String(keys.IndexDeadTenants),
+			KeyConditionExpression:    aws.String("#ix = :ix"),
+			ExpressionAttributeNames:  map[string]string{"#ix": keys.AttrDeadIndex},
+			ExpressionAttributeValues: map[string]av{":ix": s(keys.DeadIndexValue)},
+			Limit:                     aws.Int32(1),
+		}
+		if after != "" {
+			in.KeyConditionExpression = aws.String("#ix = :ix AND #tn > :after")
+			in.ExpressionAttributeNames["#tn"] = keys.AttrTenant
+			in.ExpressionAttributeValues[":after"] = s(after)
+		}
+		res, err := d.db.Query(ctx, in)
+		if err != nil {
+			return out, after, fmt.Errorf("list the tenants with dead letters (index %s): %w", keys.IndexDeadTenants, err)
+		}
+		if len(res.Items) == 0 {
+			return out, "", nil
+		}
+		after = str(res.Items[0], keys.AttrTenant)
+		out = append(out, after)
+	}
+	return out, after, nil
 }

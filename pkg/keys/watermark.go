@@ -96,3 +96,45 @@ const (
 	// MetricBackfilled counts, per Subscription, events a backfill delivered.
 	MetricBackfilled = "Backfilled"
 )
+
+// The dead-letter index (pkg/delivery, pkg/repair): a sparse global
+// secondary index of the state table over open dead letters only, so that
+// dlq-repair finds the tenants with dead letters without reading the table.
+// A dead-letter row carries AttrDeadIndex = DeadIndexValue; nothing else
+// does, and a resolved dead letter leaves it. Keys only; hash AttrDeadIndex,
+// range AttrTenant: one Query per tenant with dead letters finds them all
+// (each starting after the last tenant found).
+const (
+	IndexDeadTenants = "dead-tenants"
+	AttrDeadIndex    = "dead_idx"
+	DeadIndexValue   = "dead"
+)
+
+// Resolved dead letters (pkg/delivery): history, kept for
+// DeadLetterHistoryTTL after the dead letter was resolved.
+//
+//	resolved dead letter   pk deadlog#<tenant_id>   sk <event_id>:<subscription>
+//
+// Attributes: the dead letter's (AttrTenant, AttrID, AttrSubscription,
+// AttrType, AttrSeq, AttrError, AttrAttempts, AttrReplays, AttrDeadAt), and
+// AttrResolvedAt (S, RFC 3339), AttrResolvedBy (S: who), AttrResolvedHow
+// (S: ResolvedReplayed, ResolvedRetired, …), AttrExpiresAt (TTL).
+const (
+	StateDeadLogPrefix = "deadlog#"
+
+	AttrResolvedAt  = "resolved_at"
+	AttrResolvedBy  = "resolved_by"
+	AttrResolvedHow = "resolved_how"
+
+	ResolvedReplayed = "replayed"
+
+	// DeadLetterHistoryDays is how long a resolved dead letter is kept.
+	DeadLetterHistoryDays = 90
+)
+
+// Metrics of dead-letter replay.
+const (
+	// MetricDeadLetterQuarantined counts, per Subscription, dead letters
+	// dlq-repair stopped replaying after their cap of failed replays.
+	MetricDeadLetterQuarantined = "DeadLetterQuarantined"
+)

@@ -37,7 +37,8 @@ type Streams interface {
 }
 
 // Scanner scans tables: the events and tracked tables when the stream no
-// longer has a batch, the state table for tenants with dead letters.
+// longer has a batch. The state table is never scanned: the tenants with
+// dead letters come from its dead-letter index (DeadLetters).
 type Scanner interface {
 	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 }
@@ -63,9 +64,11 @@ type Deliverer interface {
 	DeliverTo(ctx context.Context, e envelope.Envelope, sub string) (delivery.SubResult, error)
 }
 
-// DeadLetters lists a tenant's open dead letters (delivery.Store).
+// DeadLetters lists open dead letters (*delivery.DynamoStore): the
+// tenants that have some, from the dead-letter index, and a tenant's.
 type DeadLetters interface {
 	DeadLetters(ctx context.Context, tenant, cursor string, limit int32) ([]delivery.DeadLetter, string, error)
+	DeadLetterTenants(ctx context.Context, cursor string, limit int) ([]string, string, error)
 }
 
 // Feed re-runs the change feed (*changefeed.Feed).
@@ -84,7 +87,7 @@ type Reapplier interface {
 var (
 	_ Log         = (*eventstore.Store)(nil)
 	_ Deliverer   = (*delivery.Deliverer)(nil)
-	_ DeadLetters = (delivery.Store)(nil)
+	_ DeadLetters = (*delivery.DynamoStore)(nil)
 	_ Feed        = (*changefeed.Feed)(nil)
 )
 
@@ -124,6 +127,15 @@ type Config struct {
 	// before the unsettled source sweeps it (default 5 min; see
 	// unsettled.go).
 	UnsettledAfter time.Duration
+	// ReplayBackoff is the pause before a dead letter's first replay after
+	// it failed, doubling with each failed replay up to MaxReplayBackoff
+	// (defaults 1 min and 24 h). ReplayCap is how many failed replays a
+	// dead letter gets before dlq-repair quarantines it (default 10): it
+	// then stays open, listed and alarmed, replayed only after an operator
+	// releases it.
+	ReplayBackoff    time.Duration
+	MaxReplayBackoff time.Duration
+	ReplayCap        int
 	// ClaimRetention is how long completed claims are kept
 	// (delivery.Config.Retention, default 30 days): the unsettled source
 	// does not redeliver an event older than that, which a store without
@@ -167,6 +179,15 @@ func New(cfg Config) (*Repairer, error) {
 	}
 	if cfg.UnsettledAfter <= 0 {
 		cfg.UnsettledAfter = 5 * time.Minute
+	}
+	if cfg.ReplayBackoff <= 0 {
+		cfg.ReplayBackoff = time.Minute
+	}
+	if cfg.MaxReplayBackoff <= 0 {
+		cfg.MaxReplayBackoff = 24 * time.Hour
+	}
+	if cfg.ReplayCap <= 0 {
+		cfg.ReplayCap = 10
 	}
 	if cfg.ClaimRetention <= 0 {
 		cfg.ClaimRetention = 30 * 24 * time.Hour
