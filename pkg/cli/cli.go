@@ -139,6 +139,7 @@ func builtins(a *app.Application) []builtin {
 			func(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 				return runWatermarks(ctx, a, args, stdout, stderr)
 			}},
+		{"deadletters", deadlettersSynopsis, "list open dead letters (from the dead-letter index), or resolved ones with who, when and how", true, runDeadLetters},
 		{"effects", effectsSynopsis, "list the handlers' at-most-once effects of unknown outcome, or decide one", true, runEffects},
 		{"env", envSynopsis, "print the shell exports that let any process reach the running twin of 'fourlanes dev'", false, runEnv},
 		{"version", versionSynopsis, "print the CLI's version", false, runVersion},

@@ -35,6 +35,7 @@ type DynamoStore struct {
 	log   string // the events table, when WithLog set it
 	// perPairGone: WithoutPerPairClaims set it; claims read no per-pair key.
 	perPairGone bool
+	by          string // ResolvedBy
 }
 
 var _ Store = (*DynamoStore)(nil)
@@ -592,14 +593,23 @@ func (d *DynamoStore) Kill(ctx context.Context, k Key, token string, dl DeadLett
 	return leaseErr(d.transact(ctx, claim.toTransact(), letter.toTransact()), "dead-letter "+k.String())
 }
 
-// Resolve marks the entry completed and deletes its dead letter, in one
-// transaction; then, if the item holds no dead entry any more, it gives the
-// item its TTL back (a separate write on the replay path; if it fails the
-// item just keeps no TTL).
+// Resolve marks the entry completed and moves its dead letter into the
+// tenant's history of resolved dead letters (who, when, how; expiring after
+// keys.DeadLetterHistoryDays), in one transaction; then, if the item holds
+// no dead entry any more, it gives the item its TTL back (a separate write
+// on the replay path; if it fails the item just keeps no TTL).
 func (d *DynamoStore) Resolve(ctx context.Context, k Key, tenant, token string, now, expiresAt time.Time) error {
 	claim := d.entryUpdate(k, token, keys.ClaimCompleted, now, "")
-	err := d.transact(ctx, claim.toTransact(), types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(d.table), Key: deadKey(tenant, k)}})
+	items := []types.TransactWriteItem{claim.toTransact(), {Delete: &types.Delete{TableName: aws.String(d.table), Key: deadKey(tenant, k)}}}
+	out, err := d.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(d.table), Key: deadKey(tenant, k), ConsistentRead: aws.Bool(true)})
 	if err != nil {
+		return fmt.Errorf("resolve %s: read its dead letter: %w", k, err)
+	}
+	if out.Item != nil {
+		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(d.table),
+			Item: resolvedItem(decodeDead(out.Item), d.resolver(), keys.ResolvedReplayed, now)}})
+	}
+	if err := d.transact(ctx, items...); err != nil {
 		return leaseErr(err, "resolve "+k.String())
 	}
 	for attempt := 1; attempt <= maxClaimTries; attempt++ {
@@ -819,6 +829,83 @@ func decodeDead(it map[string]av) DeadLetter {
 		d.EventID, d.Subscription, _ = strings.Cut(str(it, keys.AttrSK), ":")
 	}
 	return d
+}
+
+// resolver is who resolves dead letters through this store.
+func (d *DynamoStore) resolver() string {
+	if d.by != "" {
+		return d.by
+	}
+	return keys.FnDLQRepair
+}
+
+// ResolvedBy returns a copy of d that records who as the resolver of the
+// dead letters it resolves (default dlq-repair's function name).
+func (d *DynamoStore) ResolvedBy(who string) *DynamoStore {
+	c := *d
+	c.by = who
+	return &c
+}
+
+func deadLogKey(tenant string, k Key) map[string]av {
+	return map[string]av{keys.AttrPK: s(keys.StateDeadLogPrefix + tenant), keys.AttrSK: s(k.String())}
+}
+
+// resolvedItem is the history row of dl, resolved by who, how, at.
+func resolvedItem(dl DeadLetter, who, how string, at time.Time) map[string]av {
+	it := deadLogKey(dl.Tenant, dl.Key())
+	for k, v := range map[string]av{
+		keys.AttrTenant: s(dl.Tenant), keys.AttrID: s(dl.EventID), keys.AttrSubscription: s(dl.Subscription), keys.AttrType: s(dl.Type),
+		keys.AttrSeq: n(dl.Seq), keys.AttrSchemaVersion: n(int64(dl.SchemaVersion)), keys.AttrError: s(dl.Error),
+		keys.AttrAttempts: n(int64(dl.Attempts)), keys.AttrReplays: n(int64(dl.Replays)), keys.AttrDeadAt: ts(dl.DeadAt),
+		keys.AttrResolvedAt: ts(at), keys.AttrResolvedBy: s(who), keys.AttrResolvedHow: s(how),
+		keys.AttrExpiresAt: n(at.Add(keys.DeadLetterHistoryDays * 24 * time.Hour).Unix()),
+	} {
+		it[k] = v
+	}
+	return it
+}
+
+// ResolvedDeadLetter is a dead letter as kept in the history after it was
+// resolved.
+type ResolvedDeadLetter struct {
+	DeadLetter
+	ResolvedAt time.Time
+	ResolvedBy string
+	How        string
+	ExpiresAt  time.Time
+}
+
+// ResolvedDeadLetters lists a tenant's resolved dead letters (kept for
+// keys.DeadLetterHistoryDays) in key order, a page at a time: pass the
+// returned cursor back; "" means done.
+func (d *DynamoStore) ResolvedDeadLetters(ctx context.Context, tenant, cursor string, limit int32) ([]ResolvedDeadLetter, string, error) {
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(d.table), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression:    aws.String("#pk = :pk"),
+		ExpressionAttributeNames:  map[string]string{"#pk": keys.AttrPK},
+		ExpressionAttributeValues: map[string]av{":pk": s(keys.StateDeadLogPrefix + tenant)},
+	}
+	if limit > 0 {
+		in.Limit = aws.Int32(limit)
+	}
+	if cursor != "" {
+		in.ExclusiveStartKey = map[string]av{keys.AttrPK: s(keys.StateDeadLogPrefix + tenant), keys.AttrSK: s(cursor)}
+	}
+	out, err := d.db.Query(ctx, in)
+	if err != nil {
+		return nil, "", fmt.Errorf("list resolved dead letters of tenant %q: %w", tenant, err)
+	}
+	var rs []ResolvedDeadLetter
+	for _, it := range out.Items {
+		rs = append(rs, ResolvedDeadLetter{DeadLetter: decodeDead(it), ResolvedAt: when(it, keys.AttrResolvedAt),
+			ResolvedBy: str(it, keys.AttrResolvedBy), How: str(it, keys.AttrResolvedHow), ExpiresAt: time.Unix(num(it, keys.AttrExpiresAt), 0).UTC()})
+	}
+	next := ""
+	if sk, ok := out.LastEvaluatedKey[keys.AttrSK].(*types.AttributeValueMemberS); ok {
+		next = sk.Value
+	}
+	return rs, next, nil
 }
 
 // StateTableSchema is the state table as infra/ deploys it (pk, sk strings):
