@@ -224,3 +224,47 @@ var (
 	_ BackfillStore = (*DynamoStore)(nil)
 	_ BackfillStore = (*MemoryStore)(nil)
 )
+
+// Cursors: the saved position of a long read that may span runs (a table
+// scan of dlq-repair's table fallback), in the state table.
+//
+//	cursor   pk cursor#<name>   sk "cursor"
+//
+// Attributes: AttrSeq unused; "key" (M: the ExclusiveStartKey to go on
+// from; absent when cleared), AttrUpdatedAt, AttrExpiresAt (a week: a read
+// nobody resumes is forgotten, and starts over).
+const cursorKeyAttr = "key"
+
+func cursorKey(name string) map[string]av {
+	return map[string]av{keys.AttrPK: s("cursor#" + name), keys.AttrSK: s("cursor")}
+}
+
+// SaveCursor saves where the read called name goes on from; a nil key
+// clears it (the read finished).
+func (d *DynamoStore) SaveCursor(ctx context.Context, name string, key map[string]av, now time.Time) error {
+	in := &dynamodb.UpdateItemInput{TableName: aws.String(d.table), Key: cursorKey(name),
+		UpdateExpression:          aws.String("SET #up = :up, #exp = :exp REMOVE #k"),
+		ExpressionAttributeNames:  map[string]string{"#up": keys.AttrUpdatedAt, "#exp": keys.AttrExpiresAt, "#k": cursorKeyAttr},
+		ExpressionAttributeValues: map[string]av{":up": ts(now), ":exp": n(now.Add(7 * 24 * time.Hour).Unix())}}
+	if key != nil {
+		in.UpdateExpression = aws.String("SET #up = :up, #exp = :exp, #k = :k")
+		in.ExpressionAttributeValues[":k"] = &types.AttributeValueMemberM{Value: key}
+	}
+	if _, err := d.db.UpdateItem(ctx, in); err != nil {
+		return fmt.Errorf("save the cursor of %s: %w", name, err)
+	}
+	return nil
+}
+
+// Cursor reads where the read called name goes on from (nil: from the
+// start).
+func (d *DynamoStore) Cursor(ctx context.Context, name string) (map[string]av, error) {
+	out, err := d.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(d.table), Key: cursorKey(name), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("read the cursor of %s: %w", name, err)
+	}
+	if m, ok := out.Item[cursorKeyAttr].(*types.AttributeValueMemberM); ok && len(m.Value) > 0 {
+		return m.Value, nil
+	}
+	return nil, nil
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -78,6 +79,14 @@ type Feed interface {
 	Record(ctx context.Context, c changefeed.Change) error
 }
 
+// Cursors saves and reads positions of long reads (*delivery.DynamoStore).
+type Cursors interface {
+	SaveCursor(ctx context.Context, name string, key map[string]types.AttributeValue, now time.Time) error
+	Cursor(ctx context.Context, name string) (map[string]types.AttributeValue, error)
+}
+
+var _ Cursors = (*delivery.DynamoStore)(nil)
+
 // Reapplier applies an item as re-read from its table to a projection,
 // closing the gap a lost change left (search.Projector.Repair).
 type Reapplier interface {
@@ -108,6 +117,12 @@ type Config struct {
 	// anything is read.
 	Backfills     delivery.BackfillStore
 	Subscriptions Subscriptions
+	// Cursors saves the position of a table re-read (the table fallback of
+	// a metadata-only message) so the next run resumes it
+	// (*delivery.DynamoStore); ScanPage caps a page of it (default: 1 MB
+	// pages as DynamoDB sends them).
+	Cursors  Cursors
+	ScanPage int32
 
 	DurableDLQ    string // URL of the DURABLE FIFO DLQ
 	PipeDLQ       string // URL of the events Pipe's DLQ
@@ -146,7 +161,12 @@ type Config struct {
 
 // Repairer drains the dead-letter queues and dead letters. Runs must not
 // overlap (infra reserves a concurrency of one).
-type Repairer struct{ cfg Config }
+type Repairer struct {
+	cfg Config
+	// onPage, while a table re-read runs, saves its position after each
+	// page (runs do not overlap, so one at a time).
+	onPage func(next map[string]types.AttributeValue) error
+}
 
 // New returns a Repairer.
 func New(cfg Config) (*Repairer, error) {

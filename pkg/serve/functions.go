@@ -154,7 +154,7 @@ func DLQRepair(a app.Application) {
 	}
 	r := get(repair.New(repair.Config{
 		SQS: awsenv.SQS(cfg), Streams: awsenv.Streams(cfg), DB: db, Log: events, Deliverer: d, DeadLetters: claims,
-		Feed: feed, Projections: projections, Backfills: claims, Subscriptions: reg,
+		Feed: feed, Projections: projections, Backfills: claims, Subscriptions: reg, Cursors: claims,
 		DurableDLQ: env[keys.EnvDurableDLQURL], PipeDLQ: env[keys.EnvPipeDLQURL], ChangeFeedDLQ: env[keys.EnvChangeFeedDLQURL],
 		EventsTable: env[keys.EnvEventsTable], StateTable: state,
 		Logger: b.log, Metrics: b.metrics,

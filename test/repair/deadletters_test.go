@@ -123,3 +123,62 @@ func TestDeadLettersAtScale(t *testing.T) {
 		t.Errorf("repair issued %d Scans (%v), want none", n, scans.scans)
 	}
 }
+
+// flakyScanner fails the Scans numbered in fail (1-based), and records
+// whether each Scan resumed from a key.
+type flakyScanner struct {
+	repair.Scanner
+	mu      sync.Mutex
+	n       int
+	fail    map[int]bool
+	resumed []bool
+}
+
+func (f *flakyScanner) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	f.mu.Lock()
+	f.n++
+	bad := f.fail[f.n]
+	f.resumed = append(f.resumed, len(in.ExclusiveStartKey) > 0)
+	f.mu.Unlock()
+	if bad {
+		return nil, errors.New("injected: the scan's connection reset")
+	}
+	return f.Scanner.Scan(ctx, in, o...)
+}
+
+// TestTableFallbackResumes: a table re-read (the change feed's batch is
+// past the stream's retention) that fails after its first page is resumed
+// by the next run from the saved position, not started over, and the
+// position is cleared when it finishes.
+func TestTableFallbackResumes(t *testing.T) {
+	t.Parallel()
+	rg := newRig(t)
+	rg.cfg.Streams = trimmedStreams{rg.streams}
+	scans := &flakyScanner{Scanner: rg.cfg.DB, fail: map[int]bool{2: true}}
+	rg.cfg.DB, rg.cfg.Cursors, rg.cfg.ScanPage = scans, rg.claimStore, 1
+	for _, email := range []string{"a@example.com", "b@example.com", "c@example.com"} {
+		rg.place(t, "tenant-1", email)
+	}
+	_, orec := rg.streamRecords(t, rg.ordersStream, 3)
+	send(t, rg.q, rg.feedDLQ, onFailure(t, rg.ordersStream, "shardId-gone", orec[0], orec[0], 1))
+	only := repair.Request{Sources: []string{repair.SourceChangeFeedDLQ}}
+
+	rep := rg.run(t, only)
+	if src := rep.Sources[repair.SourceChangeFeedDLQ]; src.Open != 1 || !strings.Contains(src.Items[0].Error, "connection reset") {
+		t.Fatalf("first run: %+v, want open with the scan's error", src)
+	}
+	rep = rg.run(t, only)
+	if src := rep.Sources[repair.SourceChangeFeedDLQ]; src.Fixed != 1 || src.Items[0].Via != repair.ViaTable {
+		t.Fatalf("second run: %+v, want fixed via the table", src)
+	}
+	scans.mu.Lock()
+	resumed := append([]bool(nil), scans.resumed...)
+	scans.mu.Unlock()
+	// Run 1: page 1 (from the start), page 2 fails. Run 2 starts at page 2.
+	if len(resumed) < 3 || resumed[0] || !resumed[2] {
+		t.Errorf("scans resumed %v, want the second run's first scan to start from the saved key", resumed)
+	}
+	if !strings.Contains(rg.logs.String(), "resuming a table re-read where an earlier run stopped") {
+		t.Error("the resume is not logged")
+	}
+}
