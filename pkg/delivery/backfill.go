@@ -268,3 +268,21 @@ func (d *DynamoStore) Cursor(ctx context.Context, name string) (map[string]av, e
 	}
 	return nil, nil
 }
+
+// IndexDeadLetter puts the dead letter at (tenant, sk) into the
+// dead-letter index (a dead letter written before the index existed); an
+// absent one is left absent.
+func (d *DynamoStore) IndexDeadLetter(ctx context.Context, tenant, sk string) error {
+	_, err := d.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(d.table),
+		Key:                       map[string]av{keys.AttrPK: s(keys.StateDeadPrefix + tenant), keys.AttrSK: s(sk)},
+		UpdateExpression:          aws.String("SET #ix = :ix, #tn = :tn"),
+		ConditionExpression:       aws.String("attribute_exists(#pk)"),
+		ExpressionAttributeNames:  map[string]string{"#ix": keys.AttrDeadIndex, "#tn": keys.AttrTenant, "#pk": keys.AttrPK},
+		ExpressionAttributeValues: map[string]av{":ix": s(keys.DeadIndexValue), ":tn": s(tenant)},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return fmt.Errorf("index the dead letter %s of tenant %s: %w", sk, tenant, err)
+	}
+	return nil
+}

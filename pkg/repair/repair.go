@@ -242,6 +242,9 @@ func (r *Repairer) Handle(ctx context.Context, req Request) (Report, error) {
 	if req.Backfill != nil {
 		return r.handleBackfill(ctx, *req.Backfill, rep, start, end)
 	}
+	if req.ReindexDeadLetters {
+		sources = []string{SourceReindex}
+	}
 	r.cfg.Logger.InfoContext(ctx, "dlq-repair run", slog.Any("sources", sources), slog.Any("tenants", req.Tenants), slog.Time("until", end))
 	for i, src := range sources {
 		sr := &SourceReport{Items: []Item{}, max: r.cfg.MaxItems}
@@ -263,6 +266,8 @@ func (r *Repairer) Handle(ctx context.Context, req Request) (Report, error) {
 			sr.Complete, err = r.drainMetadata(sctx, sr, src, r.cfg.ChangeFeedDLQ, end)
 		case SourceDeadLetters:
 			sr.Complete, err = r.drainDeadLetters(sctx, sr, req.Tenants)
+		case SourceReindex:
+			sr.Complete, err = r.reindexDeadLetters(sctx, sr)
 		case SourceUnsettled:
 			after := r.cfg.UnsettledAfter
 			if req.UnsettledAfterSeconds != nil {
@@ -355,6 +360,7 @@ var laneOf = map[string]string{
 	SourceDeadLetters:   string(catalog.Durable),
 	SourceUnsettled:     string(catalog.Durable),
 	SourceBackfill:      string(catalog.Durable),
+	SourceReindex:       string(catalog.Durable),
 }
 
 // ---- the log: the source of truth for events ----

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/repair"
@@ -180,5 +182,40 @@ func TestTableFallbackResumes(t *testing.T) {
 	}
 	if !strings.Contains(rg.logs.String(), "resuming a table re-read where an earlier run stopped") {
 		t.Error("the resume is not logged")
+	}
+}
+
+// TestReindexLegacyDeadLetters: a dead letter written before the
+// dead-letter index existed is invisible to the hourly run; one run asked to
+// reindex scans for such rows (the only Scan of the state table, and only on
+// request) and indexes them, after which the hourly run replays them.
+func TestReindexLegacyDeadLetters(t *testing.T) {
+	t.Parallel()
+	rg := newRig(t)
+	rg.cfg.Cursors, rg.cfg.ScanPage = rg.claimStore, 2
+	ctx := context.Background()
+	rg.mail.setFail(errors.New("smtp: 451"))
+	rg.place(t, "tenant-l", "old@example.com")
+	if _, err := rg.cfg.Deliverer.Deliver(ctx, rg.event(t, "tenant-l", 1)); err != nil {
+		t.Fatal(err)
+	}
+	// As the previous version wrote it: without the index attribute.
+	if _, err := rg.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(rg.stateTbl),
+		Key: map[string]types.AttributeValue{keys.AttrPK: &types.AttributeValueMemberS{Value: keys.StateDeadPrefix + "tenant-l"},
+			keys.AttrSK: &types.AttributeValueMemberS{Value: rg.event(t, "tenant-l", 1).ID + ":" + emailSub}},
+		UpdateExpression: aws.String("REMOVE #ix"), ExpressionAttributeNames: map[string]string{"#ix": keys.AttrDeadIndex}}); err != nil {
+		t.Fatal(err)
+	}
+	rg.mail.setFail(nil)
+	if rep := rg.run(t, repair.Request{Sources: []string{repair.SourceDeadLetters}}); rep.Fixed+rep.Open != 0 {
+		t.Fatalf("before the reindex: %+v, want the legacy dead letter unseen", rep)
+	}
+	rep := rg.run(t, repair.Request{ReindexDeadLetters: true})
+	src := rep.Sources[repair.SourceReindex]
+	if src == nil || src.Fixed != 1 || !src.Complete || src.Items[0].Records != 1 {
+		t.Fatalf("reindex: %+v, want one dead letter indexed, complete", src)
+	}
+	if rep := rg.run(t, repair.Request{Sources: []string{repair.SourceDeadLetters}}); rep.Fixed != 1 || rg.mail.count() != 1 {
+		t.Errorf("after the reindex: %+v, %d emails; want the legacy dead letter replayed", rep, rg.mail.count())
 	}
 }
