@@ -151,7 +151,22 @@ type pacer struct {
 	next  time.Time
 }
 
+// deliveryReserve is kept back from the run's deadline for one delivery: a
+// delivery cut off by the deadline would leave its claim pending under a
+// lease, holding the next run back.
+const deliveryReserve = 250 * time.Millisecond
+
+// errOutOfTime: the next slot is too close to the run's deadline.
+var errOutOfTime = errors.New("out of time")
+
 func (p *pacer) wait(ctx context.Context) error {
+	slot := time.Now()
+	if p.next.After(slot) {
+		slot = p.next
+	}
+	if dl, ok := ctx.Deadline(); ok && dl.Sub(slot) < deliveryReserve {
+		return errOutOfTime
+	}
 	now := time.Now()
 	if p.next.After(now) {
 		t := time.NewTimer(p.next.Sub(now))
@@ -317,7 +332,10 @@ func (r *Repairer) backfillTenant(ctx context.Context, req BackfillRequest, tena
 				p.Reason = reasonOutOfTime
 				return p
 			}
-			if why, err := r.backfillOne(ctx, e, sub, &cur, &p); why != "" {
+			if why, err := r.backfillOne(ctx, e, sub, &cur, &p); why == reasonOutOfTime {
+				p.Reason = why
+				return p
+			} else if why != "" {
 				return fail(fmt.Sprintf("seq %d: %s", e.Seq, why), err)
 			}
 			cur.Position = e.Seq
@@ -334,6 +352,9 @@ func (r *Repairer) backfillTenant(ctx context.Context, req BackfillRequest, tena
 func (r *Repairer) backfillOne(ctx context.Context, e envelope.Envelope, sub string, cur *delivery.Backfill, p *BackfillProgress) (string, error) {
 	res, err := r.cfg.Deliverer.DeliverTo(ctx, e, sub)
 	if err != nil {
+		if ctx.Err() != nil {
+			return reasonOutOfTime, nil
+		}
 		return "delivery failed on infrastructure", err
 	}
 	switch res.Outcome {
