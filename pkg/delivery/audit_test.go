@@ -300,10 +300,11 @@ func TestInLogCheckCost(t *testing.T) {
 	measure := func(check bool) (map[string]int, int, float64) {
 		rg := newLogRig(t, check)
 		ctx := context.Background()
-		// A Deliverer reads (or records) each subscription's start once:
-		// not part of a batch's cost.
+		// A Deliverer reads (or records) each subscription's start, and
+		// where each tenant's watermark began, once: not part of a batch's
+		// cost.
 		for _, sub := range rg.d.Subscriptions() {
-			if _, err := rg.d.Start(ctx, sub, "t1"); err != nil {
+			if _, err := rg.d.TenantStart(ctx, sub, rg.logged[0]); err != nil {
 				t.Fatal(err)
 			}
 		}

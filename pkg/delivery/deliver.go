@@ -66,8 +66,9 @@ type Deliverer struct {
 	history History
 	born    time.Time // when this Deliverer went live: a new subscription's default start
 
-	startCache sync.Map // subscription → SubStart
-	begun      sync.Map // [tenant, subscription] → true: its watermark was looked at
+	startCache   sync.Map // subscription → SubStart
+	begun        sync.Map // [tenant, subscription] → true: its watermark was looked at
+	tenantStarts sync.Map // [tenant, subscription] → the seq its watermark began at (live starts)
 }
 
 // New returns the DURABLE dispatcher over reg.
@@ -259,11 +260,15 @@ func (d *Deliverer) deliverStarted(ctx context.Context, bound []catalog.Bound, e
 	for i, b := range bound {
 		out[i].Subscription = b.Name
 		st, err := d.startOf(ctx, b.Name, e.TenantID, &e)
+		history := false
+		if err == nil {
+			history, err = d.before(ctx, st, e)
+		}
 		switch {
 		case err != nil:
 			d.cfg.Logger.ErrorContext(ctx, "cannot read the subscription's start", slog.String(obs.KeySubscription, b.Name), slog.Any(obs.KeyErr, err))
 			out[i].Outcome, out[i].Err = Failed, err
-		case st.Before(e):
+		case history:
 			out[i].Outcome = BeforeStart
 			d.cfg.Logger.DebugContext(ctx, "committed before the subscription's start; not delivered", slog.String(obs.KeySubscription, b.Name),
 				slog.String(obs.KeyEventType, e.Type), slog.String("start", st.String()))

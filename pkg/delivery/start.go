@@ -59,7 +59,10 @@ func (s SubStart) threshold() time.Time {
 }
 
 // Before reports whether e was committed before the start, so that only a
-// backfill delivers it.
+// backfill delivers it. For a live start it compares occurred_at with when
+// the subscription went live; the Deliverer decides by the seq the
+// tenant's watermark began at instead (tenantStart), which agrees with it
+// but never makes history of an event a consumer was handed.
 func (s SubStart) Before(e envelope.Envelope) bool {
 	switch {
 	case s.All():
@@ -181,6 +184,74 @@ func (d *Deliverer) startOf(ctx context.Context, sub, tenant string, first *enve
 	}
 	d.startCache.Store(sub, st)
 	return st, nil
+}
+
+// tenantStart is the seq the watermark of (tenant, sub) began at, for a
+// live start: every event at or below it is history. The first delivery of
+// the pair a Deliverer makes reads it (one Query of the tenant's
+// watermarks) or begins it: at the start resolved for the tenant, but
+// below e, the event at hand, which a consumer serving the subscription
+// was handed and so is not history (a tenant's events reach the consumer
+// in seq order). Cached per Deliverer.
+func (d *Deliverer) tenantStart(ctx context.Context, st SubStart, e envelope.Envelope) (int64, error) {
+	k := [2]string{e.TenantID, st.Subscription}
+	if v, ok := d.tenantStarts.Load(k); ok {
+		return v.(int64), nil
+	}
+	read := func() (int64, bool, error) {
+		ms, err := d.marks.Watermarks(ctx, e.TenantID)
+		if err != nil {
+			return 0, false, err
+		}
+		w, ok := ms[st.Subscription]
+		return w.StartSeq, ok, nil
+	}
+	seq, ok, err := read()
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		if seq, err = ResolveStart(ctx, d.history, e.TenantID, st); err != nil {
+			return 0, err
+		}
+		seq = min(seq, e.Seq-1)
+		began, err := d.starts.BeginWatermark(ctx, e.TenantID, st.Subscription, seq, d.cfg.Now())
+		if err != nil {
+			return 0, err
+		}
+		if began {
+			d.cfg.Logger.InfoContext(ctx, "watermark began at the subscription's start", slog.String(obs.KeyTenant, e.TenantID),
+				slog.String(obs.KeySubscription, st.Subscription), slog.String("start", st.String()), slog.Int64(obs.KeySeq, seq))
+		} else if seq, _, err = read(); err != nil { // another delivery began it first
+			return 0, err
+		}
+	}
+	d.tenantStarts.Store(k, seq)
+	d.begun.Store(k, true)
+	return seq, nil
+}
+
+// TenantStart returns the seq the watermark of (e's tenant, sub) began at,
+// beginning it as a delivery of e would if no Deliverer has: events at or
+// below it are history for sub. 0 for a subscription that keeps all
+// history, or starts at a seq or time (decided by the start alone).
+func (d *Deliverer) TenantStart(ctx context.Context, sub string, e envelope.Envelope) (int64, error) {
+	st, err := d.startOf(ctx, sub, e.TenantID, &e)
+	if err != nil || st.All() || st.Declared.Kind != catalog.StartLive {
+		return 0, err
+	}
+	return d.tenantStart(ctx, st, e)
+}
+
+// before reports whether e is history for the subscription whose start is
+// st: for a live start, at or below the tenant's start seq; otherwise by
+// st alone.
+func (d *Deliverer) before(ctx context.Context, st SubStart, e envelope.Envelope) (bool, error) {
+	if st.All() || st.Declared.Kind != catalog.StartLive {
+		return st.Before(e), nil
+	}
+	seq, err := d.tenantStart(ctx, st, e)
+	return e.Seq <= seq, err
 }
 
 // Start returns the start of DURABLE subscription sub (recording it if no

@@ -102,7 +102,9 @@ func (r *Repairer) replay(ctx context.Context, sr *SourceReport, dl delivery.Dea
 			open(fmt.Sprintf("quarantined (%s): not replayed until an operator releases it", qe.Reason), nil)
 			return
 		}
-		if dl.Replays >= r.cfg.ReplayCap {
+		// A dead letter awaiting a decision on an effect of unknown outcome
+		// is bounded by that decision (fourlanes effects), not by a cap.
+		if dl.Replays >= r.cfg.ReplayCap && dl.Effect == "" {
 			reason := fmt.Sprintf("failed %d replays (the cap); last error: %s", dl.Replays, dl.Error)
 			err := r.cfg.Backfills.Quarantine(ctx, delivery.Quarantined{Tenant: dl.Tenant, Subscription: dl.Subscription, EventID: dl.EventID,
 				Seq: dl.Seq, Reason: reason, At: r.cfg.Now()})
@@ -115,7 +117,8 @@ func (r *Repairer) replay(ctx context.Context, sr *SourceReport, dl delivery.Dea
 			return
 		}
 	}
-	if wait := r.backoff(dl.Replays); dl.Replays > 0 && r.cfg.Now().Sub(dl.DeadAt) < wait {
+	// It is replayed at once after the decision, without a backoff.
+	if wait := r.backoff(dl.Replays); dl.Replays > 0 && dl.Effect == "" && r.cfg.Now().Sub(dl.DeadAt) < wait {
 		open(fmt.Sprintf("failed %d replays; the next is due %s (backoff %s)", dl.Replays, envelope.FormatTime(dl.DeadAt.Add(wait)), wait), nil)
 		return
 	}
