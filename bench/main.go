@@ -85,7 +85,7 @@ func (o *options) quick() {
 	o.reconcileN = 30
 }
 
-var sections = []string{"emit", "verify", "reconcile", "delivery", "coldstart", "eventpath", "soak"}
+var sections = []string{"emit", "verify", "reconcile", "delivery", "backfill", "coldstart", "eventpath", "soak"}
 
 func main() {
 	exit := 0
@@ -170,7 +170,7 @@ func run(ctx context.Context, o options, quick bool) error {
 		return err
 	}
 	env := &benchEnv{root: root, ddbEndpoint: os.Getenv("FOURLANES_DYNAMODB_ENDPOINT"), sqsEndpoint: os.Getenv("FOURLANES_SQS_ENDPOINT")}
-	needDB := o.only["emit"] || o.only["reconcile"] || o.only["delivery"] || o.only["coldstart"] || o.only["eventpath"]
+	needDB := o.only["emit"] || o.only["reconcile"] || o.only["delivery"] || o.only["backfill"] || o.only["coldstart"] || o.only["eventpath"]
 	if needDB && env.ddbEndpoint == "" {
 		log.Print("FOURLANES_DYNAMODB_ENDPOINT is unset: serving a DynamoDB in this process")
 		srv, err := localaws.StartDynamoDB(ctx)
@@ -209,6 +209,8 @@ func run(ctx context.Context, o options, quick bool) error {
 			sec, err = benchReconcile(ctx, env, o)
 		case "delivery":
 			sec, err = benchDelivery(ctx, env, o)
+		case "backfill":
+			sec, err = benchBackfill(ctx, env, o)
 		case "coldstart":
 			sec, err = benchColdStart(ctx, env, o)
 		case "eventpath":

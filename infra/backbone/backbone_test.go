@@ -82,11 +82,12 @@ func TestTables(t *testing.T) {
 			map[string]any{"AttributeName": rng, "KeyType": "RANGE"},
 		}
 	}
-	attrs := func(hash, hashType, rng, rngType string) any {
-		return assertions.Match_ArrayEquals(&[]any{
-			map[string]any{"AttributeName": hash, "AttributeType": hashType},
-			map[string]any{"AttributeName": rng, "AttributeType": rngType},
-		})
+	attrs := func(nameType ...string) any {
+		var defs []any
+		for i := 0; i+1 < len(nameType); i += 2 {
+			defs = append(defs, map[string]any{"AttributeName": nameType[i], "AttributeType": nameType[i+1]})
+		}
+		return assertions.Match_ArrayEquals(&defs)
 	}
 	sse := map[string]any{"SSEEnabled": true}
 	pitr := map[string]any{"PointInTimeRecoveryEnabled": true}
@@ -107,8 +108,15 @@ func TestTables(t *testing.T) {
 			"TimeToLiveSpecification":          assertions.Match_Absent(), // the log never expires
 		}},
 		{LogicalStateTable, map[string]any{
-			"KeySchema":                        keySchema(keys.AttrPK, keys.AttrSK),
-			"AttributeDefinitions":             attrs(keys.AttrPK, "S", keys.AttrSK, "S"),
+			"KeySchema":            keySchema(keys.AttrPK, keys.AttrSK),
+			"AttributeDefinitions": attrs(keys.AttrPK, "S", keys.AttrSK, "S", keys.AttrDeadIndex, "S", keys.AttrTenant, "S"),
+			// The sparse, keys-only dead-letter index dlq-repair queries
+			// instead of scanning the table.
+			"GlobalSecondaryIndexes": []any{map[string]any{
+				"IndexName":  keys.IndexDeadTenants,
+				"KeySchema":  keySchema(keys.AttrDeadIndex, keys.AttrTenant),
+				"Projection": map[string]any{"ProjectionType": "KEYS_ONLY"},
+			}},
 			"TimeToLiveSpecification":          ttl,
 			"PointInTimeRecoverySpecification": pitr,
 			"SSESpecification":                 sse,

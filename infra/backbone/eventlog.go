@@ -119,6 +119,12 @@ func LogResourcePolicy() awsiam.PolicyDocument {
 	}})
 }
 
+// DeadLetterIndexArn is the ARN of the state table's dead-letter index
+// (keys.IndexDeadTenants).
+func (l *EventLog) DeadLetterIndexArn() *string {
+	return awscdk.Fn_Join(jsii.String(""), &[]*string{l.State.TableArn(), jsii.String("/index/" + keys.IndexDeadTenants)})
+}
+
 // NewEventLog creates the events and state tables and the emitter policy.
 func NewEventLog(scope constructs.Construct, id string, props *EventLogProps) *EventLog {
 	c := constructs.NewConstruct(scope, jsii.String(id))
@@ -158,6 +164,15 @@ func NewEventLog(scope constructs.Construct, id string, props *EventLogProps) *E
 		RemovalPolicy:      removal,
 	})
 	pin(state, props.LogicalIDPrefix, LogicalStateTable)
+	// The dead-letter index: sparse (dead-letter rows only) and keys only,
+	// so that dlq-repair finds the tenants with dead letters without a
+	// Scan of the state table.
+	state.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		IndexName:      jsii.String(keys.IndexDeadTenants),
+		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(keys.AttrDeadIndex), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(keys.AttrTenant), Type: awsdynamodb.AttributeType_STRING},
+		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
+	})
 
 	// The description stays as it is: CloudFormation replaces a managed
 	// policy whose description changes, and a principal attached to it by

@@ -163,14 +163,16 @@ func (b *Backbone) GrantReconcile(grantee awsiam.IGrantable) awsiam.Grant {
 
 // GrantRead lets grantee read what the read-only tools read (fourlanes
 // export, verify, watermarks without -set-to-head, effects without a
-// decision): GetItem, BatchGetItem, Query and Scan on the events and state
-// tables, the signed checkpoints (s3:GetObject under checkpoints/,
+// decision, deadletters): GetItem, BatchGetItem, Query and Scan on the
+// events and state tables, Query on the state table's dead-letter index,
+// the signed checkpoints (s3:GetObject under checkpoints/,
 // s3:ListBucket) and the public half of their signing key
 // (kms:GetPublicKey). It writes nothing.
 func (b *Backbone) GrantRead(grantee awsiam.IGrantable) awsiam.Grant {
 	cp := b.Checkpoints
 	return grantAll(grantee, append([]permission{
 		{actions: logRead, resources: []*string{b.Log.Events.TableArn(), b.Log.State.TableArn()}},
+		{actions: []string{"dynamodb:Query"}, resources: []*string{b.Log.DeadLetterIndexArn()}},
 		{actions: []string{"s3:GetObject"}, resources: []*string{cp.Bucket.ArnForObjects(jsii.String(keys.CheckpointObjectPrefix + "*"))}},
 		{actions: []string{"s3:ListBucket"}, resources: []*string{cp.Bucket.BucketArn()}},
 		{actions: []string{"kms:GetPublicKey"}, resources: []*string{cp.Key.KeyArn()}},

@@ -8,6 +8,8 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
 // statementsOf returns the statements of the identity policy of one role
@@ -104,8 +106,9 @@ func TestGrantRead(t *testing.T) {
 	s := synth(t)
 	read := []string{"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:Scan"}
 	want := map[string][]string{
-		LogicalEventsTable + ".Arn":      read,
-		LogicalStateTable + ".Arn":       read,
+		LogicalEventsTable + ".Arn": read,
+		LogicalStateTable + ".Arn":  read,
+		`{"Fn::Join":["",[{"Fn::GetAtt":["` + LogicalStateTable + `","Arn"]},"/index/` + keys.IndexDeadTenants + `"]]}`: {"dynamodb:Query"},
 		LogicalCheckpointBucket + ".Arn": {"s3:ListBucket"},
 		`{"Fn::Join":["",[{"Fn::GetAtt":["` + LogicalCheckpointBucket + `","Arn"]},"/checkpoints/*"]]}`: {"s3:GetObject"},
 		LogicalCheckpointKey + ".Arn": {"kms:GetPublicKey"},

@@ -368,6 +368,8 @@ func TestRoleAccess(t *testing.T) {
 			LogicalStateTable + ".Arn":        rw,
 			listing + ".Arn":                  rw,
 			LogicalChangeFeedTable + ".Arn":   sorted(tableWrite),
+			// The tenants with dead letters, from the dead-letter index.
+			`{"Fn::Join":["",[{"Fn::GetAtt":["` + LogicalStateTable + `","Arn"]},"/index/` + keys.IndexDeadTenants + `"]]}`: {"dynamodb:Query"},
 		}},
 	}
 	for _, tt := range tests {

@@ -57,6 +57,8 @@ func NewRepair(scope constructs.Construct, id string, props *RepairProps) *Repai
 	// on the current stream of each table only (Track adds the tracked ones).
 	allow(r, streamRead, log.Events.TableStreamArn())
 	allow(r, concat(tableRead, tableWrite), log.State.TableArn())
+	// The tenants with dead letters come from the dead-letter index.
+	allow(r, []string{"dynamodb:Query"}, log.DeadLetterIndexArn())
 	allow(r, tableWrite, feed.ChangeFeed.TableArn())
 	return &Repair{Construct: c, Function: fn}
 }

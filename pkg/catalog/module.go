@@ -102,6 +102,10 @@ type Subscription[T any] struct {
 	// Go type, decoded (and upcast) by the framework, e.g.
 	// catalog.Typed((*Reserver).OnOrderPlaced). Set Handler or Typed.
 	Typed *TypedHandler[T]
+	// Start is where a DURABLE subscription's delivery begins (the zero
+	// value: from when it first went live; see Start). Earlier history
+	// reaches it only through `fourlanes backfill`.
+	Start Start
 }
 
 // Handler handles one event. The context carries the envelope's tenant,
@@ -128,6 +132,8 @@ type SubscriptionSpec struct {
 	Doc    string
 	// Takes is the payload type a Typed handler takes; nil for a Handler.
 	Takes reflect.Type
+	// Start is the declared start (DURABLE only).
+	Start Start
 }
 
 // CanRead reports whether the subscription declares schema version v readable.
@@ -139,7 +145,7 @@ func (m Module[T]) Spec() Spec {
 	for _, sub := range m.Subscribes {
 		ss := SubscriptionSpec{
 			Module: m.Name, Name: sub.Name, Types: sub.Types, Lane: sub.Lane,
-			Reads: slices.Clone(sub.Reads), Doc: sub.Doc,
+			Reads: slices.Clone(sub.Reads), Doc: sub.Doc, Start: sub.Start,
 		}
 		if sub.Typed != nil {
 			ss.Takes = sub.Typed.takes

@@ -127,6 +127,7 @@ func builtins(a *app.Application) []builtin {
 		{"init", initSynopsis, "write a new application (a module, a DURABLE and a BEST_EFFORT subscription, its CDK app, tests) into DIR", false, runInit},
 		{"reconcile", reconcileSynopsis, "verify tenants' hash chains and deliveries through the reconcile Function URL", true, runReconcile},
 		{"repair", repairSynopsis, "invoke dlq-repair and print its report", true, runRepair},
+		{"backfill", backfillSynopsis, "deliver a DURABLE subscription's history before its start, rate-limited and resumable, through dlq-repair", true, runBackfill},
 		{"export", exportSynopsis, "write a tenant's chain from the events table as an export (JSON Lines)", true, runExport},
 		{"verify", verifySynopsis, "re-verify an exported chain (JSON Lines; \"-\" reads stdin) offline", false, runVerify},
 		{"schema", schemaSynopsis, "export the JSON Schema of every declared (type, version), for consumers in other languages", false, runSchema},
@@ -138,6 +139,7 @@ func builtins(a *app.Application) []builtin {
 			func(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 				return runWatermarks(ctx, a, args, stdout, stderr)
 			}},
+		{"deadletters", deadlettersSynopsis, "list open dead letters (from the dead-letter index), or resolved ones with who, when and how", true, runDeadLetters},
 		{"effects", effectsSynopsis, "list the handlers' at-most-once effects of unknown outcome, or decide one", true, runEffects},
 		{"erase", eraseSynopsis, "erase a data subject's personal fields (crypto-shredding: the log and its chain stay intact), or show its state", true, runErase},
 		{"env", envSynopsis, "print the shell exports that let any process reach the running twin of 'fourlanes dev'", false, runEnv},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -39,43 +40,15 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if fs.NArg() > 0 {
 		return 0, fmt.Errorf("%w: unexpected argument %q", ErrUsage, fs.Arg(0))
 	}
-	if err := checkLocal(fs, *local); err != nil {
-		return 0, err
-	}
 	if !json.Valid([]byte(*payload)) {
 		return 0, fmt.Errorf("%w: -payload is not JSON", ErrUsage)
 	}
-	so, err := openStack(ctx, fs, *stack, *local)
-	if err != nil {
-		return 0, err
-	}
-	if err := so.fill("function", name, keys.OutputRepairFunction); err != nil {
-		return 0, err
-	}
-	var endpoint string
-	if *local {
-		st, err := readState()
-		if err != nil {
-			return 0, err
-		}
-		*name, endpoint = st.RepairFunction, st.LambdaEndpoint
-	}
-	if *name == "" {
-		return 0, fmt.Errorf("%w: no function: pass -function (the stack output RepairFunctionName), -stack NAME, set $%s, or -local for the twin", ErrUsage, EnvRepairFunction)
-	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	cfg, err := awsConfig(ctx, fs, endpoint != "")
+	client, err := repairClient(ctx, fs, name, *stack, *local)
 	if err != nil {
-		return 0, fmt.Errorf("AWS configuration: %w", err)
+		return 0, err
 	}
-	client := lambda.NewFromConfig(cfg, func(o *lambda.Options) {
-		if endpoint != "" {
-			o.BaseEndpoint = aws.String(endpoint)
-		}
-		// One repair run at a time: a retry would race the first over the same messages.
-		o.RetryMaxAttempts = 1
-	})
 	in := &lambda.InvokeInput{FunctionName: name, Payload: []byte(*payload), InvocationType: lambdatypes.InvocationTypeRequestResponse}
 	if *logs {
 		in.LogType = lambdatypes.LogTypeTail
@@ -117,4 +90,41 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		return ExitFinding, nil
 	}
 	return ExitOK, nil
+}
+
+// repairClient resolves dlq-repair's name (from -function, -stack or
+// -local) into *name and returns a Lambda client that invokes it once per
+// call (no retries: a retry would race the first run over the same work).
+func repairClient(ctx context.Context, fs *flag.FlagSet, name *string, stack string, local bool) (*lambda.Client, error) {
+	if err := checkLocal(fs, local); err != nil {
+		return nil, err
+	}
+	so, err := openStack(ctx, fs, stack, local)
+	if err != nil {
+		return nil, err
+	}
+	if err := so.fill("function", name, keys.OutputRepairFunction); err != nil {
+		return nil, err
+	}
+	var endpoint string
+	if local {
+		st, err := readState()
+		if err != nil {
+			return nil, err
+		}
+		*name, endpoint = st.RepairFunction, st.LambdaEndpoint
+	}
+	if *name == "" {
+		return nil, fmt.Errorf("%w: no function: pass -function (the stack output RepairFunctionName), -stack NAME, set $%s, or -local for the twin", ErrUsage, EnvRepairFunction)
+	}
+	cfg, err := awsConfig(ctx, fs, endpoint != "")
+	if err != nil {
+		return nil, fmt.Errorf("AWS configuration: %w", err)
+	}
+	return lambda.NewFromConfig(cfg, func(o *lambda.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+		o.RetryMaxAttempts = 1
+	}), nil
 }

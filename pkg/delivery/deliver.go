@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/fourlanes/fourlanes/pkg/catalog"
@@ -55,6 +57,13 @@ type Config struct {
 	// so a handler run again never emits twice. nil leaves handlers
 	// without one (eventstore.ErrNoEmitter).
 	Events FollowOnBinder
+	// Starts records the subscriptions' starts and begins watermarks at
+	// them (default: the Store, or the store a BatchedStore wraps, when it
+	// is a StartStore). Without one every subscription keeps all history.
+	Starts StartStore
+	// History resolves a start for a tenant (default: the unwrapped Store
+	// when it is a DynamoStore with WithLog).
+	History History
 }
 
 // FollowOnBinder binds a follow-on emitter for one run of subscription's
@@ -67,9 +76,16 @@ var _ FollowOnBinder = (*eventstore.Store)(nil)
 
 // Deliverer is the DURABLE dispatcher. It is safe for concurrent use.
 type Deliverer struct {
-	reg   *catalog.Registry
-	cfg   Config
-	marks WatermarkStore
+	reg     *catalog.Registry
+	cfg     Config
+	marks   WatermarkStore
+	starts  StartStore
+	history History
+	born    time.Time // when this Deliverer went live: a new subscription's default start
+
+	startCache   sync.Map // subscription → SubStart
+	begun        sync.Map // [tenant, subscription] → true: its watermark was looked at
+	tenantStarts sync.Map // [tenant, subscription] → the seq its watermark began at (live starts)
 }
 
 // New returns the DURABLE dispatcher over reg.
@@ -98,15 +114,28 @@ func New(reg *catalog.Registry, cfg Config) (*Deliverer, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	inner := cfg.Store
+	if b, ok := inner.(*BatchedStore); ok {
+		inner = b.Store
+	}
 	marks := cfg.Watermarks
 	if marks == nil {
-		inner := cfg.Store
-		if b, ok := inner.(*BatchedStore); ok {
-			inner = b.Store
-		}
 		marks, _ = inner.(WatermarkStore)
 	}
-	return &Deliverer{reg: reg, cfg: cfg, marks: marks}, nil
+	starts := cfg.Starts
+	if starts == nil {
+		starts, _ = inner.(StartStore)
+	}
+	history := cfg.History
+	if ds, ok := inner.(*DynamoStore); ok && history == nil && ds.log != "" {
+		history = ds
+	}
+	if marks == nil || history == nil {
+		// A start lives in the watermarks and is resolved from the log:
+		// without both, every subscription keeps all history.
+		starts = nil
+	}
+	return &Deliverer{reg: reg, cfg: cfg, marks: marks, starts: starts, history: history, born: cfg.Now()}, nil
 }
 
 // Outcome is what happened to one subscription in one delivery.
@@ -120,6 +149,8 @@ const (
 	DeadLettered     Outcome = "dead_lettered"     // failed now; dead, with a dead-letter row
 	AlreadyDead      Outcome = "already_dead"      // dead-lettered earlier; parked until Replay
 	Failed           Outcome = "failed"            // infrastructure error; retry the message
+	BeforeStart      Outcome = "before_start"      // committed before the subscription's start: not delivered (backfill does)
+	NotMatched       Outcome = "not_matched"       // DeliverTo: the subscription's types do not match the event's
 )
 
 // SubResult is one subscription's outcome.
@@ -195,7 +226,7 @@ func (d *Deliverer) DeliverWith(ctx context.Context, e envelope.Envelope, p *Pre
 	}
 	rt := d.reg.Route(e.Type, catalog.Durable)
 	lanes.ReportRoute(hctx, d.lanesConfig(), string(catalog.Durable), d.reg.Catalog(), e, rt)
-	res.Subscriptions = d.deliverAll(hctx, rt.Bound, e, p)
+	res.Subscriptions = d.deliverStarted(hctx, rt.Bound, e, p)
 	var errs []error
 	for _, sr := range res.Subscriptions {
 		if sr.Outcome == Failed {
@@ -238,6 +269,66 @@ func newToken() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// deliverStarted answers BeforeStart for each subscription of bound whose
+// start e precedes, and delivers e to the others (deliverAll).
+func (d *Deliverer) deliverStarted(ctx context.Context, bound []catalog.Bound, e envelope.Envelope, p *Prefetched) []SubResult {
+	out := make([]SubResult, len(bound))
+	var live []catalog.Bound
+	var at []int
+	for i, b := range bound {
+		out[i].Subscription = b.Name
+		st, err := d.startOf(ctx, b.Name, e.TenantID, &e)
+		history := false
+		if err == nil {
+			history, err = d.before(ctx, st, e)
+		}
+		switch {
+		case err != nil:
+			d.cfg.Logger.ErrorContext(ctx, "cannot read the subscription's start", slog.String(obs.KeySubscription, b.Name), slog.Any(obs.KeyErr, err))
+			out[i].Outcome, out[i].Err = Failed, err
+		case history:
+			out[i].Outcome = BeforeStart
+			d.cfg.Logger.DebugContext(ctx, "committed before the subscription's start; not delivered", slog.String(obs.KeySubscription, b.Name),
+				slog.String(obs.KeyEventType, e.Type), slog.String("start", st.String()))
+			d.cfg.Metrics.Count(keys.MetricBeforeStart, 1, "Subscription", b.Name)
+		default:
+			live = append(live, b)
+			at = append(at, i)
+		}
+	}
+	for j, sr := range d.deliverAll(ctx, live, e, p) {
+		out[at[j]] = sr
+	}
+	return out
+}
+
+// DeliverTo delivers e to DURABLE subscription sub alone, whatever its
+// start: a backfill. The caller re-read e from the log. A claim completed
+// or dead already answers AlreadyCompleted or AlreadyDead: a backfill
+// delivers each event once.
+func (d *Deliverer) DeliverTo(ctx context.Context, e envelope.Envelope, sub string) (SubResult, error) {
+	b, ok := d.reg.Subscription(sub)
+	if !ok || b.Lane != catalog.Durable {
+		return SubResult{Subscription: sub}, fmt.Errorf("backfill %s of %s: %w", sub, e.ID, ErrUnknownSubscription)
+	}
+	if err := e.Validate(); err != nil {
+		return SubResult{Subscription: sub}, fmt.Errorf("backfill %s: malformed envelope %s: %w", sub, e.ID, err)
+	}
+	hctx, err := lanes.HandlerContext(ctx, e, catalog.Durable)
+	if err != nil {
+		return SubResult{Subscription: sub}, err
+	}
+	rt := d.reg.Route(e.Type, catalog.Durable)
+	if !slices.ContainsFunc(rt.Bound, func(x catalog.Bound) bool { return x.Name == sub }) {
+		return SubResult{Subscription: sub, Outcome: NotMatched}, nil
+	}
+	sr := d.deliverAll(hctx, []catalog.Bound{b}, e, nil)[0]
+	if sr.Outcome == Failed {
+		return sr, sr.Err
+	}
+	return sr, nil
 }
 
 // deliverAll claims every subscription of bound that the prefetch did not

@@ -35,6 +35,7 @@ type DynamoStore struct {
 	log   string // the events table, when WithLog set it
 	// perPairGone: WithoutPerPairClaims set it; claims read no per-pair key.
 	perPairGone bool
+	by          string // ResolvedBy
 }
 
 var _ Store = (*DynamoStore)(nil)
@@ -575,13 +576,13 @@ func (d *DynamoStore) Kill(ctx context.Context, k Key, token string, dl DeadLett
 	letter := update{
 		table: d.table, key: deadKey(dl.Tenant, k),
 		expr: "SET #tn = :tn, #id = :id, #sub = :sub, #ty = :ty, #seq = :seq, #sv = :sv, #err = :err, #att = :att, " +
-			"#da = :da, #rp = if_not_exists(#rp, :zero) + :inc",
+			"#da = :da, #rp = if_not_exists(#rp, :zero) + :inc, #ix = :ix",
 		names: map[string]string{"#tn": keys.AttrTenant, "#id": keys.AttrID, "#sub": keys.AttrSubscription, "#ty": keys.AttrType,
 			"#seq": keys.AttrSeq, "#sv": keys.AttrSchemaVersion, "#err": keys.AttrError, "#att": keys.AttrAttempts, "#da": keys.AttrDeadAt,
-			"#rp": keys.AttrReplays, "#ef": keys.AttrEffect},
+			"#rp": keys.AttrReplays, "#ef": keys.AttrEffect, "#ix": keys.AttrDeadIndex},
 		values: map[string]av{":tn": s(dl.Tenant), ":id": s(dl.EventID), ":sub": s(dl.Subscription), ":ty": s(dl.Type),
 			":seq": n(dl.Seq), ":sv": n(int64(dl.SchemaVersion)), ":err": s(dl.Error), ":att": n(int64(dl.Attempts)),
-			":da": ts(dl.DeadAt), ":zero": n(0), ":inc": n(inc)},
+			":da": ts(dl.DeadAt), ":zero": n(0), ":inc": n(inc), ":ix": s(keys.DeadIndexValue)},
 	}
 	if dl.Effect != "" {
 		letter.expr += ", #ef = :ef"
@@ -592,14 +593,23 @@ func (d *DynamoStore) Kill(ctx context.Context, k Key, token string, dl DeadLett
 	return leaseErr(d.transact(ctx, claim.toTransact(), letter.toTransact()), "dead-letter "+k.String())
 }
 
-// Resolve marks the entry completed and deletes its dead letter, in one
-// transaction; then, if the item holds no dead entry any more, it gives the
-// item its TTL back (a separate write on the replay path; if it fails the
-// item just keeps no TTL).
+// Resolve marks the entry completed and moves its dead letter into the
+// tenant's history of resolved dead letters (who, when, how; expiring after
+// keys.DeadLetterHistoryDays), in one transaction; then, if the item holds
+// no dead entry any more, it gives the item its TTL back (a separate write
+// on the replay path; if it fails the item just keeps no TTL).
 func (d *DynamoStore) Resolve(ctx context.Context, k Key, tenant, token string, now, expiresAt time.Time) error {
 	claim := d.entryUpdate(k, token, keys.ClaimCompleted, now, "")
-	err := d.transact(ctx, claim.toTransact(), types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(d.table), Key: deadKey(tenant, k)}})
+	items := []types.TransactWriteItem{claim.toTransact(), {Delete: &types.Delete{TableName: aws.String(d.table), Key: deadKey(tenant, k)}}}
+	out, err := d.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(d.table), Key: deadKey(tenant, k), ConsistentRead: aws.Bool(true)})
 	if err != nil {
+		return fmt.Errorf("resolve %s: read its dead letter: %w", k, err)
+	}
+	if out.Item != nil {
+		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(d.table),
+			Item: resolvedItem(decodeDead(out.Item), d.resolver(), keys.ResolvedReplayed, now)}})
+	}
+	if err := d.transact(ctx, items...); err != nil {
 		return leaseErr(err, "resolve "+k.String())
 	}
 	for attempt := 1; attempt <= maxClaimTries; attempt++ {
@@ -821,10 +831,136 @@ func decodeDead(it map[string]av) DeadLetter {
 	return d
 }
 
+// resolver is who resolves dead letters through this store.
+func (d *DynamoStore) resolver() string {
+	if d.by != "" {
+		return d.by
+	}
+	return keys.FnDLQRepair
+}
+
+// ResolvedBy returns a copy of d that records who as the resolver of the
+// dead letters it resolves (default dlq-repair's function name).
+func (d *DynamoStore) ResolvedBy(who string) *DynamoStore {
+	c := *d
+	c.by = who
+	return &c
+}
+
+func deadLogKey(tenant string, k Key) map[string]av {
+	return map[string]av{keys.AttrPK: s(keys.StateDeadLogPrefix + tenant), keys.AttrSK: s(k.String())}
+}
+
+// resolvedItem is the history row of dl, resolved by who, how, at.
+func resolvedItem(dl DeadLetter, who, how string, at time.Time) map[string]av {
+	it := deadLogKey(dl.Tenant, dl.Key())
+	for k, v := range map[string]av{
+		keys.AttrTenant: s(dl.Tenant), keys.AttrID: s(dl.EventID), keys.AttrSubscription: s(dl.Subscription), keys.AttrType: s(dl.Type),
+		keys.AttrSeq: n(dl.Seq), keys.AttrSchemaVersion: n(int64(dl.SchemaVersion)), keys.AttrError: s(dl.Error),
+		keys.AttrAttempts: n(int64(dl.Attempts)), keys.AttrReplays: n(int64(dl.Replays)), keys.AttrDeadAt: ts(dl.DeadAt),
+		keys.AttrResolvedAt: ts(at), keys.AttrResolvedBy: s(who), keys.AttrResolvedHow: s(how),
+		keys.AttrExpiresAt: n(at.Add(keys.DeadLetterHistoryDays * 24 * time.Hour).Unix()),
+	} {
+		it[k] = v
+	}
+	return it
+}
+
+// ResolvedDeadLetter is a dead letter as kept in the history after it was
+// resolved.
+type ResolvedDeadLetter struct {
+	DeadLetter
+	ResolvedAt time.Time
+	ResolvedBy string
+	How        string
+	ExpiresAt  time.Time
+}
+
+// ResolvedDeadLetters lists a tenant's resolved dead letters (kept for
+// keys.DeadLetterHistoryDays) in key order, a page at a time: pass the
+// returned cursor back; "" means done.
+func (d *DynamoStore) ResolvedDeadLetters(ctx context.Context, tenant, cursor string, limit int32) ([]ResolvedDeadLetter, string, error) {
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(d.table), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression:    aws.String("#pk = :pk"),
+		ExpressionAttributeNames:  map[string]string{"#pk": keys.AttrPK},
+		ExpressionAttributeValues: map[string]av{":pk": s(keys.StateDeadLogPrefix + tenant)},
+	}
+	if limit > 0 {
+		in.Limit = aws.Int32(limit)
+	}
+	if cursor != "" {
+		in.ExclusiveStartKey = map[string]av{keys.AttrPK: s(keys.StateDeadLogPrefix + tenant), keys.AttrSK: s(cursor)}
+	}
+	out, err := d.db.Query(ctx, in)
+	if err != nil {
+		return nil, "", fmt.Errorf("list resolved dead letters of tenant %q: %w", tenant, err)
+	}
+	var rs []ResolvedDeadLetter
+	for _, it := range out.Items {
+		rs = append(rs, ResolvedDeadLetter{DeadLetter: decodeDead(it), ResolvedAt: when(it, keys.AttrResolvedAt),
+			ResolvedBy: str(it, keys.AttrResolvedBy), How: str(it, keys.AttrResolvedHow), ExpiresAt: time.Unix(num(it, keys.AttrExpiresAt), 0).UTC()})
+	}
+	next := ""
+	if sk, ok := out.LastEvaluatedKey[keys.AttrSK].(*types.AttributeValueMemberS); ok {
+		next = sk.Value
+	}
+	return rs, next, nil
+}
+
 // StateTableSchema is the state table as infra/ deploys it (pk, sk strings):
 // claims, dead letters, sent logs, parked projections and reconcile
 // checkpoints live there. For tests and local runs that create the table
 // themselves.
 func StateTableSchema(name string) *dynamodb.CreateTableInput {
-	return keys.PKSKTable(name)
+	in := keys.PKSKTable(name)
+	in.AttributeDefinitions = append(in.AttributeDefinitions,
+		types.AttributeDefinition{AttributeName: aws.String(keys.AttrDeadIndex), AttributeType: types.ScalarAttributeTypeS},
+		types.AttributeDefinition{AttributeName: aws.String(keys.AttrTenant), AttributeType: types.ScalarAttributeTypeS})
+	in.GlobalSecondaryIndexes = []types.GlobalSecondaryIndex{{
+		IndexName: aws.String(keys.IndexDeadTenants),
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(keys.AttrDeadIndex), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(keys.AttrTenant), KeyType: types.KeyTypeRange},
+		},
+		Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
+	}}
+	return in
+}
+
+// DeadLetterTenants lists the tenants with open dead letters from the
+// dead-letter index (keys.IndexDeadTenants), a page of up to limit tenants
+// at a time after the tenant cursor names: one Query per tenant, never a
+// read of the table. The index is eventually consistent: a dead letter
+// written a moment ago may be found on the next call.
+func (d *DynamoStore) DeadLetterTenants(ctx context.Context, cursor string, limit int) ([]string, string, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	var out []string
+	after := cursor
+	for len(out) < limit {
+		in := &dynamodb.QueryInput{
+			TableName: aws.String(d.table), IndexName: aws.String(keys.IndexDeadTenants),
+			KeyConditionExpression:    aws.String("#ix = :ix"),
+			ExpressionAttributeNames:  map[string]string{"#ix": keys.AttrDeadIndex},
+			ExpressionAttributeValues: map[string]av{":ix": s(keys.DeadIndexValue)},
+			Limit:                     aws.Int32(1),
+		}
+		if after != "" {
+			in.KeyConditionExpression = aws.String("#ix = :ix AND #tn > :after")
+			in.ExpressionAttributeNames["#tn"] = keys.AttrTenant
+			in.ExpressionAttributeValues[":after"] = s(after)
+		}
+		res, err := d.db.Query(ctx, in)
+		if err != nil {
+			return out, after, fmt.Errorf("list the tenants with dead letters (index %s): %w", keys.IndexDeadTenants, err)
+		}
+		if len(res.Items) == 0 {
+			return out, "", nil
+		}
+		after = str(res.Items[0], keys.AttrTenant)
+		out = append(out, after)
+	}
+	return out, after, nil
 }

@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -13,10 +14,14 @@ import (
 // layout: one claim item per event, whose TTL goes while an entry is dead).
 // Safe for concurrent use.
 type MemoryStore struct {
-	mu    sync.Mutex
-	items map[string]*memItem           // event id → its claims
-	dead  map[string]map[Key]DeadLetter // tenant → key → letter
-	marks map[[2]string]Watermark       // (tenant, subscription) → watermark
+	mu     sync.Mutex
+	items  map[string]*memItem           // event id → its claims
+	dead   map[string]map[Key]DeadLetter // tenant → key → letter
+	marks  map[[2]string]Watermark       // (tenant, subscription) → watermark
+	starts map[string]SubStart           // subscription → its recorded start
+
+	backfills  map[[2]string]Backfill    // (tenant, subscription) → cursor
+	quarantine map[[3]string]Quarantined // (tenant, subscription, event id)
 }
 
 // memItem is an event's claim item.
@@ -204,4 +209,25 @@ func (m *MemoryStore) CountDeadLetters(_ context.Context, tenant string) (int, e
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.dead[tenant]), nil
+}
+
+// DeadLetterTenants is the fake's DeadLetterTenants: the tenants with open
+// dead letters after cursor, in order.
+func (m *MemoryStore) DeadLetterTenants(_ context.Context, cursor string, limit int) ([]string, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var all []string
+	for t, dls := range m.dead {
+		if len(dls) > 0 && t > cursor {
+			all = append(all, t)
+		}
+	}
+	slices.Sort(all)
+	if limit <= 0 {
+		limit = 100
+	}
+	if len(all) > limit {
+		return all[:limit], all[limit-1], nil
+	}
+	return all, "", nil
 }

@@ -39,6 +39,9 @@ type Watermark struct {
 	Subscription string
 	Seq          int64     // 0: nothing settled yet
 	UpdatedAt    time.Time // when it last moved (zero when absent)
+	// StartSeq is the seq it began at (the subscription's start resolved
+	// for the tenant; 0 for all history).
+	StartSeq int64
 }
 
 // WatermarkStore keeps watermarks. Advance must be atomic: the consumer and
@@ -103,7 +106,7 @@ func (d *DynamoStore) Watermarks(ctx context.Context, tenant string) (map[string
 			return nil, fmt.Errorf("read watermarks of tenant %q: %w", tenant, err)
 		}
 		for _, it := range res.Items {
-			w := Watermark{Tenant: tenant, Subscription: str(it, keys.AttrSK), Seq: num(it, keys.AttrSeq), UpdatedAt: when(it, keys.AttrUpdatedAt)}
+			w := Watermark{Tenant: tenant, Subscription: str(it, keys.AttrSK), Seq: num(it, keys.AttrSeq), UpdatedAt: when(it, keys.AttrUpdatedAt), StartSeq: num(it, keys.AttrStartSeq)}
 			out[w.Subscription] = w
 		}
 		if len(res.LastEvaluatedKey) == 0 {
@@ -128,7 +131,7 @@ func (m *MemoryStore) Advance(_ context.Context, tenant, sub string, from, to in
 	if w.Seq < from-1 || w.Seq > to-1 {
 		return false, nil
 	}
-	m.marks[k] = Watermark{Tenant: tenant, Subscription: sub, Seq: to, UpdatedAt: now}
+	m.marks[k] = Watermark{Tenant: tenant, Subscription: sub, Seq: to, UpdatedAt: now, StartSeq: w.StartSeq}
 	return true, nil
 }
 
@@ -163,16 +166,34 @@ func DurableSubscriptions(cat *catalog.Catalog) []string {
 	return out
 }
 
+// DeclaredStarts returns the declared start of each of the application's
+// DURABLE subscriptions.
+func DeclaredStarts(cat *catalog.Catalog) map[string]catalog.Start {
+	out := map[string]catalog.Start{}
+	for _, sp := range cat.Subscriptions() {
+		if sp.Lane == catalog.Durable {
+			out[sp.Name] = sp.Start
+		}
+	}
+	return out
+}
+
 // Subscriptions returns the application's DURABLE subscriptions (see
 // DurableSubscriptions).
 func (d *Deliverer) Subscriptions() []string { return DurableSubscriptions(d.reg.Catalog()) }
 
 // Watermarks returns a tenant's watermarks, one per DURABLE subscription of
-// the application (Seq 0 where none is stored yet). ErrNoWatermarks when the
+// the application, first beginning each absent one at its subscription's
+// start (Seq 0 where none is stored yet: all history). ErrNoWatermarks when the
 // Deliverer has no WatermarkStore.
 func (d *Deliverer) Watermarks(ctx context.Context, tenant string) (map[string]Watermark, error) {
 	if d.marks == nil {
 		return nil, ErrNoWatermarks
+	}
+	for _, sub := range d.Subscriptions() {
+		if _, err := d.beginWatermark(ctx, tenant, sub); err != nil {
+			return nil, err
+		}
 	}
 	got, err := d.marks.Watermarks(ctx, tenant)
 	if err != nil {
@@ -238,6 +259,14 @@ func (d *Deliverer) SettledWith(ctx context.Context, tenant string, seqs []int64
 				continue // settled before: a redelivery
 			}
 			ok, err := d.marks.Advance(ctx, tenant, sub, r.from, r.to, now)
+			if err == nil && !ok {
+				// A subscription with a start has no watermark of the tenant
+				// until it begins at the start: begin it, then try again.
+				var began bool
+				if began, err = d.beginWatermark(ctx, tenant, sub); err == nil && began {
+					ok, err = d.marks.Advance(ctx, tenant, sub, r.from, r.to, now)
+				}
+			}
 			if err != nil {
 				errs = append(errs, err)
 				d.cfg.Metrics.Count(keys.MetricWatermarkFailed, 1, "Subscription", sub)

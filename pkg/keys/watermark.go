@@ -31,3 +31,114 @@ const (
 	// itself succeeded; the watermark catches up on a later batch or repair).
 	MetricWatermarkFailed = "WatermarkFailed"
 )
+
+// Subscription starts (pkg/delivery): when a DURABLE subscription first went
+// live, recorded once by the first consumer or dlq-repair that serves it (a
+// conditional write, so concurrent ones agree).
+//
+//	subscription start   pk substart#<subscription>   sk "start"
+//
+// Attributes: AttrSubscription, AttrStartedAt (S, RFC 3339: when it went
+// live), AttrStart (S: the start declared then, catalog.Start.String(), or
+// StartExisting).
+//
+// A watermark row also records AttrStartSeq (N): the seq its tenant's
+// watermark began at (its start resolved for that tenant).
+const (
+	StateSubStartPrefix = "substart#"
+	StateSubStartSK     = "start"
+
+	AttrStartedAt = "started_at"
+	AttrStart     = "start"
+	AttrStartSeq  = "start_seq"
+
+	// StartExisting is the recorded start of a subscription that was
+	// already delivering when starts were first recorded (a watermark of it
+	// existed): it keeps all history, as before.
+	StartExisting = "existing"
+)
+
+// Backfills (pkg/repair, `fourlanes backfill`): a saved cursor per (tenant,
+// subscription), so that a backfill resumes where it stopped.
+//
+//	backfill   pk backfill#<tenant_id>   sk <subscription>
+//
+// Attributes: AttrTenant, AttrSubscription, AttrFromSeq, AttrToSeq (the
+// range asked for), AttrSeq (the last seq done: the position), AttrDelivered,
+// AttrSkipped (quarantined events passed over), AttrStatus (BackfillRunning
+// or BackfillDone), AttrUpdatedAt.
+const (
+	StateBackfillPrefix = "backfill#"
+
+	AttrFromSeq   = "from_seq"
+	AttrToSeq     = "to_seq"
+	AttrDelivered = "delivered"
+	AttrSkipped   = "skipped"
+
+	BackfillRunning = "running"
+	BackfillDone    = "done"
+)
+
+// Quarantine (pkg/repair): events an operator or dlq-repair set aside for
+// one subscription. A backfill passes over them, and dlq-repair does not
+// replay their dead letters.
+//
+//	quarantine   pk quarantine#<tenant_id>   sk <subscription>#<event_id>
+//
+// Attributes: AttrTenant, AttrSubscription, AttrID (the event id), AttrSeq,
+// AttrReason, AttrUpdatedAt.
+const (
+	StateQuarantinePrefix = "quarantine#"
+	AttrReason            = "reason"
+)
+
+// Metrics of subscription starts and backfills.
+const (
+	// MetricBeforeStart counts, per Subscription, events not delivered to a
+	// subscription because they were committed before its start.
+	MetricBeforeStart = "BeforeStart"
+	// MetricBackfilled counts, per Subscription, events a backfill delivered.
+	MetricBackfilled = "Backfilled"
+)
+
+// The dead-letter index (pkg/delivery, pkg/repair): a sparse global
+// secondary index of the state table over open dead letters only, so that
+// dlq-repair finds the tenants with dead letters without reading the table.
+// A dead-letter row carries AttrDeadIndex = DeadIndexValue; nothing else
+// does, and a resolved dead letter leaves it. Keys only; hash AttrDeadIndex,
+// range AttrTenant: one Query per tenant with dead letters finds them all
+// (each starting after the last tenant found).
+const (
+	IndexDeadTenants = "dead-tenants"
+	AttrDeadIndex    = "dead_idx"
+	DeadIndexValue   = "dead"
+)
+
+// Resolved dead letters (pkg/delivery): history, kept for
+// DeadLetterHistoryTTL after the dead letter was resolved.
+//
+//	resolved dead letter   pk deadlog#<tenant_id>   sk <event_id>:<subscription>
+//
+// Attributes: the dead letter's (AttrTenant, AttrID, AttrSubscription,
+// AttrType, AttrSeq, AttrError, AttrAttempts, AttrReplays, AttrDeadAt), and
+// AttrResolvedAt (S, RFC 3339), AttrResolvedBy (S: who), AttrResolvedHow
+// (S: ResolvedReplayed, ResolvedRetired, …), AttrExpiresAt (TTL).
+const (
+	StateDeadLogPrefix = "deadlog#"
+
+	AttrResolvedAt  = "resolved_at"
+	AttrResolvedBy  = "resolved_by"
+	AttrResolvedHow = "resolved_how"
+
+	ResolvedReplayed = "replayed"
+
+	// DeadLetterHistoryDays is how long a resolved dead letter is kept.
+	DeadLetterHistoryDays = 90
+)
+
+// Metrics of dead-letter replay.
+const (
+	// MetricDeadLetterQuarantined counts, per Subscription, dead letters
+	// dlq-repair stopped replaying after their cap of failed replays.
+	MetricDeadLetterQuarantined = "DeadLetterQuarantined"
+)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
@@ -80,6 +81,11 @@ type Config struct {
 	// audit (watermark.go); without them a report has no subscriptions.
 	Watermarks    Watermarks
 	Subscriptions []string
+	// Starts and Declared (delivery.DeclaredStarts) report each
+	// subscription's start and backfill; an absent watermark is then where
+	// the subscription's start puts it, not 0.
+	Starts   Starts
+	Declared map[string]catalog.Start
 	// PageSize is the number of events read per query (default 500).
 	PageSize int32
 	// MaxDeadLetters caps the dead letters listed per tenant for their
@@ -165,6 +171,9 @@ type Report struct {
 	DeadLettersTruncated  bool     `json:"dead_letters_truncated,omitempty"`
 	// Subscriptions is the delivery audit, per DURABLE subscription.
 	Subscriptions []SubscriptionDelivery `json:"subscriptions,omitempty"`
+	// RetiredSubscriptions have watermarks of this tenant but are no longer
+	// declared: dlq-repair retires them.
+	RetiredSubscriptions []string `json:"retired_subscriptions,omitempty"`
 	// effectsUnknown counts, per subscription, the dead letters listed
 	// whose effect is of unknown outcome (DeadLetter.Effect).
 	effectsUnknown map[string]int

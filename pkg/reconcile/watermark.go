@@ -13,8 +13,10 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -27,6 +29,27 @@ type Watermarks interface {
 }
 
 var _ Watermarks = (*delivery.DynamoStore)(nil)
+
+// Starts reads subscriptions' recorded starts, a tenant's backfills, and
+// the log a start is resolved against (*delivery.DynamoStore with WithLog).
+type Starts interface {
+	SubscriptionStart(ctx context.Context, sub string) (delivery.SubStart, bool, error)
+	Backfills(ctx context.Context, tenant string) (map[string]delivery.Backfill, error)
+	delivery.History
+}
+
+var _ Starts = (*delivery.DynamoStore)(nil)
+
+// BackfillPosition is a subscription's backfill for a tenant.
+type BackfillPosition struct {
+	From      int64  `json:"from"`
+	To        int64  `json:"to"`
+	Position  int64  `json:"position"`
+	Delivered int    `json:"delivered"`
+	Skipped   int    `json:"skipped"`
+	Status    string `json:"status"`
+	UpdatedAt string `json:"updated_at,omitempty"`
+}
 
 // SubscriptionDelivery is one DURABLE subscription's delivery state for a
 // tenant.
@@ -44,6 +67,14 @@ type SubscriptionDelivery struct {
 	UnsettledAgeSeconds int64  `json:"unsettled_age_s"`
 	// WatermarkUpdatedAt is when the watermark last moved.
 	WatermarkUpdatedAt string `json:"watermark_updated_at,omitempty"`
+	// Start is the subscription's start ("live since T", "seq:5", "time:T",
+	// "all", "existing"; "live, not served yet" before any consumer served
+	// it), and StartSeq the seq the tenant's watermark begins at: events at
+	// or below it reach the subscription only through a backfill.
+	Start    string `json:"start,omitempty"`
+	StartSeq int64  `json:"start_seq"`
+	// Backfill is the subscription's backfill of this tenant, if any.
+	Backfill *BackfillPosition `json:"backfill,omitempty"`
 	// EffectsUnknown counts the tenant's dead letters of the subscription
 	// whose handler's AtMostOnce effect has an unknown outcome (pkg/effect):
 	// below the watermark, yet not settled until an operator decides
@@ -67,9 +98,28 @@ func (r *Reconciler) deliveryAudit(ctx context.Context, tenant string, rep *Repo
 	now := r.cfg.Now()
 	oldest := map[int64]envelope.Envelope{} // watermark → the event after it
 	rep.Subscriptions = []SubscriptionDelivery{}
+	var backfills map[string]delivery.Backfill
+	if r.cfg.Starts != nil {
+		if backfills, err = r.cfg.Starts.Backfills(ctx, tenant); err != nil {
+			return fmt.Errorf("delivery audit of tenant %q: %w", tenant, err)
+		}
+		rep.StateReads++
+	}
+	known := map[string]bool{}
 	for _, sub := range r.cfg.Subscriptions {
-		w := marks[sub]
-		sd := SubscriptionDelivery{Subscription: sub, Watermark: w.Seq}
+		known[sub] = true
+		w, stored := marks[sub]
+		sd := SubscriptionDelivery{Subscription: sub, Watermark: w.Seq, StartSeq: w.StartSeq}
+		if err := r.startOf(ctx, tenant, rep.LastSeq, &sd, stored); err != nil {
+			return fmt.Errorf("delivery audit of tenant %q: %w", tenant, err)
+		}
+		w.Seq = sd.Watermark
+		if b, ok := backfills[sub]; ok {
+			sd.Backfill = &BackfillPosition{From: b.From, To: b.To, Position: b.Position, Delivered: b.Delivered, Skipped: b.Skipped, Status: b.Status}
+			if !b.UpdatedAt.IsZero() {
+				sd.Backfill.UpdatedAt = envelope.FormatTime(b.UpdatedAt)
+			}
+		}
 		if !w.UpdatedAt.IsZero() {
 			sd.WatermarkUpdatedAt = envelope.FormatTime(w.UpdatedAt)
 		}
@@ -107,5 +157,48 @@ func (r *Reconciler) deliveryAudit(ctx context.Context, tenant string, rep *Repo
 				"last_seq", rep.LastSeq, "unsettled", sd.Unsettled, "unsettled_age_s", sd.UnsettledAgeSeconds)
 		}
 	}
+	for sub := range marks {
+		if !known[sub] {
+			rep.RetiredSubscriptions = append(rep.RetiredSubscriptions, sub)
+		}
+	}
+	if len(rep.RetiredSubscriptions) > 0 {
+		slices.Sort(rep.RetiredSubscriptions)
+		r.log.WarnContext(ctx, "watermarks of subscriptions the application no longer declares (retired): dlq-repair removes them", obs.KeyTenant, tenant,
+			"retired", rep.RetiredSubscriptions)
+	}
+	return nil
+}
+
+// startOf fills sd's start. An absent watermark of a subscription with a
+// start is where it will begin: the start resolved for the tenant (a
+// subscription no consumer served yet owes nothing).
+func (r *Reconciler) startOf(ctx context.Context, tenant string, head int64, sd *SubscriptionDelivery, stored bool) error {
+	if r.cfg.Starts == nil {
+		return nil
+	}
+	st, found, err := r.cfg.Starts.SubscriptionStart(ctx, sd.Subscription)
+	if err != nil {
+		return err
+	}
+	if !found {
+		st = delivery.SubStart{Subscription: sd.Subscription, Declared: r.cfg.Declared[sd.Subscription]}
+		if st.Declared.Kind == catalog.StartLive {
+			sd.Start = "live, not served yet"
+			if !stored {
+				sd.Watermark, sd.StartSeq = head, head
+			}
+			return nil
+		}
+	}
+	sd.Start = st.String()
+	if stored || st.All() {
+		return nil
+	}
+	seq, err := delivery.ResolveStart(ctx, r.cfg.Starts, tenant, st)
+	if err != nil {
+		return err
+	}
+	sd.Watermark, sd.StartSeq = seq, seq
 	return nil
 }

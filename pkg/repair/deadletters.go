@@ -4,14 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"time"
 
 	"github.com/fourlanes/fourlanes/pkg/delivery"
+	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
@@ -53,28 +49,36 @@ func (r *Repairer) drainDeadLetters(ctx context.Context, sr *SourceReport, tenan
 	return listed, nil
 }
 
-// deadLetterTenants finds the tenants with dead letters: a Scan of the state
-// table for dead#<tenant> partitions (keys only). It reads the whole state
-// table; see the report to the lead for a cheaper index.
+// deadLetterTenants finds the tenants with dead letters through the state
+// table's dead-letter index: one Query per tenant with dead letters, never
+// a read of the table.
 func (r *Repairer) deadLetterTenants(ctx context.Context) ([]string, bool, error) {
-	seen := map[string]bool{}
-	done, err := r.scan(ctx, &dynamodb.ScanInput{
-		TableName:                 aws.String(r.cfg.StateTable),
-		ProjectionExpression:      aws.String("#pk"),
-		FilterExpression:          aws.String("begins_with(#pk, :dead)"),
-		ExpressionAttributeNames:  map[string]string{"#pk": keys.AttrPK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":dead": &types.AttributeValueMemberS{Value: keys.StateDeadPrefix}},
-	}, func(it map[string]types.AttributeValue) {
-		if pk, ok := it[keys.AttrPK].(*types.AttributeValueMemberS); ok {
-			seen[strings.TrimPrefix(pk.Value, keys.StateDeadPrefix)] = true
+	var out []string
+	cursor := ""
+	for {
+		if ctx.Err() != nil {
+			return out, false, nil
 		}
-	})
-	out := make([]string, 0, len(seen))
-	for t := range seen {
-		out = append(out, t)
+		ts, next, err := r.cfg.DeadLetters.DeadLetterTenants(ctx, cursor, 100)
+		out = append(out, ts...)
+		if err != nil {
+			return out, false, err
+		}
+		if next == "" {
+			return out, true, nil
+		}
+		cursor = next
 	}
-	sort.Strings(out)
-	return out, done, err
+}
+
+// backoff is how long after its last failure a dead letter that failed
+// replays times is replayed again.
+func (r *Repairer) backoff(replays int) time.Duration {
+	d := r.cfg.ReplayBackoff
+	for i := 0; i < replays && d < r.cfg.MaxReplayBackoff; i++ {
+		d *= 2
+	}
+	return min(d, r.cfg.MaxReplayBackoff)
 }
 
 // replay re-reads a dead letter's event from the log and replays its one
@@ -87,6 +91,36 @@ func (r *Repairer) replay(ctx context.Context, sr *SourceReport, dl delivery.Dea
 			it.Error = err.Error()
 		}
 		r.record(ctx, sr, it)
+	}
+	if r.cfg.Backfills != nil {
+		q, err := r.cfg.Backfills.QuarantineList(ctx, dl.Tenant, dl.Subscription)
+		if err != nil {
+			open("cannot read the quarantine list", err)
+			return
+		}
+		if qe, ok := q[dl.EventID]; ok {
+			open(fmt.Sprintf("quarantined (%s): not replayed until an operator releases it", qe.Reason), nil)
+			return
+		}
+		// A dead letter awaiting a decision on an effect of unknown outcome
+		// is bounded by that decision (fourlanes effects), not by a cap.
+		if dl.Replays >= r.cfg.ReplayCap && dl.Effect == "" {
+			reason := fmt.Sprintf("failed %d replays (the cap); last error: %s", dl.Replays, dl.Error)
+			err := r.cfg.Backfills.Quarantine(ctx, delivery.Quarantined{Tenant: dl.Tenant, Subscription: dl.Subscription, EventID: dl.EventID,
+				Seq: dl.Seq, Reason: reason, At: r.cfg.Now()})
+			if err != nil {
+				open("cannot quarantine the dead letter after its cap of replays", err)
+				return
+			}
+			r.cfg.Metrics.Count(keys.MetricDeadLetterQuarantined, 1, "Subscription", dl.Subscription)
+			open("quarantined now: "+reason, nil)
+			return
+		}
+	}
+	// It is replayed at once after the decision, without a backoff.
+	if wait := r.backoff(dl.Replays); dl.Replays > 0 && dl.Effect == "" && r.cfg.Now().Sub(dl.DeadAt) < wait {
+		open(fmt.Sprintf("failed %d replays; the next is due %s (backoff %s)", dl.Replays, envelope.FormatTime(dl.DeadAt.Add(wait)), wait), nil)
+		return
 	}
 	e, err := r.readEvent(ctx, dl.Tenant, dl.Seq)
 	if err != nil {

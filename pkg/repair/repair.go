@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -37,7 +38,8 @@ type Streams interface {
 }
 
 // Scanner scans tables: the events and tracked tables when the stream no
-// longer has a batch, the state table for tenants with dead letters.
+// longer has a batch. The state table is never scanned: the tenants with
+// dead letters come from its dead-letter index (DeadLetters).
 type Scanner interface {
 	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 }
@@ -58,11 +60,16 @@ type Deliverer interface {
 	// Watermarks and Settled read and move the delivery watermarks.
 	Watermarks(ctx context.Context, tenant string) (map[string]delivery.Watermark, error)
 	Settled(ctx context.Context, tenant string, seqs []int64) (map[string]int64, error)
+	// DeliverTo delivers an event to one subscription, whatever its start
+	// (a backfill).
+	DeliverTo(ctx context.Context, e envelope.Envelope, sub string) (delivery.SubResult, error)
 }
 
-// DeadLetters lists a tenant's open dead letters (delivery.Store).
+// DeadLetters lists open dead letters (*delivery.DynamoStore): the
+// tenants that have some, from the dead-letter index, and a tenant's.
 type DeadLetters interface {
 	DeadLetters(ctx context.Context, tenant, cursor string, limit int32) ([]delivery.DeadLetter, string, error)
+	DeadLetterTenants(ctx context.Context, cursor string, limit int) ([]string, string, error)
 }
 
 // Feed re-runs the change feed (*changefeed.Feed).
@@ -71,6 +78,14 @@ type Feed interface {
 	Apply(ctx context.Context, r changefeed.Record) (changefeed.Change, error)
 	Record(ctx context.Context, c changefeed.Change) error
 }
+
+// Cursors saves and reads positions of long reads (*delivery.DynamoStore).
+type Cursors interface {
+	SaveCursor(ctx context.Context, name string, key map[string]types.AttributeValue, now time.Time) error
+	Cursor(ctx context.Context, name string) (map[string]types.AttributeValue, error)
+}
+
+var _ Cursors = (*delivery.DynamoStore)(nil)
 
 // Reapplier applies an item as re-read from its table to a projection,
 // closing the gap a lost change left (search.Projector.Repair).
@@ -81,7 +96,7 @@ type Reapplier interface {
 var (
 	_ Log         = (*eventstore.Store)(nil)
 	_ Deliverer   = (*delivery.Deliverer)(nil)
-	_ DeadLetters = (delivery.Store)(nil)
+	_ DeadLetters = (*delivery.DynamoStore)(nil)
 	_ Feed        = (*changefeed.Feed)(nil)
 )
 
@@ -96,6 +111,18 @@ type Config struct {
 	Feed        Feed
 	// Projections are repaired from table re-reads (see Reapplier).
 	Projections []Reapplier
+	// Backfills keeps backfill cursors and the quarantine list; without it
+	// a backfill request is refused. Subscriptions (the registry) lets a
+	// backfill request naming no DURABLE subscription be refused before
+	// anything is read.
+	Backfills     delivery.BackfillStore
+	Subscriptions Subscriptions
+	// Cursors saves the position of a table re-read (the table fallback of
+	// a metadata-only message) so the next run resumes it
+	// (*delivery.DynamoStore); ScanPage caps a page of it (default: 1 MB
+	// pages as DynamoDB sends them).
+	Cursors  Cursors
+	ScanPage int32
 
 	DurableDLQ    string // URL of the DURABLE FIFO DLQ
 	PipeDLQ       string // URL of the events Pipe's DLQ
@@ -115,6 +142,15 @@ type Config struct {
 	// before the unsettled source sweeps it (default 5 min; see
 	// unsettled.go).
 	UnsettledAfter time.Duration
+	// ReplayBackoff is the pause before a dead letter's first replay after
+	// it failed, doubling with each failed replay up to MaxReplayBackoff
+	// (defaults 1 min and 24 h). ReplayCap is how many failed replays a
+	// dead letter gets before dlq-repair quarantines it (default 10): it
+	// then stays open, listed and alarmed, replayed only after an operator
+	// releases it.
+	ReplayBackoff    time.Duration
+	MaxReplayBackoff time.Duration
+	ReplayCap        int
 	// ClaimRetention is how long completed claims are kept
 	// (delivery.Config.Retention, default 30 days): the unsettled source
 	// does not redeliver an event older than that, which a store without
@@ -125,7 +161,12 @@ type Config struct {
 
 // Repairer drains the dead-letter queues and dead letters. Runs must not
 // overlap (infra reserves a concurrency of one).
-type Repairer struct{ cfg Config }
+type Repairer struct {
+	cfg Config
+	// onPage, while a table re-read runs, saves its position after each
+	// page (runs do not overlap, so one at a time).
+	onPage func(next map[string]types.AttributeValue) error
+}
 
 // New returns a Repairer.
 func New(cfg Config) (*Repairer, error) {
@@ -159,6 +200,15 @@ func New(cfg Config) (*Repairer, error) {
 	if cfg.UnsettledAfter <= 0 {
 		cfg.UnsettledAfter = 5 * time.Minute
 	}
+	if cfg.ReplayBackoff <= 0 {
+		cfg.ReplayBackoff = time.Minute
+	}
+	if cfg.MaxReplayBackoff <= 0 {
+		cfg.MaxReplayBackoff = 24 * time.Hour
+	}
+	if cfg.ReplayCap <= 0 {
+		cfg.ReplayCap = 10
+	}
 	if cfg.ClaimRetention <= 0 {
 		cfg.ClaimRetention = 30 * 24 * time.Hour
 	}
@@ -189,6 +239,12 @@ func (r *Repairer) Handle(ctx context.Context, req Request) (Report, error) {
 		end = dl.Add(-r.cfg.Reserve)
 	}
 	rep := Report{StartedAt: envelope.FormatTime(start), Complete: true, Sources: map[string]*SourceReport{}}
+	if req.Backfill != nil {
+		return r.handleBackfill(ctx, *req.Backfill, rep, start, end)
+	}
+	if req.ReindexDeadLetters {
+		sources = []string{SourceReindex}
+	}
 	r.cfg.Logger.InfoContext(ctx, "dlq-repair run", slog.Any("sources", sources), slog.Any("tenants", req.Tenants), slog.Time("until", end))
 	for i, src := range sources {
 		sr := &SourceReport{Items: []Item{}, max: r.cfg.MaxItems}
@@ -210,6 +266,8 @@ func (r *Repairer) Handle(ctx context.Context, req Request) (Report, error) {
 			sr.Complete, err = r.drainMetadata(sctx, sr, src, r.cfg.ChangeFeedDLQ, end)
 		case SourceDeadLetters:
 			sr.Complete, err = r.drainDeadLetters(sctx, sr, req.Tenants)
+		case SourceReindex:
+			sr.Complete, err = r.reindexDeadLetters(sctx, sr)
 		case SourceUnsettled:
 			after := r.cfg.UnsettledAfter
 			if req.UnsettledAfterSeconds != nil {
@@ -239,6 +297,34 @@ func (r *Repairer) Handle(ctx context.Context, req Request) (Report, error) {
 	rep.DurationMS = fin.Sub(start).Milliseconds()
 	r.cfg.Logger.InfoContext(ctx, "dlq-repair done", slog.Int("fixed", rep.Fixed), slog.Int("open", rep.Open), slog.Bool("complete", rep.Complete),
 		slog.Int64("duration_ms", rep.DurationMS))
+	return rep, nil
+}
+
+// handleBackfill runs a backfill request alone.
+func (r *Repairer) handleBackfill(ctx context.Context, req BackfillRequest, rep Report, start, end time.Time) (Report, error) {
+	if err := req.validate(r.cfg.Subscriptions); err != nil {
+		return Report{}, err
+	}
+	sr := &SourceReport{Items: []Item{}, max: r.cfg.MaxItems}
+	rep.Sources[SourceBackfill] = sr
+	bctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	b, err := r.runBackfill(bctx, req, sr)
+	if err != nil {
+		sr.Error = err.Error()
+		r.cfg.Logger.ErrorContext(ctx, "backfill failed", slog.String(obs.KeySubscription, req.Subscription), slog.Any(obs.KeyErr, err))
+	}
+	rep.Backfill = b
+	sr.Complete = err == nil && b != nil && b.Done
+	rep.Complete, rep.Open = sr.Complete, sr.Open
+	if sr.Open > 0 {
+		r.cfg.Metrics.Count(keys.MetricRepairOpen, sr.Open, "Source", SourceBackfill)
+	}
+	fin := r.cfg.Now()
+	rep.FinishedAt = envelope.FormatTime(fin)
+	rep.DurationMS = fin.Sub(start).Milliseconds()
+	r.cfg.Logger.InfoContext(ctx, "backfill run done", slog.String(obs.KeySubscription, req.Subscription), slog.Int("open", rep.Open),
+		slog.Bool("complete", rep.Complete), slog.Int64("duration_ms", rep.DurationMS))
 	return rep, nil
 }
 
@@ -273,6 +359,8 @@ var laneOf = map[string]string{
 	SourceChangeFeedDLQ: string(catalog.BestEffort),
 	SourceDeadLetters:   string(catalog.Durable),
 	SourceUnsettled:     string(catalog.Durable),
+	SourceBackfill:      string(catalog.Durable),
+	SourceReindex:       string(catalog.Durable),
 }
 
 // ---- the log: the source of truth for events ----

@@ -38,6 +38,12 @@ type Request struct {
 	// UnsettledAfterSeconds overrides Config.UnsettledAfter for this run: 0
 	// sweeps every unsettled event at once, even one still on its way.
 	UnsettledAfterSeconds *int64 `json:"unsettled_after_s,omitempty"`
+	// ReindexDeadLetters makes the run index the dead letters written
+	// before the dead-letter index existed, and nothing else: once, after
+	// the upgrade, until its report is complete (reindex.go).
+	ReindexDeadLetters bool `json:"reindex_dead_letters,omitempty"`
+	// Backfill, when set, makes the run a backfill and nothing else.
+	Backfill *BackfillRequest `json:"backfill,omitempty"`
 }
 
 // Report is what a run fixed and what stays open.
@@ -49,6 +55,8 @@ type Report struct {
 	Fixed      int                      `json:"fixed"`
 	Open       int                      `json:"open"`
 	Sources    map[string]*SourceReport `json:"sources"`
+	// Backfill is a backfill run's progress.
+	Backfill *BackfillReport `json:"backfill,omitempty"`
 }
 
 // SourceReport is one source's part of a run.

@@ -212,7 +212,7 @@ func (r *Repairer) metadataMessage(ctx context.Context, sr *SourceReport, src, u
 		if src == SourcePipeDLQ {
 			it.Records, why, fixErr = r.sweepAll(ctx)
 		} else {
-			it.Records, why, fixErr = r.itemsFromTable(ctx, table)
+			it.Records, why, fixErr = r.itemsFromTable(ctx, table, it.MessageID)
 		}
 		if fixErr != nil || why != "" {
 			open("stream records expired; "+why, fixErr)
@@ -330,12 +330,34 @@ func (r *Repairer) refeedRecords(ctx context.Context, arn string, recs []streamt
 
 // itemsFromTable re-reads every item of a tracked table: each Reapplier
 // applies it at its current version (closing gaps of lost versions), then it
-// is recorded and dispatched as a change event of that version.
-func (r *Repairer) itemsFromTable(ctx context.Context, table string) (int, string, error) {
+// is recorded and dispatched as a change event of that version. The scan
+// saves its position after each page (Config.Cursors), under the table and
+// the message it repairs, so that a run that ends first is resumed by the
+// next, which receives the message again, instead of starting over.
+func (r *Repairer) itemsFromTable(ctx context.Context, table, messageID string) (int, string, error) {
 	ent, _ := r.cfg.Feed.Entity(table)
 	n := 0
 	var errs []error
-	done, err := r.scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)}, func(item map[string]types.AttributeValue) {
+	in := &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)}
+	if r.cfg.ScanPage > 0 {
+		in.Limit = aws.Int32(r.cfg.ScanPage)
+	}
+	name := "scan#" + table + "#" + messageID
+	if r.cfg.Cursors != nil {
+		from, err := r.cfg.Cursors.Cursor(ctx, name)
+		if err != nil {
+			return 0, "", err
+		}
+		if from != nil {
+			r.cfg.Logger.InfoContext(ctx, "resuming a table re-read where an earlier run stopped", slog.String("table", table), slog.String("message_id", messageID))
+		}
+		in.ExclusiveStartKey = from
+		r.onPage = func(next map[string]types.AttributeValue) error {
+			return r.cfg.Cursors.SaveCursor(context.WithoutCancel(ctx), name, next, r.cfg.Now())
+		}
+		defer func() { r.onPage = nil }()
+	}
+	done, err := r.scan(ctx, in, func(item map[string]types.AttributeValue) {
 		c, err := changefeed.FromItem(ent, table, item, r.cfg.Now())
 		if err != nil {
 			if !errors.Is(err, changefeed.ErrRejected) {
@@ -379,6 +401,12 @@ func (r *Repairer) scan(ctx context.Context, in *dynamodb.ScanInput, each func(m
 		}
 		for _, it := range out.Items {
 			each(it)
+		}
+		if r.onPage != nil {
+			// The page is done: save where the next one starts (nil: done).
+			if err := r.onPage(out.LastEvaluatedKey); err != nil {
+				return false, err
+			}
 		}
 		if len(out.LastEvaluatedKey) == 0 {
 			return true, nil

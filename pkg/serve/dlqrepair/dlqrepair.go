@@ -52,12 +52,15 @@ func Run(a app.Application) {
 		b.Fail("registry", err)
 	}
 	claims := boot.Get(delivery.NewDynamoStore(db, state).PerPairClaims(os.Getenv(keys.EnvPerPairClaims))).Or(b, "environment")
+	// The log resolves a subscription's start for a tenant (its watermark
+	// begins there), bounds a backfill, and is what a replay must find.
+	claims = claims.WithLog(env[keys.EnvEventsTable])
 	effects := wire.Effects(b, db, state)
 	// Replayed DURABLE handlers emit follow-on events as in durable-consumer.
 	// It delivers only what the log holds and its chain covers, as the
 	// consumer does: a planted row dead-lettered there stays open here.
 	inproc, events := wire.FollowOn(b, a, cat, reg, db, env[keys.EnvEventsTable])
-	d := boot.Get(delivery.New(reg, delivery.Config{Store: claims, Log: claims.WithLog(env[keys.EnvEventsTable]), Effects: effects, Events: events, Logger: b.Log, Metrics: b.Metrics})).Or(b, "deliverer")
+	d := boot.Get(delivery.New(reg, delivery.Config{Store: claims, Log: claims, Effects: effects, Events: events, Logger: b.Log, Metrics: b.Metrics})).Or(b, "deliverer")
 	feed := boot.Get(changefeed.New(changefeed.Config{
 		DB: db, Table: env[keys.EnvChangeFeedTable], Tables: tables,
 		Dispatcher: lanes.NewBestEffort(reg, lanes.Config{Logger: b.Log, Metrics: b.Metrics, Effects: effects}),
@@ -69,7 +72,7 @@ func Run(a app.Application) {
 	}
 	r := boot.Get(repair.New(repair.Config{
 		SQS: sqs.NewFromConfig(cfg), Streams: dynamodbstreams.NewFromConfig(cfg), DB: db, Log: events, Deliverer: d, DeadLetters: claims,
-		Feed: feed, Projections: projections,
+		Feed: feed, Projections: projections, Backfills: claims, Subscriptions: reg, Cursors: claims,
 		DurableDLQ: env[keys.EnvDurableDLQURL], PipeDLQ: env[keys.EnvPipeDLQURL], ChangeFeedDLQ: env[keys.EnvChangeFeedDLQURL],
 		EventsTable: env[keys.EnvEventsTable], StateTable: state,
 		Logger: b.Log, Metrics: b.Metrics,

@@ -29,7 +29,7 @@ func Run(a app.Application) {
 	cfg := wire.AWS(b)
 	db := awsenv.DynamoDB(cfg)
 	events := boot.Get(eventstore.New(db, eventstore.Config{Table: env[keys.EnvEventsTable]})).Or(b, "event store") // reads only: no Catalog
-	claims := delivery.NewDynamoStore(db, env[keys.EnvStateTable])
+	claims := delivery.NewDynamoStore(db, env[keys.EnvStateTable]).WithLog(env[keys.EnvEventsTable])
 	// Checkpoints: signed with the KMS key, kept in the Object Lock bucket.
 	rows := rec.NewDynamoState(db, env[keys.EnvStateTable])
 	state := boot.Get(checkpointState(b.Ctx, cfg, rows, b.Log)).Or(b, "signed checkpoints")
@@ -38,10 +38,14 @@ func Run(a app.Application) {
 		Watermarks: claims,
 		// The delivery audit covers the application's DURABLE subscriptions.
 		Subscriptions: delivery.DurableSubscriptions(cat),
-		DeadLetters:   claims,
-		State:         state,
-		Rounds:        rows, // scheduled rounds' cursors (scheduled=true)
-		Logger:        b.Log,
+		// Each subscription's start and backfill, and where an absent
+		// watermark begins.
+		Starts:      claims,
+		Declared:    delivery.DeclaredStarts(cat),
+		DeadLetters: claims,
+		State:       state,
+		Rounds:      rows, // scheduled rounds' cursors (scheduled=true)
+		Logger:      b.Log,
 	})).Or(b, "reconciler")
 	b.Log.InfoContext(b.Ctx, "reconcile serving GET /?tenant=T and GET / (every tenant, paged) on its Function URL, and scheduled rounds (scheduled=true, direct invoke only)",
 		slog.String(obs.KeyFunction, keys.FnReconcile), slog.String("events_table", env[keys.EnvEventsTable]),
