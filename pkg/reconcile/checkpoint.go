@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -85,33 +82,17 @@ type SignedState struct {
 
 var _ State = (*SignedState)(nil)
 
-// CheckpointKey is the object key of tenant's checkpoint at seq. The
-// inverted seq makes the newest checkpoint the first key listed.
-func CheckpointKey(tenant string, seq int64) string {
-	return tenantPrefix(tenant) + fmt.Sprintf("%019d", keySeqBase-seq) + ".note"
-}
-
-// keySeqBase - seq is a checkpoint key's number: 19 digits for every seq
-// up to 2^53-1.
-const keySeqBase int64 = 9_999_999_999_999_999
+// CheckpointKey is the object key of tenant's checkpoint at seq
+// (checkpoint.ObjectKey).
+func CheckpointKey(tenant string, seq int64) string { return checkpoint.ObjectKey(tenant, seq) }
 
 // CheckpointPrefix is the key prefix of tenant's checkpoint objects.
-func CheckpointPrefix(tenant string) string { return tenantPrefix(tenant) }
+func CheckpointPrefix(tenant string) string { return checkpoint.ObjectPrefix(tenant) }
 
 // CheckpointSeqOfKey reads the seq a checkpoint object key names.
-func CheckpointSeqOfKey(key string) (int64, bool) {
-	name, ok := strings.CutSuffix(key[strings.LastIndexByte(key, '/')+1:], ".note")
-	n, err := strconv.ParseInt(name, 10, 64)
-	if !ok || err != nil || len(name) != 19 || n < 0 {
-		return 0, false
-	}
-	return keySeqBase - n, true
-}
+func CheckpointSeqOfKey(key string) (int64, bool) { return checkpoint.SeqOfObjectKey(key) }
 
-func tenantPrefix(tenant string) string {
-	// PathEscape escapes '/', so one tenant's prefix never holds another's keys.
-	return keys.CheckpointObjectPrefix + url.PathEscape(tenant) + "/"
-}
+func tenantPrefix(tenant string) string { return checkpoint.ObjectPrefix(tenant) }
 
 // Latest returns the tenant's newest checkpoint object that verifies, its
 // note, or nil. Objects that do not verify are logged, counted and passed
