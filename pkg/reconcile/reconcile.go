@@ -80,6 +80,10 @@ type Config struct {
 	// audit (watermark.go); without them a report has no subscriptions.
 	Watermarks    Watermarks
 	Subscriptions []string
+	// Notary reads the notary's view of each chain (notary.DynamoStore on
+	// the state table); with it, a walk that reaches the head compares the
+	// table with what the notary saw appended (notary.go).
+	Notary NotaryStates
 	// PageSize is the number of events read per query (default 500).
 	PageSize int32
 	// MaxDeadLetters caps the dead letters listed per tenant for their
@@ -165,6 +169,11 @@ type Report struct {
 	DeadLettersTruncated  bool     `json:"dead_letters_truncated,omitempty"`
 	// Subscriptions is the delivery audit, per DURABLE subscription.
 	Subscriptions []SubscriptionDelivery `json:"subscriptions,omitempty"`
+	// Notary is the notary's view of the chain (with Config.Notary).
+	Notary *NotaryView `json:"notary,omitempty"`
+	// Findings says, for a person, what the comparison with the notary and
+	// the delivery watermarks found (rollback, rewrite, a notary finding).
+	Findings []string `json:"findings,omitempty"`
 	// effectsUnknown counts, per subscription, the dead letters listed
 	// whose effect is of unknown outcome (DeadLetter.Effect).
 	effectsUnknown map[string]int
@@ -556,6 +565,16 @@ func (r *Reconciler) walk(ctx context.Context, tenant string, mode Mode, resume 
 		brk = &chain.BreakError{Tenant: tenant, Seq: v.LastSeq() + 1, Reason: ReasonCheckpointMismatch,
 			Expected: "events through seq " + itoa(cp.Seq) + " (the checkpoint)", Got: "the log ends at seq " + itoa(v.LastSeq())}
 	}
+	if done || brk != nil {
+		// Even past another break: the notary's view says what it saw.
+		nb, err := r.compareNotary(ctx, tenant, head, &rep)
+		if err != nil {
+			return rep, nil, err
+		}
+		if brk == nil {
+			brk = nb
+		}
+	}
 	if head != nil {
 		rep.LastSeq = head.LastSeq
 	}
@@ -588,8 +607,11 @@ func (r *Reconciler) walk(ctx context.Context, tenant string, mode Mode, resume 
 			return rep, nil, err
 		}
 	}
-	// Only an unbroken walk moves the checkpoint, and only forward.
-	if brk == nil && v.LastSeq() > 0 && (cp == nil || v.LastSeq() > cp.Seq) {
+	// Only an unbroken walk moves the checkpoint, and only forward; signed
+	// checkpoints only the notary moves.
+	n, ok := r.cfg.State.(interface{ Notarized() bool })
+	notarized := ok && n.Notarized()
+	if brk == nil && !notarized && v.LastSeq() > 0 && (cp == nil || v.LastSeq() > cp.Seq) {
 		if err := r.cfg.State.AdvanceCheckpoint(ctx, tenant, Checkpoint{Seq: v.LastSeq(), Hash: v.LastHash()}); err != nil {
 			return rep, nil, err
 		}
@@ -600,6 +622,9 @@ func (r *Reconciler) walk(ctx context.Context, tenant string, mode Mode, resume 
 	}
 	if err := r.deliveryAudit(ctx, tenant, &rep); err != nil {
 		return rep, nil, err
+	}
+	if rep.Complete {
+		r.watermarkRollback(ctx, tenant, &rep)
 	}
 	r.log.InfoContext(ctx, "tenant reconciled", slog.String("mode", string(mode)),
 		slog.Bool("complete", rep.Complete), slog.Any("chain_intact", rep.ChainIntact), slog.Int64("verified", rep.Verified),

@@ -15,6 +15,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/lanes"
+	"github.com/fourlanes/fourlanes/pkg/notary"
 	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/pkg/reconcile"
 	"github.com/fourlanes/fourlanes/pkg/repair"
@@ -81,7 +82,8 @@ func Changefeed(a app.Application) {
 }
 
 // Reconcile runs reconcile behind its Function URL and its schedules: it
-// re-walks tenants' hash chains, signs checkpoints, reports each DURABLE
+// re-walks tenants' hash chains, compares them with the notary's signed view
+// (it never signs), reports each DURABLE
 // subscription's delivery audit and counts open dead letters (package
 // reconcile).
 func Reconcile(a app.Application) {
@@ -102,8 +104,10 @@ func Reconcile(a app.Application) {
 		Subscriptions: delivery.DurableSubscriptions(cat),
 		DeadLetters:   claims,
 		State:         state,
-		Rounds:        rows, // scheduled rounds' cursors (scheduled=true)
-		Logger:        b.log,
+		// The notary's view of each chain: a walk compares the table with it.
+		Notary: notary.NewDynamoStore(db, env[keys.EnvStateTable]),
+		Rounds: rows, // scheduled rounds' cursors (scheduled=true)
+		Logger: b.log,
 	})).or(b, "reconciler")
 	b.log.InfoContext(b.ctx, "reconcile serving GET /?tenant=T and GET / (every tenant, paged) on its Function URL, and scheduled rounds (scheduled=true, direct invoke only)",
 		slog.String(obs.KeyFunction, keys.FnReconcile), slog.String("events_table", env[keys.EnvEventsTable]),
@@ -163,6 +167,37 @@ func TamperWatch() {
 	h := &tamper.Handler{Logger: b.log, Metrics: b.metrics}
 	b.log.Info("tamper-watch watching the events stream for MODIFY and REMOVE", obs.KeyFunction, keys.FnTamperWatch)
 	lambda.StartWithOptions(obs.PerInvocationErr(b.metrics, h.Handle), lambda.WithEnableSIGTERM(func() {
+		b.log.Info(b.fn + " shutting down")
+	}))
+}
+
+// Notary runs the notary: it reads the events table's stream (every INSERT,
+// MODIFY and REMOVE), keeps each chain's last (seq, hash) seen appended in
+// the state table, reports what is not an append, and alone signs
+// checkpoints of what it saw appended (package notary). It needs no
+// application.
+func Notary() {
+	b := start(keys.FnNotary)
+	env := get(awsenv.Require(keys.EnvEventsTable, keys.EnvStateTable)).or(b, "environment")
+	cfg := b.aws()
+	db := awsenv.DynamoDB(cfg)
+	events := get(eventstore.New(db, eventstore.Config{Table: env[keys.EnvEventsTable]})).or(b, "event store") // reads only
+	signed, signer, err := signedState(b.ctx, cfg, nil, b.log)
+	if err != nil {
+		b.fail("checkpoint signing key", err)
+	}
+	n := get(notary.New(notary.Config{
+		Store: notary.NewDynamoStore(db, env[keys.EnvStateTable]),
+		Log:   events,
+		Signer: &notary.Checkpoints{S3: checkpointS3(cfg), Bucket: signed.Bucket, Log: signed.Log,
+			Signer: signer, Public: signed.Public, Logger: b.log},
+		Seeds:   seeds{signed},
+		Logger:  b.log,
+		Metrics: b.metrics,
+	})).or(b, "notary")
+	b.log.Info("notary reading the events stream; it alone signs checkpoints", slog.String(obs.KeyFunction, keys.FnNotary),
+		slog.String("events_table", env[keys.EnvEventsTable]), slog.String("bucket", signed.Bucket), slog.String("log", signed.Log))
+	lambda.StartWithOptions(obs.PerInvocationErr(b.metrics, n.Handle), lambda.WithEnableSIGTERM(func() {
 		b.log.Info(b.fn + " shutting down")
 	}))
 }
