@@ -86,7 +86,7 @@ func (s *synthesized) dlqs() []string {
 func TestEveryDLQHasADepthAlarm(t *testing.T) {
 	s := synth(t)
 	got := s.dlqs()
-	if diff := cmp.Diff([]string{LogicalChangeFeedDLQ, LogicalDurableDLQ, LogicalPipeDLQ}, got); diff != "" {
+	if diff := cmp.Diff([]string{LogicalChangeFeedDLQ, LogicalDurableDLQ, LogicalNotaryDLQ, LogicalPipeDLQ}, got); diff != "" {
 		t.Errorf("dead-letter destinations (-want +got):\n%s", diff)
 	}
 	for _, id := range got {
@@ -193,8 +193,8 @@ func TestStreamConsumersHaveLagAlarms(t *testing.T) {
 			t.Errorf("stream mapping %s has no IteratorAge alarm on %v", id, p["FunctionName"])
 		}
 	}
-	if n != 2 {
-		t.Errorf("%d stream mappings, want 2 (changefeed, tamper-watch)", n)
+	if n != 3 {
+		t.Errorf("%d stream mappings, want 3 (changefeed, tamper-watch, notary)", n)
 	}
 	// Pipes publish no IteratorAge: lag comes from stream-filter's EMF
 	// metric; failures and timeouts from the Pipe's own metrics.

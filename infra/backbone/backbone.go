@@ -123,6 +123,7 @@ type Backbone struct {
 	Checkpoints *Checkpoints
 	Repair      *Repair
 	Tamper      *TamperWatch
+	Notary      *Notary
 	Alarms      *Alarms
 	Schedules   *Schedules
 
@@ -200,7 +201,8 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	})
 	b.ChangeFeed = NewChangeFeed(c, "ChangeFeed", &ChangeFeedProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy})
 	b.Reconcile = NewReconcile(c, "Reconcile", &ReconcileProps{Log: b.Log, Functions: fo, ReservedConcurrency: reconcileRC})
-	b.Checkpoints = NewCheckpoints(c, "Checkpoints", &CheckpointsProps{Log: b.Log, Reconcile: b.Reconcile})
+	b.Notary = NewNotary(c, "Notary", &NotaryProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy})
+	b.Checkpoints = NewCheckpoints(c, "Checkpoints", &CheckpointsProps{Log: b.Log, Reconcile: b.Reconcile, Notary: b.Notary})
 	b.Repair = NewRepair(c, "Repair", &RepairProps{
 		Log: b.Log, Durable: b.Durable, ChangeFeed: b.ChangeFeed, Functions: fo, ReservedConcurrency: repairRC,
 	})
@@ -225,7 +227,7 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 
 	b.Alarms = NewAlarms(c, "Alarms", &AlarmsProps{
 		Log: b.Log, Durable: b.Durable, ChangeFeed: b.ChangeFeed, Reconcile: b.Reconcile, Repair: b.Repair,
-		TamperWatch: b.Tamper, Topic: p.AlarmTopic, AlarmEmail: p.AlarmEmail, TrackedStreams: w.streams(p.App.Name),
+		TamperWatch: b.Tamper, Notary: b.Notary, Topic: p.AlarmTopic, AlarmEmail: p.AlarmEmail, TrackedStreams: w.streams(p.App.Name),
 	})
 	b.Schedules = NewSchedules(c, "Schedules", &SchedulesProps{Reconcile: b.Reconcile, Repair: b.Repair})
 
