@@ -15,20 +15,21 @@ package keys
 // AttrNotarySigned (N, the last seq signed), AttrNotaryPending (S, JSON: events
 // seen inserted and not yet covered by a head record), AttrNotaryBroken (BOOL,
 // a finding was made: nothing of the chain is signed again),
-// AttrNotaryFindings (N), AttrNotaryLastFinding (S), AttrRoundVersion (N,
+// AttrNotaryFindings (N), AttrNotaryFirstFinding and AttrNotaryLastFinding (S), AttrRoundVersion (N,
 // bumped on every save; a save is conditional on it), AttrUpdatedAt.
 const (
 	StateNotaryPrefix = "notary#"
 	StateNotarySK     = "chain"
 
-	AttrNotaryHeadSeq     = "head_seq"
-	AttrNotaryStreamSeq   = "stream_seq"
-	AttrNotarySigned      = "signed_seq"
-	AttrNotaryPending     = "pending"
-	AttrNotaryApplied     = "applied"
-	AttrNotaryBroken      = "broken"
-	AttrNotaryFindings    = "findings"
-	AttrNotaryLastFinding = "last_finding"
+	AttrNotaryHeadSeq      = "head_seq"
+	AttrNotaryStreamSeq    = "stream_seq"
+	AttrNotarySigned       = "signed_seq"
+	AttrNotaryPending      = "pending"
+	AttrNotaryApplied      = "applied"
+	AttrNotaryBroken       = "broken"
+	AttrNotaryFindings     = "findings"
+	AttrNotaryLastFinding  = "last_finding"
+	AttrNotaryFirstFinding = "first_finding"
 )
 
 // FnNotary is the notary's function folder (examples/*/functions/notary).

@@ -106,9 +106,12 @@ type State struct {
 	Signed  int64
 	Pending []Pending
 	// Broken: a finding was made; nothing of the chain is signed again.
-	Broken      bool
-	Findings    int
-	LastFinding string
+	Broken bool
+	// Findings counts what it refused to sign; FirstFinding (the cause) and
+	// LastFinding say it in words.
+	Findings     int
+	FirstFinding string
+	LastFinding  string
 	// Version is bumped by every save; a save is conditional on it (0: the
 	// row does not exist yet).
 	Version int64
@@ -499,6 +502,9 @@ func (n *Notary) report(ctx context.Context, st *State, f Finding) {
 	if st != nil {
 		st.Findings++
 		st.LastFinding = f.String()
+		if st.FirstFinding == "" {
+			st.FirstFinding = st.LastFinding
+		}
 		if f.Kind != RowChanged {
 			st.Broken = true
 		}

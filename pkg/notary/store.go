@@ -74,7 +74,7 @@ func (d *DynamoStore) Load(ctx context.Context, chainName string) (*State, error
 		st.Findings = f
 	}
 	for name, dst := range map[string]*string{keys.AttrHash: &st.Hash, keys.AttrLastHash: &st.HeadHash,
-		keys.AttrNotaryStreamSeq: &st.StreamSeq, keys.AttrNotaryLastFinding: &st.LastFinding} {
+		keys.AttrNotaryStreamSeq: &st.StreamSeq, keys.AttrNotaryLastFinding: &st.LastFinding, keys.AttrNotaryFirstFinding: &st.FirstFinding} {
 		if s, ok := it[name].(*types.AttributeValueMemberS); ok {
 			*dst = s.Value
 		}
@@ -120,6 +120,9 @@ func (d *DynamoStore) Save(ctx context.Context, st *State) error {
 	}
 	if st.LastFinding != "" {
 		it[keys.AttrNotaryLastFinding] = &types.AttributeValueMemberS{Value: st.LastFinding}
+	}
+	if st.FirstFinding != "" {
+		it[keys.AttrNotaryFirstFinding] = &types.AttributeValueMemberS{Value: st.FirstFinding}
 	}
 	in := &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: it,
 		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),

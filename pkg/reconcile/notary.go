@@ -49,10 +49,12 @@ type NotaryView struct {
 	// Unsigned: events at or below the head the notary has not vouched
 	// for yet (it is behind the stream, or stopped).
 	Unsigned int64 `json:"unsigned"`
-	// Broken, Findings and LastFinding: what it refused to sign.
-	Broken      bool   `json:"broken"`
-	Findings    int    `json:"findings"`
-	LastFinding string `json:"last_finding,omitempty"`
+	// Broken, Findings, FirstFinding (the cause) and LastFinding: what it
+	// refused to sign.
+	Broken       bool   `json:"broken"`
+	Findings     int    `json:"findings"`
+	FirstFinding string `json:"first_finding,omitempty"`
+	LastFinding  string `json:"last_finding,omitempty"`
 }
 
 // compareNotary compares the head with the notary's view of the chain, and
@@ -77,14 +79,21 @@ func (r *Reconciler) compareNotary(ctx context.Context, tenant string, head *cha
 		return nil, nil
 	}
 	rep.Notary = &NotaryView{Seq: st.Seq, Hash: st.Hash, Signed: st.Signed, Unsigned: max(0, last-st.Seq),
-		Broken: st.Broken, Findings: st.Findings, LastFinding: st.LastFinding}
+		Broken: st.Broken, Findings: st.Findings, FirstFinding: st.FirstFinding, LastFinding: st.LastFinding}
 	brk := func(seq int64, reason chain.Reason, expected, got string) *chain.BreakError {
 		return &chain.BreakError{Tenant: tenant, Seq: seq, Reason: reason, Expected: expected, Got: got}
 	}
 	switch {
 	case st.Broken:
-		rep.Findings = append(rep.Findings, "notary: "+st.LastFinding)
-		return brk(st.Seq+1, ReasonNotaryFinding, fmt.Sprintf("the chain as the notary saw it appended (through seq %d)", st.Seq), st.LastFinding), nil
+		first := st.FirstFinding
+		if first == "" {
+			first = st.LastFinding
+		}
+		rep.Findings = append(rep.Findings, "notary: "+first)
+		if st.Findings > 1 && st.LastFinding != first {
+			rep.Findings = append(rep.Findings, fmt.Sprintf("notary, latest of %d findings: %s", st.Findings, st.LastFinding))
+		}
+		return brk(st.Seq+1, ReasonNotaryFinding, fmt.Sprintf("the chain as the notary saw it appended (through seq %d)", st.Seq), first), nil
 	case last < st.Seq:
 		rep.Findings = append(rep.Findings, fmt.Sprintf("rollback: the head is at seq %d, the notary saw seq %d appended", last, st.Seq))
 		return brk(last+1, ReasonRollback, fmt.Sprintf("events through seq %d (seen appended by the notary)", st.Seq), fmt.Sprintf("the head at seq %d", last)), nil

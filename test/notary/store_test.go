@@ -35,7 +35,7 @@ func TestStoreConformance(t *testing.T) {
 			st.Seq, st.Hash, st.HeadSeq, st.HeadHash, st.Signed = 4, "h4", 5, "h5", 4
 			st.Pending = []notary.Pending{{Seq: 5, PrevHash: "h4", Hash: "h5"}}
 			st.Applied = []string{"ev1", "ev2"}
-			st.StreamSeq, st.Findings, st.LastFinding, st.Broken = "4421584500000000017450439091", 1, "planted at seq 9: x", true
+			st.StreamSeq, st.Findings, st.FirstFinding, st.LastFinding, st.Broken = "4421584500000000017450439091", 2, "rewrite at seq 8: y", "planted at seq 9: x", true
 			if err := s.Save(ctx, st); err != nil {
 				t.Fatal(err)
 			}
