@@ -119,13 +119,13 @@ type notaryAlarm struct {
 func (n *Notary) alarms() []notaryAlarm {
 	return []notaryAlarm{
 		{"NotaryFinding",
-			"The notary saw the log changed in a way no append makes, and signs nothing more of that chain (EMF NotaryFinding, by Finding: rewrite, removed, rollback, gap, link, planted, unseen, unreadable, row_changed, checkpoint_occupied). This is a data-integrity incident: the notary's ERROR line 'notary finding' names the chain, the seq and what it saw; call reconcile for the tenant (its 'findings' and 'notary' say the same), then follow docs/operations.md, 'Runbook: notary findings'.",
+			"The notary saw the log changed in a way no append makes, and signs nothing more of that chain (EMF NotaryFinding, by Finding: rewrite, removed, rollback, gap, link, planted, unseen, unreadable, row_changed, checkpoint_occupied). This is a data-integrity incident: the notary's ERROR line 'notary finding' names the chain, the seq and what it saw; call reconcile for the tenant (its 'findings' and 'notary' say the same), then follow docs/notary.md, 'Runbook: notary findings'.",
 			emfQuery("SUM", keys.MetricNotaryFinding, minutes(1)), 1, 1, awscloudwatch.TreatMissingData_NOT_BREACHING},
 		{"NotaryDLQDepth",
-			"A batch of the events stream exhausted the notary's retries or record age (its on-failure queue holds the batch's metadata). The notary could not read or write its state or sign; what it skipped is not signed, and it reports those appends as 'unseen' when it reads on. Check the notary's errors (DynamoDB, KMS, S3), then docs/operations.md, 'Runbook: notary findings'.",
+			"A batch of the events stream exhausted the notary's retries or record age (its on-failure queue holds the batch's metadata). The notary could not read or write its state or sign; what it skipped is not signed, and it reports those appends as 'unseen' when it reads on. Check the notary's errors (DynamoDB, KMS, S3), then docs/notary.md, 'Runbook: notary findings'.",
 			visible(n.DLQ), 1, 1, awscloudwatch.TreatMissingData_NOT_BREACHING},
 		{"NotaryDLQOldestMessage",
-			"A batch's metadata has waited in the notary's on-failure queue for more than 6 hours: nobody has looked at why the notary could not apply it. Follow docs/operations.md, 'Runbook: notary findings' (an outage of the notary's state or signer), then delete the message: the records it names are not re-read (the notary reports the appends it missed as 'unseen').",
+			"A batch's metadata has waited in the notary's on-failure queue for more than 6 hours: nobody has looked at why the notary could not apply it. Follow docs/notary.md, 'Runbook: notary findings' (an outage of the notary's state or signer), then delete the message: the records it names are not re-read (the notary reports the appends it missed as 'unseen').",
 			oldestMessage(n.DLQ, minutes(5)), dlqAgeThresholdS, 1, awscloudwatch.TreatMissingData_NOT_BREACHING},
 		{"NotaryIteratorAge",
 			"The notary is more than a minute behind the events stream for 3 minutes: appends are not being checked or signed as they happen. Check the notary's errors; a failing batch holds its shard (bisected, retried) until its records are 12 hours old.",

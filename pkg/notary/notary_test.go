@@ -511,3 +511,75 @@ func TestFixture(t *testing.T) {
 		t.Fatalf("signed %v, want acme at 1", r.signer.signed)
 	}
 }
+
+// occupied answers every Sign with ErrOccupied.
+type occupied struct{ calls int }
+
+func (o *occupied) Sign(context.Context, string, int64, string) error {
+	o.calls++
+	return fmt.Errorf("checkpoint key taken: %w", notary.ErrOccupied)
+}
+
+// TestOccupiedCheckpointKey: a checkpoint key that already holds another
+// object is reported (ERROR, NotaryFinding checkpoint_occupied), the batch
+// succeeds, and the next advance is signed under its own key: the chain is
+// not broken by what someone put in the bucket.
+func TestOccupiedCheckpointKey(t *testing.T) {
+	r := newRig(t)
+	o := &occupied{}
+	n, err := notary.New(notary.Config{Store: r.store, Log: r.tb, Signer: o, Logger: obs.NewLogger(&r.logs, "info"), Metrics: obs.NewMetrics(&r.metrics)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &chainOf{t: t, name: "acme"}
+	c.emit(r.tb, 1, false)
+	if err := n.Handle(context.Background(), r.tb.drain()); err != nil {
+		t.Fatalf("Handle: %v, want the batch to succeed", err)
+	}
+	if f := r.findings(); len(f) != 1 || f[0] != string(notary.Occupied) {
+		t.Fatalf("findings %v, want [%s]", f, notary.Occupied)
+	}
+	st := r.state("acme")
+	if st.Broken || st.Signed != 1 || st.Seq != 1 {
+		t.Errorf("state %+v, want seq 1 passed over (signed 1), not broken", st)
+	}
+	c.emit(r.tb, 1, false)
+	if err := n.Handle(context.Background(), r.tb.drain()); err != nil {
+		t.Fatal(err)
+	}
+	if o.calls != 2 {
+		t.Errorf("%d signatures asked, want 2 (the next advance is signed under its own key)", o.calls)
+	}
+}
+
+// TestStoreFailureFailsTheBatch: a state the notary cannot save fails the
+// batch (the mapping retries it); nothing is lost, and the retry applies it.
+func TestStoreFailureFailsTheBatch(t *testing.T) {
+	r := newRig(t)
+	c := &chainOf{t: t, name: "acme"}
+	c.emit(r.tb, 2, false)
+	ev := r.tb.drain()
+	// Another writer saved the chain's row first.
+	if err := r.store.Save(context.Background(), notary.NewState("acme")); err != nil {
+		t.Fatal(err)
+	}
+	bad := &conflicting{Store: r.store}
+	n, err := notary.New(notary.Config{Store: bad, Log: r.tb, Signer: r.signer, Logger: obs.NewLogger(&r.logs, "info")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Handle(context.Background(), ev); err == nil {
+		t.Fatal("Handle with a conflicting state: nil error, want the batch failed")
+	}
+	if err := r.n.Handle(context.Background(), ev); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if st := r.state("acme"); st.Seq != 2 || st.Broken {
+		t.Errorf("after the retry: %+v, want seq 2, not broken", st)
+	}
+}
+
+// conflicting loads nothing, so its save conflicts with the stored row.
+type conflicting struct{ notary.Store }
+
+func (conflicting) Load(context.Context, string) (*notary.State, error) { return nil, nil }

@@ -272,3 +272,36 @@ func TestSignedCheckpointLocked(t *testing.T) {
 		t.Errorf("checkpoint changed:\n%s\nwas\n%s", after, before)
 	}
 }
+
+// The notary's signer writes each checkpoint once: signing the same
+// (seq, hash) again (a retried batch) is success; a key already holding
+// another hash, or an object that does not verify, is ErrOccupied, and the
+// object there is left as it was.
+func TestNotarySignsOnce(t *testing.T) {
+	s := newSigned(t)
+	ctx := context.Background()
+	s.emit(t, "acme", 3)
+	seq := s.sign(t, "acme")
+	if seq != 3 {
+		t.Fatalf("signed seq %d, want 3", seq)
+	}
+	key := reconcile.CheckpointKey("acme", 3)
+	before := s.object(t, key)
+	head := s.item(t, "acme", keys.HeadSeq)[keys.AttrLastHash].(*types.AttributeValueMemberS).Value
+	if err := s.notary.Sign(ctx, "acme", 3, head); err != nil {
+		t.Errorf("signing the same checkpoint again: %v, want nil", err)
+	}
+	if err := s.notary.Sign(ctx, "acme", 3, strings.Repeat("ab", 32)); !errors.Is(err, notary.ErrOccupied) {
+		t.Errorf("signing another hash at seq 3: %v, want ErrOccupied", err)
+	}
+	if _, err := s.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(checkpointBucket), Key: aws.String(reconcile.CheckpointKey("acme", 4)),
+		Body: strings.NewReader("not a note"), IfNoneMatch: aws.String("*")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.notary.Sign(ctx, "acme", 4, strings.Repeat("cd", 32)); !errors.Is(err, notary.ErrOccupied) {
+		t.Errorf("signing over an object that does not verify: %v, want ErrOccupied", err)
+	}
+	if after := s.object(t, key); !bytes.Equal(after, before) {
+		t.Errorf("checkpoint at seq 3 changed:\n%s\nwas\n%s", after, before)
+	}
+}
