@@ -3,6 +3,7 @@ package backbone
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -75,8 +76,15 @@ func NewNotary(scope constructs.Construct, id string, props *NotaryProps) *Notar
 	listStreams(fn.Role)
 	// The head and the rows a batch leaves open, strongly consistent.
 	allow(fn.Role, []string{"dynamodb:GetItem", "dynamodb:Query"}, props.Log.Events.TableArn())
-	// Its chain rows: read, and a conditional put (no update, no delete).
-	allow(fn.Role, []string{"dynamodb:GetItem", "dynamodb:PutItem"}, props.Log.State.TableArn())
+	// Its chain rows only (pk notary#<chain>): read, and a conditional put
+	// (no update, no delete).
+	fn.Role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("dynamodb:GetItem", "dynamodb:PutItem"),
+		Resources: &[]*string{props.Log.State.TableArn()},
+		Conditions: &map[string]interface{}{
+			"ForAllValues:StringLike": map[string]interface{}{"dynamodb:LeadingKeys": []string{keys.StateNotaryPrefix + "*"}},
+		},
+	}))
 
 	dlq := awssqs.NewQueue(c, jsii.String("DLQ"), &awssqs.QueueProps{
 		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,

@@ -1,8 +1,10 @@
 package backbone
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -99,5 +101,36 @@ func TestNotaryAlarms(t *testing.T) {
 	p, ok = s.alarmOn("AWS/Lambda", "Errors", map[string]any{"FunctionName": ref(s.id(s.stack.Notary.Function.Fn))})
 	if !ok {
 		t.Error("no Errors alarm on the notary")
+	}
+}
+
+// TestNotaryStateGrant: the notary may read and put only its own rows of
+// the state table (partition keys notary#…), never update or delete.
+func TestNotaryStateGrant(t *testing.T) {
+	s := synth(t)
+	role := s.id(s.stack.Notary.Function.Role)
+	found := false
+	for _, pol := range s.resources("AWS::IAM::Policy") {
+		roles, _ := json.Marshal(props(pol)["Roles"])
+		if !strings.Contains(string(roles), `"`+role+`"`) {
+			continue
+		}
+		for _, st := range list(props(pol)["PolicyDocument"].(map[string]any)["Statement"]) {
+			m := st.(map[string]any)
+			if !cmp.Equal(m["Resource"], getAtt(LogicalStateTable, "Arn")) {
+				continue
+			}
+			found = true
+			if diff := cmp.Diff([]string{"dynamodb:GetItem", "dynamodb:PutItem"}, sorted(strs(m["Action"]))); diff != "" {
+				t.Errorf("state-table actions (-want +got):\n%s", diff)
+			}
+			want := map[string]any{"ForAllValues:StringLike": map[string]any{"dynamodb:LeadingKeys": []any{keys.StateNotaryPrefix + "*"}}}
+			if diff := cmp.Diff(want, m["Condition"]); diff != "" {
+				t.Errorf("state-table condition (-want +got):\n%s", diff)
+			}
+		}
+	}
+	if !found {
+		t.Error("no grant of the notary on the state table")
 	}
 }
