@@ -335,10 +335,20 @@ func TestNotaryCatchesUpAfterStop(t *testing.T) {
 	for _, e := range n.allEvents(t, tenant) {
 		honest[e.Seq] = e.Hash
 	}
+	stopped, _ := n.tw.Poller(n.notaryMap)
 	last, _ := n.head(t, tenant)
 	n.rewriteTail(t, tenant, last)
+	// tamper-watch reads the same stream: once it has seen the rewrite, a
+	// running notary would have too.
+	eventually(t, 60*time.Second, "tamper-watch saw the rewrite", func() (bool, string) {
+		lines := n.grep(n.fn[keys.FnTamperWatch], "log tampered")
+		return len(lines) > 0, "no tamper-watch line yet"
+	})
 	if lines := n.grep(n.fn[keys.FnNotary], "notary finding"); len(lines) != 0 {
 		t.Fatalf("findings while the notary is stopped:\n%s", strings.Join(lines, "\n"))
+	}
+	if st, _ := n.tw.Poller(n.notaryMap); st.Delivered != stopped.Delivered || st.Invocations != stopped.Invocations {
+		t.Fatalf("the stopped notary was invoked: %+v, was %+v", st, stopped)
 	}
 
 	if err := n.tw.SetMappingEnabled(n.notaryMap, true); err != nil {
