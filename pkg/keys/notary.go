@@ -12,7 +12,8 @@ package keys
 // last_hash), AttrNotaryStreamSeq (S, the stream sequence number of the last
 // record applied), AttrNotaryApplied (S, JSON: the ids of the last records
 // applied, so a retried batch skips what an earlier attempt applied),
-// AttrNotarySigned (N, the last seq signed), AttrNotaryPending (S, JSON: events
+// AttrNotarySigned (N, the last seq signed), AttrNotarySince (N, the seq of
+// the signed checkpoint the chain was started from; 0: genesis), AttrNotaryPending (S, JSON: events
 // seen inserted and not yet covered by a head record), AttrNotaryBroken (BOOL,
 // a finding was made: nothing of the chain is signed again),
 // AttrNotaryFindings (N), AttrNotaryFirstFinding and AttrNotaryLastFinding (S), AttrRoundVersion (N,
@@ -24,6 +25,7 @@ const (
 	AttrNotaryHeadSeq      = "head_seq"
 	AttrNotaryStreamSeq    = "stream_seq"
 	AttrNotarySigned       = "signed_seq"
+	AttrNotarySince        = "since_seq"
 	AttrNotaryPending      = "pending"
 	AttrNotaryApplied      = "applied"
 	AttrNotaryBroken       = "broken"

@@ -103,7 +103,13 @@ type State struct {
 	// within a shard only, and a chain moves to a child shard on a split.
 	Applied []string
 	// Signed: the last seq signed.
-	Signed  int64
+	Signed int64
+	// Since: the seq of the signed checkpoint the chain was started from
+	// (Seeds; 0: from genesis). Records of seqs at or below it are history
+	// the stream still holds from before the notary: the checkpoint vouches
+	// for them, and they are passed over, except that the event and the
+	// head at Since must carry its hash.
+	Since   int64
 	Pending []Pending
 	// Broken: a finding was made; nothing of the chain is signed again.
 	Broken bool
@@ -269,7 +275,7 @@ func (n *Notary) state(ctx context.Context, b *batch, name string) (*State, erro
 				return nil, fmt.Errorf("seed chain %q from its newest checkpoint: %w", name, err)
 			}
 			if ok {
-				st.Seq, st.Hash, st.HeadSeq, st.HeadHash, st.Signed = seq, hash, seq, hash, seq
+				st.Seq, st.Hash, st.HeadSeq, st.HeadHash, st.Signed, st.Since = seq, hash, seq, hash, seq, seq
 			}
 		}
 	}
@@ -353,6 +359,13 @@ func (n *Notary) insert(ctx context.Context, st *State, rec events.DynamoDBEvent
 	if st.Broken {
 		return nil // nothing of a broken chain is signed again: keep nothing for it
 	}
+	if f.Seq <= st.Since && st.Seq == st.Since {
+		if f.Seq == st.Since && e.Hash != st.Hash {
+			f.Kind, f.What = Link, fmt.Sprintf("event at the starting checkpoint's seq %d has hash %s, the checkpoint %s", f.Seq, e.Hash, st.Hash)
+			n.report(ctx, st, f)
+		}
+		return nil // history the starting checkpoint vouches for
+	}
 	if f.Seq <= st.Seq {
 		f.Kind, f.What = Planted, fmt.Sprintf("insert at seq %d, already appended (the chain stands at %d)", f.Seq, st.Seq)
 		n.report(ctx, st, f)
@@ -387,6 +400,16 @@ func (n *Notary) head(ctx context.Context, st *State, rec events.DynamoDBEventRe
 			n.report(ctx, st, f)
 			return nil
 		}
+	}
+	if seeded := st.Since > 0 && st.Seq == st.Since; seeded && last <= st.Since {
+		// History from before the starting checkpoint, replayed by the stream.
+		if last == st.Since && hash != st.Hash {
+			f.Kind, f.What = Rollback, fmt.Sprintf("head at the starting checkpoint's seq %d has last_hash %s, the checkpoint %s", last, hash, st.Hash)
+			n.report(ctx, st, f)
+		}
+		return nil
+	} else if seeded && from < st.Since {
+		from = st.Since // a transaction across the starting checkpoint: its earlier events are history
 	}
 	was, wasHash := st.HeadSeq, st.HeadHash
 	st.HeadSeq, st.HeadHash = last, hash

@@ -583,3 +583,56 @@ func TestStoreFailureFailsTheBatch(t *testing.T) {
 type conflicting struct{ notary.Store }
 
 func (conflicting) Load(context.Context, string) (*notary.State, error) { return nil, nil }
+
+// seeds starts chains from a signed checkpoint.
+type seeds map[string]struct {
+	seq  int64
+	hash string
+}
+
+func (s seeds) Latest(_ context.Context, name string) (int64, string, bool, error) {
+	c, ok := s[name]
+	return c.seq, c.hash, ok, nil
+}
+
+// TestStartsFromSignedCheckpoint: a notary added to a live stack starts a
+// chain from its newest signed checkpoint. The stream replays history from
+// before it (an event and head at and below the checkpoint), which is
+// passed over; what follows is checked and signed. A replayed event at the
+// checkpoint's seq with another hash is a finding.
+func TestStartsFromSignedCheckpoint(t *testing.T) {
+	for _, forged := range []bool{false, true} {
+		t.Run(fmt.Sprintf("forged=%v", forged), func(t *testing.T) {
+			r := newRig(t)
+			c := &chainOf{t: t, name: "acme"}
+			c.emit(r.tb, 2, false)
+			c.emit(r.tb, 1, false)
+			seedHash := c.evs[2].Hash
+			if forged {
+				seedHash = strings.Repeat("ef", 32)
+			}
+			n, err := notary.New(notary.Config{Store: r.store, Log: r.tb, Signer: r.signer, Logger: obs.NewLogger(&r.logs, "info"),
+				Seeds: seeds{"acme": {3, seedHash}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.emit(r.tb, 2, true) // a transaction after the checkpoint
+			if err := n.Handle(context.Background(), r.tb.drain()); err != nil {
+				t.Fatal(err)
+			}
+			f := r.findings()
+			if forged {
+				if len(f) == 0 || f[0] != string(notary.Link) || len(r.signer.signed) != 0 {
+					t.Fatalf("findings %v, signed %v: want a link finding at the checkpoint and nothing signed", f, r.signer.signed)
+				}
+				return
+			}
+			if len(f) != 0 {
+				t.Fatalf("findings %v on replayed history\n%s", f, r.logs.String())
+			}
+			if want := []string{"acme@5:" + c.evs[4].Hash}; fmt.Sprint(r.signer.signed) != fmt.Sprint(want) {
+				t.Errorf("signed %v, want %v", r.signer.signed, want)
+			}
+		})
+	}
+}

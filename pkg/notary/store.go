@@ -73,6 +73,11 @@ func (d *DynamoStore) Load(ctx context.Context, chainName string) (*State, error
 		f, _ := strconv.Atoi(n.Value)
 		st.Findings = f
 	}
+	if n, ok := it[keys.AttrNotarySince].(*types.AttributeValueMemberN); ok {
+		if st.Since, err = strconv.ParseInt(n.Value, 10, 64); err != nil {
+			return nil, fmt.Errorf("notary row of chain %q: %s: %w", chainName, keys.AttrNotarySince, err)
+		}
+	}
 	for name, dst := range map[string]*string{keys.AttrHash: &st.Hash, keys.AttrLastHash: &st.HeadHash,
 		keys.AttrNotaryStreamSeq: &st.StreamSeq, keys.AttrNotaryLastFinding: &st.LastFinding, keys.AttrNotaryFirstFinding: &st.FirstFinding} {
 		if s, ok := it[name].(*types.AttributeValueMemberS); ok {
@@ -109,6 +114,7 @@ func (d *DynamoStore) Save(ctx context.Context, st *State) error {
 	it[keys.AttrNotaryHeadSeq] = nAV(st.HeadSeq)
 	it[keys.AttrLastHash] = &types.AttributeValueMemberS{Value: st.HeadHash}
 	it[keys.AttrNotarySigned] = nAV(st.Signed)
+	it[keys.AttrNotarySince] = nAV(st.Since)
 	it[keys.AttrNotaryPending] = &types.AttributeValueMemberS{Value: string(pending)}
 	it[keys.AttrNotaryApplied] = &types.AttributeValueMemberS{Value: string(applied)}
 	it[keys.AttrNotaryBroken] = &types.AttributeValueMemberBOOL{Value: st.Broken}

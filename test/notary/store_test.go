@@ -32,7 +32,7 @@ func TestStoreConformance(t *testing.T) {
 				t.Fatalf("no state yet: got %+v, %v; want nil, nil", st, err)
 			}
 			st := notary.NewState("acme")
-			st.Seq, st.Hash, st.HeadSeq, st.HeadHash, st.Signed = 4, "h4", 5, "h5", 4
+			st.Seq, st.Hash, st.HeadSeq, st.HeadHash, st.Signed, st.Since = 4, "h4", 5, "h5", 4, 2
 			st.Pending = []notary.Pending{{Seq: 5, PrevHash: "h4", Hash: "h5"}}
 			st.Applied = []string{"ev1", "ev2"}
 			st.StreamSeq, st.Findings, st.FirstFinding, st.LastFinding, st.Broken = "4421584500000000017450439091", 2, "rewrite at seq 8: y", "planted at seq 9: x", true
