@@ -142,6 +142,7 @@ type stack struct {
 	feedMap    string // the change feed's stream mapping
 	durableMap string // durable-consumer's queue mapping
 	tamperMap  string // tamper-watch's stream mapping on the events table
+	notaryMap  string // the notary's stream mapping on the events table
 	url        string // reconcile's Function URL
 
 	mu     sync.Mutex
@@ -169,7 +170,7 @@ func startStack(t *testing.T, mutate func(*cfn.Template)) *stack {
 	s := upStack(t, ordersApp, mutate, cli)
 	tw, tmpl := s.tw, s.tw.Template()
 	var err error
-	for _, name := range []string{keys.FnStreamFilter, keys.FnDurableConsumer, keys.FnChangefeed, keys.FnReconcile, keys.FnDLQRepair, keys.FnTamperWatch} {
+	for _, name := range []string{keys.FnStreamFilter, keys.FnDurableConsumer, keys.FnChangefeed, keys.FnReconcile, keys.FnDLQRepair, keys.FnTamperWatch, keys.FnNotary} {
 		if s.fn[name] == "" {
 			t.Fatalf("the template has no function %s", name)
 		}
@@ -189,11 +190,13 @@ func startStack(t *testing.T, mutate func(*cfn.Template)) *stack {
 			// Its mapping on the events stream; the other reads the state
 			// table's.
 			s.tamperMap = r.LogicalID
+		case len(refs) == 1 && refs[0] == s.fn[keys.FnNotary]:
+			s.notaryMap = r.LogicalID
 		}
 	}
-	if s.pipe == "" || s.feedMap == "" || s.durableMap == "" || s.tamperMap == "" {
-		t.Fatalf("template: pipe %q, change feed mapping %q, durable mapping %q, tamper-watch mapping %q: want all four",
-			s.pipe, s.feedMap, s.durableMap, s.tamperMap)
+	if s.pipe == "" || s.feedMap == "" || s.durableMap == "" || s.tamperMap == "" || s.notaryMap == "" {
+		t.Fatalf("template: pipe %q, change feed mapping %q, durable mapping %q, tamper-watch mapping %q, notary mapping %q: want all five",
+			s.pipe, s.feedMap, s.durableMap, s.tamperMap, s.notaryMap)
 	}
 	if s.url == "" {
 		t.Fatal("no Function URL for reconcile")
@@ -318,7 +321,17 @@ func (s *stack) run(wantFail bool, args ...string) string {
 
 // reconcileReport is the part of reconcile's answer the tests read.
 type reconcileReport struct {
-	Tenant          string          `json:"tenant"`
+	Tenant   string `json:"tenant"`
+	Findings []struct {
+		Kind   string `json:"kind"`
+		Key    string `json:"key"`
+		Reason string `json:"reason"`
+	} `json:"findings"`
+	Notary *struct {
+		Seq    int64 `json:"seq"`
+		Signed int64 `json:"signed_seq"`
+		Broken bool  `json:"broken"`
+	} `json:"notary"`
 	ChainIntact     *bool           `json:"chain_intact"`
 	LastSeq         int64           `json:"last_seq"`
 	Verified        int64           `json:"verified"`

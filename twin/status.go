@@ -2,6 +2,7 @@ package twin
 
 import (
 	"context"
+	"fmt"
 	"sort"
 )
 
@@ -64,4 +65,21 @@ func (tw *Twin) Poller(id string) (PollerStats, bool) {
 		return PollerStats{}, false
 	}
 	return r.poller.stats(), true
+}
+
+// SetMappingEnabled disables or enables the stream mapping with logical ID
+// id, as UpdateEventSourceMapping's Enabled does: a disabled mapping invokes
+// nothing and keeps its position in each shard; enabled again, it reads on
+// from there (what the stream still holds).
+func (tw *Twin) SetMappingEnabled(id string, enabled bool) error {
+	r, ok := tw.resources[id]
+	if !ok || r.poller == nil {
+		return fmt.Errorf("twin: no mapping %s", id)
+	}
+	c, ok := r.poller.(*streamConsumer)
+	if !ok {
+		return fmt.Errorf("twin: %s is not a stream mapping", id)
+	}
+	c.disabled.Store(!enabled)
+	return nil
 }

@@ -128,6 +128,9 @@ type streamConsumer struct {
 	filters   []*eventpattern.Pattern // any must match; none: all pass
 	deliver   func(ctx context.Context, recs []*record, attempt int) (attemptResult, error)
 	giveUp    func(ctx context.Context, f failure)
+	// disabled holds every batch (UpdateEventSourceMapping Enabled=false):
+	// the position is kept, and reading resumes there when enabled again.
+	disabled atomic.Bool
 	counters
 }
 
@@ -300,6 +303,13 @@ func (c *streamConsumer) readShard(ctx context.Context, shard string, it streamt
 			}
 			if len(buf) < c.policy.size && time.Since(buf[0].Seen) < c.policy.window {
 				continue
+			}
+		}
+		for c.disabled.Load() {
+			select {
+			case <-time.After(20 * time.Millisecond):
+			case <-ctx.Done():
+				return
 			}
 		}
 		n := min(c.policy.size, len(buf))

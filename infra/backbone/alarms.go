@@ -81,6 +81,9 @@ type AlarmsProps struct {
 	Reconcile   *Reconcile
 	Repair      *Repair
 	TamperWatch *TamperWatch
+	// Notary, when set, adds the notary's alarms (notary.go) and its
+	// function's.
+	Notary *Notary
 	// Topic is the topic every alarm notifies (ALARM and OK); nil creates
 	// one, pinned as LogicalAlarmTopic after the log's prefix.
 	Topic awssns.ITopic
@@ -113,10 +116,14 @@ type Alarms struct {
 
 // Functions returns every function of the stack, for per-function alarms.
 func (p *AlarmsProps) functions() []Function {
-	return []Function{
+	fns := []Function{
 		p.Durable.StreamFilter, p.Durable.DurableConsumer, p.ChangeFeed.Changefeed,
 		p.Reconcile.Function, p.Repair.Function, p.TamperWatch.Function,
 	}
+	if p.Notary != nil {
+		fns = append(fns, p.Notary.Function)
+	}
+	return fns
 }
 
 // NewAlarms creates the alarms and the dashboard.
@@ -267,6 +274,12 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 	alarm("DeliveryWatermarkStalled",
 		"A DURABLE subscription's delivery watermark stopped while events wait: some tenant has an event more than 15 minutes old that the subscription has not settled (EMF UnsettledAgeSeconds, by Subscription, from reconcile). The event was lost between the stream and the handler, or the lane is stuck. Call reconcile for the tenants ('subscriptions' names the watermark, the unsettled count and the oldest unsettled seq), then run dlq-repair, which redelivers from the log whatever is above the watermark.",
 		emfQuery("MAX", keys.MetricUnsettledAge, fifteenMin), unsettledAgeThresholdS, 1)
+
+	if props.Notary != nil {
+		for _, n := range props.Notary.alarms() {
+			alarmMissing(n.name, n.description, n.metric, n.threshold, n.periods, n.missing)
+		}
+	}
 
 	// Changes to the insert-only log, as they happen (tamper-watch).
 	tampered := emfQuery("SUM", keys.MetricTamperDetected, oneMin)

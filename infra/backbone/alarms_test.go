@@ -87,7 +87,7 @@ func (s *synthesized) dlqs() []string {
 func TestEveryDLQHasADepthAlarm(t *testing.T) {
 	s := synth(t)
 	got := s.dlqs()
-	if diff := cmp.Diff([]string{LogicalChangeFeedDLQ, LogicalDurableDLQ, LogicalPipeDLQ, LogicalTamperDLQ}, got); diff != "" {
+	if diff := cmp.Diff([]string{LogicalChangeFeedDLQ, LogicalDurableDLQ, LogicalNotaryDLQ, LogicalPipeDLQ, LogicalTamperDLQ}, got); diff != "" {
 		t.Errorf("dead-letter destinations (-want +got):\n%s", diff)
 	}
 	for _, id := range got {
@@ -195,7 +195,7 @@ func TestStreamConsumersHaveLagAlarms(t *testing.T) {
 		}
 	}
 	if n != 3 {
-		t.Errorf("%d stream mappings, want 3 (changefeed, tamper-watch on the events and the state streams)", n)
+		t.Errorf("%d stream mappings, want 4 (changefeed, tamper-watch on the events and the state streams, notary)", n)
 	}
 	// Pipes publish no IteratorAge: lag comes from stream-filter's EMF
 	// metric; failures and timeouts from the Pipe's own metrics.

@@ -181,6 +181,7 @@ type Backbone struct {
 	Checkpoints *Checkpoints
 	Repair      *Repair
 	Tamper      *TamperWatch
+	Notary      *Notary
 	Alarms      *Alarms
 	Schedules   *Schedules
 	// Erasure is the subject-keys table and data-key KMS key, made only
@@ -284,13 +285,15 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	})
 	b.ChangeFeed = NewChangeFeed(c, "ChangeFeed", &ChangeFeedProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy, TableKey: p.TableKey, QueueKey: p.QueueKey})
 	b.Reconcile = NewReconcile(c, "Reconcile", &ReconcileProps{Log: b.Log, Functions: fo, ReservedConcurrency: reconcileRC})
-	b.Checkpoints = NewCheckpoints(c, "Checkpoints", &CheckpointsProps{Log: b.Log, Reconcile: b.Reconcile})
+	b.Notary = NewNotary(c, "Notary", &NotaryProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy})
+	b.Checkpoints = NewCheckpoints(c, "Checkpoints", &CheckpointsProps{Log: b.Log, Reconcile: b.Reconcile, Notary: b.Notary})
 	b.Repair = NewRepair(c, "Repair", &RepairProps{
 		Log: b.Log, Durable: b.Durable, ChangeFeed: b.ChangeFeed, Functions: fo, ReservedConcurrency: repairRC,
 	})
 	b.Durable.OnlyBackboneSends(b.Repair.Function.Role)
 	b.Log.ProtectState(append([]awsiam.IRole{
 		b.Durable.DurableConsumer.Role, b.ChangeFeed.Changefeed.Role, b.Reconcile.Function.Role, b.Repair.Function.Role,
+		b.Notary.Function.Role, // its own notary# rows only (notary.go)
 	}, p.StateOperators...)...)
 	b.ChangeFeed.OnlyBackboneSends(b.Repair.Function.Role)
 	b.Tamper = NewTamperWatch(c, "TamperWatch", &TamperWatchProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy, QueueKey: p.QueueKey})
@@ -330,7 +333,7 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 
 	b.Alarms = NewAlarms(c, "Alarms", &AlarmsProps{
 		Log: b.Log, Durable: b.Durable, ChangeFeed: b.ChangeFeed, Reconcile: b.Reconcile, Repair: b.Repair,
-		TamperWatch: b.Tamper, Topic: p.AlarmTopic, AlarmEmail: p.AlarmEmail, NoDestination: p.NoAlarmDestination,
+		TamperWatch: b.Tamper, Notary: b.Notary, Topic: p.AlarmTopic, AlarmEmail: p.AlarmEmail, NoDestination: p.NoAlarmDestination,
 		TrackedStreams: w.streams(p.App.Name), App: p.App, Subscriptions: w.subscriptions,
 	})
 	if p.AuditTrail {

@@ -33,7 +33,7 @@ func TestPinnedLogicalIDs(t *testing.T) {
 		// The backbone's three, and the application's own two (their IDs are
 		// the application's business).
 		"AWS::DynamoDB::Table": sorted([]string{LogicalChangeFeedTable, LogicalEventsTable, LogicalStateTable, s.id(s.stack.Widgets), s.id(s.stack.Listing)}),
-		"AWS::SQS::Queue":      {LogicalChangeFeedDLQ, LogicalDurableDLQ, LogicalDurableQueue, LogicalPipeDLQ, LogicalTamperDLQ},
+		"AWS::SQS::Queue":      {LogicalChangeFeedDLQ, LogicalDurableDLQ, LogicalDurableQueue, LogicalNotaryDLQ, LogicalPipeDLQ, LogicalTamperDLQ},
 		"AWS::Pipes::Pipe":     {LogicalEventsPipe},
 	} {
 		if diff := cmp.Diff(want, ids(typ)); diff != "" {
@@ -48,6 +48,7 @@ func TestPinnedLogicalIDs(t *testing.T) {
 		// A tracked entity's mapping: "ChangeFeedMapping" + its name.
 		"EventsPipe": "AWS::Pipes::Pipe", "ChangeFeedMappingWIDGET": "AWS::Lambda::EventSourceMapping",
 		"TamperWatchMapping": "AWS::Lambda::EventSourceMapping", "AlarmTopic": "AWS::SNS::Topic",
+		"NotaryMapping": "AWS::Lambda::EventSourceMapping", "NotaryDLQ": "AWS::SQS::Queue",
 	} {
 		if _, ok := s.resources(typ)[id]; !ok {
 			t.Errorf("no %s with logical ID %s", typ, id)
@@ -281,6 +282,14 @@ func TestFunctions(t *testing.T) {
 			keys.EnvCheckpointLog:    map[string]any{"Fn::Join": []any{"", []any{"fourlanes/", ref("AWS::StackName")}}},
 		}}},
 		keys.FnTamperWatch: {st.Tamper.Function, fnSpec{env: map[string]any{keys.EnvStateTable: ref(LogicalStateTable)}}},
+		keys.FnNotary: {st.Notary.Function, fnSpec{env: map[string]any{
+			keys.EnvEventsTable: table(LogicalEventsTable),
+			keys.EnvStateTable:  table(LogicalStateTable),
+			// It alone signs: the same bucket, key and log name as reconcile reads.
+			keys.EnvCheckpointBucket: ref("CheckpointBucket"),
+			keys.EnvCheckpointKey:    getAtt("CheckpointSigningKey", "Arn"),
+			keys.EnvCheckpointLog:    map[string]any{"Fn::Join": []any{"", []any{"fourlanes/", ref("AWS::StackName")}}},
+		}}},
 		keys.FnDLQRepair: {st.Repair.Function, fnSpec{reserved: 1.0, env: map[string]any{
 			keys.EnvDurableDLQURL:    queueURL(LogicalDurableDLQ),
 			keys.EnvPipeDLQURL:       queueURL(LogicalPipeDLQ),
@@ -392,8 +401,15 @@ func TestOutputs(t *testing.T) {
 // mappingFor returns the properties of the event source mapping reading arn.
 func (s *synthesized) mappingFor(t *testing.T, arn any) map[string]any {
 	t.Helper()
+	return s.mappingOf(t, arn, nil)
+}
+
+// mappingOf is the mapping that reads arn and runs fn (any function when
+// fn is nil).
+func (s *synthesized) mappingOf(t *testing.T, arn any, fn awslambda.Function) map[string]any {
+	t.Helper()
 	for _, m := range s.resources("AWS::Lambda::EventSourceMapping") {
-		if cmp.Equal(props(m)["EventSourceArn"], arn) {
+		if cmp.Equal(props(m)["EventSourceArn"], arn) && (fn == nil || cmp.Equal(props(m)["FunctionName"], ref(s.id(fn)))) {
 			return props(m)
 		}
 	}

@@ -44,7 +44,7 @@ var CheckpointKeyAdminActions = []string{
 // default, whose "Enable IAM User Permissions" statement (the account
 // principal, kms:*) lets any IAM policy of the account grant kms:Sign. Here:
 //
-//   - only signer (reconcile's role) may kms:Sign, named in the key policy
+//   - only signer (the notary's role) may kms:Sign, named in the key policy
 //     itself: no IAM policy can grant Sign to anyone else, since the key
 //     policy delegates no Sign to the account;
 //   - the account may kms:GetPublicKey (through IAM), so auditors can fetch
@@ -74,7 +74,7 @@ func CheckpointKeyPolicy(signer awsiam.IRole) awsiam.PolicyDocument {
 			Resources:  jsii.Strings("*"),
 		}),
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid:        jsii.String("OnlyReconcileSigns"),
+			Sid:        jsii.String("OnlyTheNotarySigns"),
 			Principals: &[]awsiam.IPrincipal{awsiam.NewArnPrincipal(signer.RoleArn())},
 			Actions:    jsii.Strings("kms:Sign"),
 			Resources:  jsii.Strings("*"),
@@ -87,13 +87,15 @@ func CheckpointKeyPolicy(signer awsiam.IRole) awsiam.PolicyDocument {
 // overwrite a checkpoint object for this long, nor shorten it.
 const CheckpointRetentionDays = 365
 
-// CheckpointsProps wires signed checkpoints to reconcile.
+// CheckpointsProps wires signed checkpoints to the notary, which signs
+// them, and to reconcile, which reads them.
 type CheckpointsProps struct {
 	// Log is the log whose checkpoints these are: its LogicalIDPrefix
 	// begins the key's and the bucket's pinned IDs, and names the log in
 	// every checkpoint (CheckpointLog).
 	Log       *EventLog
 	Reconcile *Reconcile
+	Notary    *Notary
 }
 
 // CheckpointLog is the name of the log that every checkpoint's note carries
@@ -107,12 +109,13 @@ func CheckpointLog(stackName, prefix string) string {
 	return "fourlanes/" + stackName + "/" + prefix
 }
 
-// Checkpoints is where reconcile anchors what it verified: a KMS signing
-// key (ECC_NIST_P256, SIGN_VERIFY; the private key never leaves KMS) and an
-// S3 bucket with Object Lock in COMPLIANCE mode. Reconcile may only sign
-// and read the public key, and only put (never overwrite: the bucket policy
-// requires If-None-Match), get and list checkpoints; nothing in the stack
-// may delete them.
+// Checkpoints is where the notary records what it saw appended and what
+// reconcile trusts: a KMS signing key (ECC_NIST_P256, SIGN_VERIFY; the
+// private key never leaves KMS) and an S3 bucket with Object Lock in
+// COMPLIANCE mode. Only the notary may sign (the key policy) and put
+// checkpoints (never overwrite: the bucket policy requires If-None-Match,
+// and denies PutObject to every other principal); reconcile may only read
+// the public key, get and list them; nothing in the stack may delete them.
 type Checkpoints struct {
 	constructs.Construct
 	Key    awskms.Key
@@ -122,17 +125,19 @@ type Checkpoints struct {
 	AccessLogs awss3.Bucket
 }
 
-// NewCheckpoints creates the key and the bucket, grants reconcile exactly
+// NewCheckpoints creates the key and the bucket; grants the notary exactly
 // kms:Sign and kms:GetPublicKey on the key and s3:PutObject, s3:GetObject,
-// s3:ListBucket on the bucket, and gives it CHECKPOINT_BUCKET,
+// s3:ListBucket on the bucket, and reconcile kms:GetPublicKey,
+// s3:GetObject and s3:ListBucket; and gives both CHECKPOINT_BUCKET,
 // CHECKPOINT_KEY_ID and CHECKPOINT_LOG (CheckpointLog).
 func NewCheckpoints(scope constructs.Construct, id string, props *CheckpointsProps) *Checkpoints {
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	fn := props.Reconcile.Function
+	signer := props.Notary.Function
 	prefix := props.Log.LogicalIDPrefix()
 	key := awskms.NewKey(c, jsii.String("SigningKey"), &awskms.KeyProps{
-		Policy:        CheckpointKeyPolicy(fn.Role),
-		Description:   jsii.String("fourlanes: signs reconcile's checkpoints (ECDSA P-256, C2SP signed notes)"),
+		Policy:        CheckpointKeyPolicy(signer.Role),
+		Description:   jsii.String("fourlanes: signs the notary's checkpoints (ECDSA P-256, C2SP signed notes)"),
 		KeySpec:       awskms.KeySpec_ECC_NIST_P256,
 		KeyUsage:      awskms.KeyUsage_SIGN_VERIFY,
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
@@ -198,20 +203,41 @@ func NewCheckpoints(scope constructs.Construct, id string, props *CheckpointsPro
 		Resources:  jsii.Strings(*objects),
 		Conditions: &map[string]interface{}{"Null": map[string]interface{}{"s3:if-none-match": "true"}},
 	}))
+	// Only the notary writes checkpoints: a principal allowed s3:PutObject
+	// by an IAM policy of the account still cannot plant an object where
+	// reconcile and export look for the newest checkpoint.
+	bucket.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("OnlyTheNotaryWrites"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings("s3:PutObject"),
+		Resources:  jsii.Strings(*objects),
+		Conditions: &map[string]interface{}{"ArnNotEquals": map[string]interface{}{"aws:PrincipalArn": signer.Role.RoleArn()}},
+	}))
 
-	allow(fn.Role, []string{"kms:Sign", "kms:GetPublicKey"}, key.KeyArn())
 	checkpointObjects := bucket.ArnForObjects(jsii.String(keys.CheckpointObjectPrefix + "*"))
-	// Versions, not only current objects: reconcile reads under a delete
-	// marker (pkg/reconcile, CheckpointS3).
-	allow(fn.Role, []string{"s3:PutObject", "s3:GetObject", "s3:GetObjectVersion"}, checkpointObjects)
+	allow(signer.Role, []string{"kms:Sign", "kms:GetPublicKey"}, key.KeyArn())
+	// Versions, not only current objects: reconcile and the notary read
+	// under a delete marker (pkg/reconcile, CheckpointS3).
+	allow(signer.Role, []string{"s3:PutObject", "s3:GetObject", "s3:GetObjectVersion"}, checkpointObjects)
+	allow(signer.Role, []string{"s3:ListBucket", "s3:ListBucketVersions"}, bucket.BucketArn()) // its first checkpoint of a chain starts from the newest signed one
+	allow(fn.Role, []string{"kms:GetPublicKey"}, key.KeyArn())
+	allow(fn.Role, []string{"s3:GetObject", "s3:GetObjectVersion"}, checkpointObjects)
 	allow(fn.Role, []string{"s3:ListBucket", "s3:ListBucketVersions"}, bucket.BucketArn())
-	fn.Fn.AddEnvironment(jsii.String(keys.EnvCheckpointBucket), bucket.BucketName(), nil)
-	fn.Fn.AddEnvironment(jsii.String(keys.EnvCheckpointKey), key.KeyArn(), nil)
-	fn.Fn.AddEnvironment(jsii.String(keys.EnvCheckpointLog), jsii.String(CheckpointLog(*awscdk.Aws_STACK_NAME(), prefix)), nil)
+	for _, f := range []Function{fn, signer} {
+		f.Fn.AddEnvironment(jsii.String(keys.EnvCheckpointBucket), bucket.BucketName(), nil)
+		f.Fn.AddEnvironment(jsii.String(keys.EnvCheckpointKey), key.KeyArn(), nil)
+		f.Fn.AddEnvironment(jsii.String(keys.EnvCheckpointLog), jsii.String(CheckpointLog(*awscdk.Aws_STACK_NAME(), prefix)), nil)
+	}
 
+	cdknag.NagSuppressions_AddResourceSuppressions(signer.Role, &[]*cdknag.NagPackSuppression{{
+		Id:        jsii.String("AwsSolutions-IAM5"),
+		Reason:    jsii.String("the notary writes one object per signed checkpoint under checkpoints/ (keys named by chain and seq); it may put (never overwrite: the bucket policy requires If-None-Match) and get there, nothing else."),
+		AppliesTo: &[]interface{}{cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::<` + prefix + LogicalCheckpointBucket + `\.Arn>\/checkpoints\/\*$/g`)}},
+	}}, jsii.Bool(true))
 	cdknag.NagSuppressions_AddResourceSuppressions(fn.Role, &[]*cdknag.NagPackSuppression{{
 		Id:        jsii.String("AwsSolutions-IAM5"),
-		Reason:    jsii.String("reconcile writes one object per signed checkpoint under checkpoints/ (keys named by tenant and seq); it may put (never overwrite: the bucket policy requires If-None-Match) and get there, nothing else."),
+		Reason:    jsii.String("reconcile reads the checkpoints under checkpoints/ (keys named by tenant and seq), and nothing else of the bucket."),
 		AppliesTo: &[]interface{}{cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::<` + prefix + LogicalCheckpointBucket + `\.Arn>\/checkpoints\/\*$/g`)}},
 	}}, jsii.Bool(true))
 	return &Checkpoints{Construct: c, Key: key, Bucket: bucket, AccessLogs: accessLogs}

@@ -66,6 +66,7 @@ func TestCheckpointBucket(t *testing.T) {
 		`"aws:SecureTransport":"false"`,
 		`"Action":["s3:DeleteObject","s3:DeleteObjectVersion"],"Effect":"Deny","Principal":{"AWS":"*"}`,
 		`"Action":"s3:PutObject","Condition":{"Null":{"s3:if-none-match":"true"}},"Effect":"Deny","Principal":{"AWS":"*"}`,
+		`"Action":"s3:PutObject","Condition":{"ArnNotEquals":{"aws:PrincipalArn":{"Fn::GetAtt":["` + s.id(s.stack.Notary.Function.Role) + `","Arn"]}}},"Effect":"Deny","Principal":{"AWS":"*"}`,
 	} {
 		if !strings.Contains(policy, w) {
 			t.Errorf("bucket policy lacks %s:\n%s", w, policy)
@@ -73,13 +74,14 @@ func TestCheckpointBucket(t *testing.T) {
 	}
 }
 
-// TestCheckpointGrants: reconcile may sign and read the public key, put, get
-// and list checkpoints, and nothing more on either; its environment names
-// both. The team's auditor (GrantRead) may read the public key, get and list
+// TestCheckpointGrants: the notary may sign and read the public key, put,
+// get and list checkpoints; reconcile may only read the public key, get and
+// list them; nothing more on either; both environments name both. The
+// team's auditor (GrantRead) may read the public key, get and list
 // checkpoints. No other role of the stack is granted anything on them.
 func TestCheckpointGrants(t *testing.T) {
 	s := synth(t)
-	reconcile, auditor := s.id(s.stack.Reconcile.Function.Role), s.id(s.stack.Auditor)
+	reconcile, auditor, notary := s.id(s.stack.Reconcile.Function.Role), s.id(s.stack.Auditor), s.id(s.stack.Notary.Function.Role)
 	got := map[string][]string{} // by role
 	for id, pol := range s.resources("AWS::IAM::Policy") {
 		roles, _ := json.Marshal(props(pol)["Roles"])
@@ -90,39 +92,42 @@ func TestCheckpointGrants(t *testing.T) {
 				continue
 			}
 			var role string
-			for _, r := range []string{reconcile, auditor} {
+			for _, r := range []string{reconcile, auditor, notary} {
 				if strings.Contains(string(roles), `"`+r+`"`) {
 					role = r
 				}
 			}
 			if role == "" {
-				t.Errorf("policy %s grants %v on a checkpoint resource to %s, not reconcile or the auditor", id, m["Action"], roles)
+				t.Errorf("policy %s grants %v on a checkpoint resource to %s, not the notary, reconcile or the auditor", id, m["Action"], roles)
 				continue
 			}
 			got[role] = append(got[role], strs(m["Action"])...)
 		}
 	}
 	for role, want := range map[string][]string{
-		reconcile: {"kms:GetPublicKey", "kms:Sign", "s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket", "s3:ListBucketVersions", "s3:PutObject"},
+		notary:    {"kms:GetPublicKey", "kms:Sign", "s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket", "s3:ListBucketVersions", "s3:PutObject"},
+		reconcile: {"kms:GetPublicKey", "s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket", "s3:ListBucketVersions"},
 		auditor:   {"kms:GetPublicKey", "s3:GetObject", "s3:ListBucket"},
 	} {
 		if diff := cmp.Diff(want, sorted(got[role])); diff != "" {
 			t.Errorf("actions granted to %s on the checkpoint key and bucket (-want +got):\n%s", role, diff)
 		}
 	}
-	env := props(s.resources("AWS::Lambda::Function")[s.id(s.stack.Reconcile.Function.Fn)])["Environment"].(map[string]any)["Variables"].(map[string]any)
-	for _, k := range []string{keys.EnvCheckpointBucket, keys.EnvCheckpointKey, keys.EnvCheckpointLog} {
-		if env[k] == nil {
-			t.Errorf("reconcile's environment lacks %s", k)
+	for name, fn := range map[string]Function{"reconcile": s.stack.Reconcile.Function, "notary": s.stack.Notary.Function} {
+		env := props(s.resources("AWS::Lambda::Function")[s.id(fn.Fn)])["Environment"].(map[string]any)["Variables"].(map[string]any)
+		for _, k := range []string{keys.EnvCheckpointBucket, keys.EnvCheckpointKey, keys.EnvCheckpointLog} {
+			if env[k] == nil {
+				t.Errorf("%s's environment lacks %s", name, k)
+			}
 		}
-	}
-	if diff := cmp.Diff(ref(LogicalCheckpointBucket), env[keys.EnvCheckpointBucket]); diff != "" {
-		t.Errorf("%s (-want +got):\n%s", keys.EnvCheckpointBucket, diff)
+		if diff := cmp.Diff(ref(LogicalCheckpointBucket), env[keys.EnvCheckpointBucket]); diff != "" {
+			t.Errorf("%s %s (-want +got):\n%s", name, keys.EnvCheckpointBucket, diff)
+		}
 	}
 }
 
 // TestCheckpointKeyPolicy: the key policy, not CDK's default, decides who
-// signs. Only reconcile's role may kms:Sign; the account (through IAM) may
+// signs. Only the notary's role may kms:Sign; the account (through IAM) may
 // read the public key and administer the key, PutKeyPolicy included so the
 // key stays manageable, but neither sign nor create grants; no statement
 // delegates kms:* or any wildcard.
@@ -133,7 +138,7 @@ func TestCheckpointKeyPolicy(t *testing.T) {
 	if !ok {
 		t.Fatalf("key %s has no KeyPolicy", LogicalCheckpointKey)
 	}
-	signerRole := getAtt(s.id(s.stack.Reconcile.Function.Role), "Arn")
+	signerRole := getAtt(s.id(s.stack.Notary.Function.Role), "Arn")
 	isRoot := func(p any) bool {
 		raw, _ := json.Marshal(p)
 		return strings.Contains(string(raw), `":root"`) && strings.Contains(string(raw), `"AWS::AccountId"`)

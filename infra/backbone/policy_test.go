@@ -267,7 +267,7 @@ func TestWhatPutItemCanStillDo(t *testing.T) {
 	}
 	// 2. An overwrite reaches tamper-watch: its mapping reads the events
 	// stream and its filter passes the MODIFY such a Put makes.
-	m := s.mappingFor(t, getAtt(LogicalEventsTable, "StreamArn"))
+	m := s.mappingOf(t, getAtt(LogicalEventsTable, "StreamArn"), s.stack.Tamper.Function.Fn)
 	if !cmp.Equal(m["FunctionName"], ref(s.id(s.stack.Tamper.Function.Fn))) {
 		t.Fatalf("the events stream's mapping runs %v, want tamper-watch", m["FunctionName"])
 	}
@@ -343,12 +343,21 @@ func TestRoleAccess(t *testing.T) {
 		{"reconcile", st.Reconcile.Function, map[string][]string{
 			LogicalEventsTable + ".Arn": read,
 			LogicalStateTable + ".Arn":  rw,
-			// Signed checkpoints (checkpoint.go): sign, read the public key,
-			// put/get/list checkpoint objects and their versions (a delete
-			// marker hides none); never delete.
-			LogicalCheckpointKey + ".Arn":    {"kms:GetPublicKey", "kms:Sign"},
+			// Signed checkpoints (checkpoint.go): read the public key,
+			// get/list checkpoint objects; the notary alone signs and puts.
+			LogicalCheckpointKey + ".Arn":    {"kms:GetPublicKey"},
 			LogicalCheckpointBucket + ".Arn": {"s3:ListBucket", "s3:ListBucketVersions"},
+			`{"Fn::Join":["",[{"Fn::GetAtt":["` + LogicalCheckpointBucket + `","Arn"]},"/checkpoints/*"]]}`: {"s3:GetObject", "s3:GetObjectVersion"},
+		}},
+		{"notary", st.Notary.Function, map[string][]string{
+			LogicalEventsTable + ".StreamArn": stream,
+			LogicalEventsTable + ".Arn":       {"dynamodb:GetItem", "dynamodb:Query"},
+			LogicalStateTable + ".Arn":        {"dynamodb:GetItem", "dynamodb:PutItem"},
+			LogicalNotaryDLQ + ".Arn":         sqsSend,
+			LogicalCheckpointKey + ".Arn":     {"kms:GetPublicKey", "kms:Sign"},
+			LogicalCheckpointBucket + ".Arn":  {"s3:ListBucket", "s3:ListBucketVersions"},
 			`{"Fn::Join":["",[{"Fn::GetAtt":["` + LogicalCheckpointBucket + `","Arn"]},"/checkpoints/*"]]}`: {"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"},
+			"*+dynamodb:ListStreams": nil,
 		}},
 		{"tamper-watch", st.Tamper.Function, map[string][]string{
 			LogicalEventsTable + ".StreamArn": stream,

@@ -1,89 +1,45 @@
 package reconcile
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
-	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/smithy-go"
 
 	"github.com/fourlanes/fourlanes/pkg/checkpoint"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
-// KMSAPI is the part of the KMS API a KMSSigner uses.
-type KMSAPI interface {
-	Sign(ctx context.Context, in *kms.SignInput, optFns ...func(*kms.Options)) (*kms.SignOutput, error)
-	GetPublicKey(ctx context.Context, in *kms.GetPublicKeyInput, optFns ...func(*kms.Options)) (*kms.GetPublicKeyOutput, error)
-}
-
-// KMSSigner signs checkpoint digests with a KMS asymmetric key
-// (ECC_NIST_P256, ECDSA_SHA_256): the private key never leaves KMS.
-type KMSSigner struct {
-	KMS   KMSAPI
-	KeyID string
-}
-
-var _ checkpoint.DigestSigner = KMSSigner{}
-
-// SignDigest signs a SHA-256 digest (kms:Sign, MessageType DIGEST).
-func (k KMSSigner) SignDigest(ctx context.Context, digest []byte) ([]byte, error) {
-	out, err := k.KMS.Sign(ctx, &kms.SignInput{KeyId: aws.String(k.KeyID), Message: digest,
-		MessageType: kmstypes.MessageTypeDigest, SigningAlgorithm: kmstypes.SigningAlgorithmSpecEcdsaSha256})
-	if err != nil {
-		return nil, fmt.Errorf("kms sign with key %s: %w", k.KeyID, err)
-	}
-	return out.Signature, nil
-}
-
-// PublicKey reads the key's public half (kms:GetPublicKey: DER
-// SubjectPublicKeyInfo).
-func (k KMSSigner) PublicKey(ctx context.Context) (*checkpoint.PublicKey, error) {
-	out, err := k.KMS.GetPublicKey(ctx, &kms.GetPublicKeyInput{KeyId: aws.String(k.KeyID)})
-	if err != nil {
-		return nil, fmt.Errorf("kms public key of %s: %w", k.KeyID, err)
-	}
-	return checkpoint.ParsePublicKey(out.PublicKey)
-}
-
 // CheckpointS3 is the part of the S3 API SignedState uses; reconcile's role
-// is granted exactly these on the checkpoint bucket (s3:PutObject,
-// s3:GetObject and s3:GetObjectVersion, s3:ListBucketVersions).
+// is granted exactly these on the checkpoint bucket: s3:GetObject and
+// s3:GetObjectVersion, s3:ListBucketVersions (it reads; the notary alone
+// writes).
 //
 // It lists object versions, not objects: a delete marker hides a key from
 // ListObjectsV2 but not its versions, which Object Lock keeps. Reading the
 // versions, a newer checkpoint hidden by a delete marker is still found,
 // so a rollback of the log below it is still caught.
 type CheckpointS3 interface {
-	PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error)
 	GetObject(ctx context.Context, in *s3.GetObjectInput, optFns ...func(*s3.Options)) (*s3.GetObjectOutput, error)
 	ListObjectVersions(ctx context.Context, in *s3.ListObjectVersionsInput, optFns ...func(*s3.Options)) (*s3.ListObjectVersionsOutput, error)
 }
 
 // SignedState is a State whose checkpoints are signed notes (pkg/checkpoint)
-// in an S3 bucket with Object Lock: reconcile trusts nothing else. The
-// state table's checkpoint row is neither read nor written; walk rows stay
-// in Walks.
+// in an S3 bucket with Object Lock, signed by the notary (pkg/notary) from
+// what it saw appended on the events stream: reconcile trusts nothing else,
+// and never signs. The state table's checkpoint row is neither read nor
+// written; walk rows stay in Walks.
 type SignedState struct {
 	Walks  State // keeps walk rows (SaveWalk, Walk); its checkpoints are ignored
 	S3     CheckpointS3
 	Bucket string
 	Log    string // the key name, fourlanes/<stack>
-	Signer checkpoint.DigestSigner
 	Public *checkpoint.PublicKey
-	Now    func() time.Time
 	Logger *slog.Logger
 	// Metrics counts checkpoint objects that do not verify.
 	Metrics *obs.Metrics
@@ -91,33 +47,17 @@ type SignedState struct {
 
 var _ State = (*SignedState)(nil)
 
-// CheckpointKey is the object key of tenant's checkpoint at seq. The
-// inverted seq makes the newest checkpoint the first key listed.
-func CheckpointKey(tenant string, seq int64) string {
-	return tenantPrefix(tenant) + fmt.Sprintf("%019d", keySeqBase-seq) + ".note"
-}
-
-// keySeqBase - seq is a checkpoint key's number: 19 digits for every seq
-// up to 2^53-1.
-const keySeqBase int64 = 9_999_999_999_999_999
+// CheckpointKey is the object key of tenant's checkpoint at seq
+// (checkpoint.ObjectKey).
+func CheckpointKey(tenant string, seq int64) string { return checkpoint.ObjectKey(tenant, seq) }
 
 // CheckpointPrefix is the key prefix of tenant's checkpoint objects.
-func CheckpointPrefix(tenant string) string { return tenantPrefix(tenant) }
+func CheckpointPrefix(tenant string) string { return checkpoint.ObjectPrefix(tenant) }
 
 // CheckpointSeqOfKey reads the seq a checkpoint object key names.
-func CheckpointSeqOfKey(key string) (int64, bool) {
-	name, ok := strings.CutSuffix(key[strings.LastIndexByte(key, '/')+1:], ".note")
-	n, err := strconv.ParseInt(name, 10, 64)
-	if !ok || err != nil || len(name) != 19 || n < 0 {
-		return 0, false
-	}
-	return keySeqBase - n, true
-}
+func CheckpointSeqOfKey(key string) (int64, bool) { return checkpoint.SeqOfObjectKey(key) }
 
-func tenantPrefix(tenant string) string {
-	// PathEscape escapes '/', so one tenant's prefix never holds another's keys.
-	return keys.CheckpointObjectPrefix + url.PathEscape(tenant) + "/"
-}
+func tenantPrefix(tenant string) string { return checkpoint.ObjectPrefix(tenant) }
 
 // Latest returns the tenant's newest checkpoint object version that
 // verifies, its note, or nil. Versions that do not verify are logged,
@@ -204,48 +144,22 @@ func (s *SignedState) CheckpointFindings(ctx context.Context, tenant string) (*C
 	return &Checkpoint{Seq: cp.Seq, Hash: cp.Hash}, passed, nil
 }
 
-// AdvanceCheckpoint signs cp and writes it, once: the put is conditional
-// (If-None-Match: *), and the bucket's default retention locks it. A
-// checkpoint already there with the same hash (a concurrent walk signed the
-// same seq) is success; one with another hash is an error, never replaced.
-func (s *SignedState) AdvanceCheckpoint(ctx context.Context, tenant string, cp Checkpoint) error {
-	now := time.Now
-	if s.Now != nil {
-		now = s.Now
+// AdvanceCheckpoint does nothing: the notary alone signs checkpoints, of
+// what it saw appended; a walk of the table, which a writer's role can
+// rewrite consistently, never does.
+func (s *SignedState) AdvanceCheckpoint(context.Context, string, Checkpoint) error { return nil }
+
+// Notarized reports that a walk never moves these checkpoints.
+func (s *SignedState) Notarized() bool { return true }
+
+// LatestSeq is the newest verified checkpoint's seq and hash, for the notary
+// to start a chain from when it is added to a live stack (notary.Seeds).
+func (s *SignedState) LatestSeq(ctx context.Context, chainName string) (int64, string, bool, error) {
+	cp, _, err := s.Latest(ctx, chainName)
+	if err != nil || cp == nil {
+		return 0, "", false, err
 	}
-	c := checkpoint.Checkpoint{Log: s.Log, Tenant: tenant, Seq: cp.Seq, Hash: cp.Hash, Time: now().UTC()}
-	msg, err := checkpoint.Sign(ctx, c, s.Public, s.Signer)
-	if err != nil {
-		return fmt.Errorf("checkpoint of tenant %q at seq %d: %w", tenant, cp.Seq, err)
-	}
-	key := CheckpointKey(tenant, cp.Seq)
-	_, err = s.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key),
-		Body: bytes.NewReader(msg), IfNoneMatch: aws.String("*"), ContentType: aws.String("text/plain; charset=utf-8")})
-	var ae smithy.APIError
-	if errors.As(err, &ae) && (ae.ErrorCode() == "PreconditionFailed" || ae.ErrorCode() == "ConditionalRequestConflict") {
-		have, _, rerr := s.read(ctx, tenant, key, nil)
-		if errors.Is(rerr, checkpoint.ErrInvalid) {
-			// Someone who may write the bucket put an object at the key this
-			// checkpoint needs, and Object Lock keeps it there: the walk's
-			// verdict stands, this seq stays unsigned, the next seq is signed
-			// at a key of its own.
-			s.invalid(ctx, key, rerr)
-			return &InvalidCheckpointError{Key: key, Err: rerr}
-		}
-		if rerr != nil {
-			return fmt.Errorf("checkpoint %s exists and cannot be read: %w", key, rerr)
-		}
-		if have.Hash != cp.Hash {
-			return fmt.Errorf("checkpoint %s already states hash %s at seq %d, not %s: the log changed under a signed checkpoint", key, have.Hash, cp.Seq, cp.Hash)
-		}
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("write checkpoint %s: %w", key, err)
-	}
-	s.logger().InfoContext(ctx, "checkpoint signed", slog.Int64(obs.KeySeq, cp.Seq), slog.String("hash", cp.Hash),
-		slog.String("bucket", s.Bucket), slog.String("key", key))
-	return nil
+	return cp.Seq, cp.Hash, true, nil
 }
 
 // InvalidCheckpointError reports that the object at the key a checkpoint is

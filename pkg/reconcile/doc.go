@@ -26,15 +26,26 @@
 //
 // # Checkpoints
 //
-// A checkpoint is the (seq, hash) of the last event an intact walk
-// verified. In the stack it is a signed checkpoint (SignedState,
-// checkpoint.go; pkg/chain/SPEC.md §9): a note signed with a KMS key and
-// written once to an Object Lock bucket, and reconcile trusts nothing else;
-// DynamoState's unsigned row (state table, pk checkpoint#<tenant>) remains
-// for a deployment without the bucket and key. It only moves forward (a
-// conditional write), and only after a walk with no break, whether that walk
-// ran to the head or ran out of time. A walk that finds a break never moves
-// it.
+// A checkpoint is a (seq, hash) a walk trusts. In the stack it is a signed
+// checkpoint (SignedState, checkpoint.go; pkg/chain/SPEC.md §9): a note
+// signed with a KMS key and written once to an Object Lock bucket, by the
+// notary (pkg/notary) alone, of what it saw appended on the events stream.
+// Reconcile trusts nothing else and never signs: a walk of the table, which a
+// writer's role can rewrite consistently, cannot vouch for it. DynamoState's
+// unsigned row (state table, pk checkpoint#<tenant>) remains for a
+// deployment without the bucket and key; there an unbroken walk moves it
+// forward (a conditional write).
+//
+// # The notary's view
+//
+// With Config.Notary, a walk that reaches the head (or breaks) compares the
+// table with the notary's view of the chain (notary.go): a chain the notary
+// marked broken (notary finding), a head below what it saw appended
+// (rollback) or at its seq with another hash (notary mismatch) is a break,
+// and "findings" says it in words; "notary" reports its seq, what it signed,
+// how many events it has not vouched for yet (unsigned) and its last
+// finding. A DURABLE subscription's delivery watermark above the head is a
+// rollback too.
 //
 // # Bounded time
 //

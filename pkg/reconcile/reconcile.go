@@ -86,6 +86,10 @@ type Config struct {
 	// the subscription's start puts it, not 0.
 	Starts   Starts
 	Declared map[string]catalog.Start
+	// Notary reads the notary's view of each chain (notary.DynamoStore on
+	// the state table); with it, a walk that reaches the head compares the
+	// table with what the notary saw appended (notary.go).
+	Notary NotaryStates
 	// PageSize is the number of events read per query (default 500).
 	PageSize int32
 	// MaxDeadLetters caps the dead letters listed per tenant for their
@@ -174,13 +178,17 @@ type Report struct {
 	// RetiredSubscriptions have watermarks of this tenant but are no longer
 	// declared: dlq-repair retires them.
 	RetiredSubscriptions []string `json:"retired_subscriptions,omitempty"`
+	// Notary is the notary's view of the chain (with Config.Notary).
+	Notary *NotaryView `json:"notary,omitempty"`
 	// effectsUnknown counts, per subscription, the dead letters listed
 	// whose effect is of unknown outcome (DeadLetter.Effect).
 	effectsUnknown map[string]int
 	Reads          int `json:"reads"`
 	StateReads     int `json:"state_reads"`
-	// Findings are what the walk found wrong beside the chain, e.g. a
-	// checkpoint object that does not verify.
+	// Findings are what the walk found wrong beside the chain: a
+	// checkpoint object that does not verify, and what the comparison with
+	// the notary and the delivery watermarks found (a rollback, a rewrite,
+	// a notary finding), each with its reason in words for a person.
 	Findings []Finding `json:"findings,omitempty"`
 }
 
@@ -188,6 +196,14 @@ type Report struct {
 // belongs at does not verify, so that checkpoint was not signed (its metric
 // is keys.MetricCheckpointInvalid).
 const FindingCheckpointInvalid = keys.MetricCheckpointInvalid
+
+// Kinds of the findings of the comparison with the notary (notary.go).
+const (
+	FindingNotary       = "Notary"       // the notary reported this chain (Reason quotes it)
+	FindingNotaryNoView = "NotaryNoView" // the notary has no view of a chain with events
+	FindingRollback     = "Rollback"     // the head is below what the notary saw, or below a watermark (Key: the subscription)
+	FindingRewrite      = "Rewrite"      // the head's hash is not the one the notary saw appended
+)
 
 // findingState is a State that reports the checkpoint objects it passed
 // over (*SignedState).
@@ -603,6 +619,16 @@ func (r *Reconciler) walk(ctx context.Context, tenant string, mode Mode, resume 
 		brk = &chain.BreakError{Tenant: tenant, Seq: v.LastSeq() + 1, Reason: ReasonCheckpointMismatch,
 			Expected: "events through seq " + itoa(cp.Seq) + " (the checkpoint)", Got: "the log ends at seq " + itoa(v.LastSeq())}
 	}
+	if done || brk != nil {
+		// Even past another break: the notary's view says what it saw.
+		nb, err := r.compareNotary(ctx, tenant, head, &rep)
+		if err != nil {
+			return rep, nil, err
+		}
+		if brk == nil {
+			brk = nb
+		}
+	}
 	if head != nil {
 		rep.LastSeq = head.LastSeq
 	}
@@ -635,8 +661,11 @@ func (r *Reconciler) walk(ctx context.Context, tenant string, mode Mode, resume 
 			return rep, nil, err
 		}
 	}
-	// Only an unbroken walk moves the checkpoint, and only forward.
-	if brk == nil && v.LastSeq() > 0 && (cp == nil || v.LastSeq() > cp.Seq) {
+	// Only an unbroken walk moves the checkpoint, and only forward; signed
+	// checkpoints only the notary moves.
+	n, ok := r.cfg.State.(interface{ Notarized() bool })
+	notarized := ok && n.Notarized()
+	if brk == nil && !notarized && v.LastSeq() > 0 && (cp == nil || v.LastSeq() > cp.Seq) {
 		err := r.cfg.State.AdvanceCheckpoint(ctx, tenant, Checkpoint{Seq: v.LastSeq(), Hash: v.LastHash()})
 		var ice *InvalidCheckpointError
 		switch {
@@ -654,6 +683,9 @@ func (r *Reconciler) walk(ctx context.Context, tenant string, mode Mode, resume 
 	}
 	if err := r.deliveryAudit(ctx, tenant, &rep); err != nil {
 		return rep, nil, err
+	}
+	if rep.Complete {
+		r.watermarkRollback(ctx, tenant, &rep)
 	}
 	r.log.InfoContext(ctx, "tenant reconciled", slog.String("mode", string(mode)),
 		slog.Bool("complete", rep.Complete), slog.Any("chain_intact", rep.ChainIntact), slog.Int64("verified", rep.Verified),

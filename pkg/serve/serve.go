@@ -20,6 +20,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/serve/changefeed"
 	"github.com/fourlanes/fourlanes/pkg/serve/dlqrepair"
 	"github.com/fourlanes/fourlanes/pkg/serve/durableconsumer"
+	"github.com/fourlanes/fourlanes/pkg/serve/notary"
 	"github.com/fourlanes/fourlanes/pkg/serve/reconcile"
 	"github.com/fourlanes/fourlanes/pkg/serve/streamfilter"
 	"github.com/fourlanes/fourlanes/pkg/serve/tamperwatch"
@@ -42,3 +43,6 @@ func DLQRepair(a app.Application) { dlqrepair.Run(a) }
 
 // TamperWatch runs tamper-watch (tamperwatch.Run).
 func TamperWatch() { tamperwatch.Run() }
+
+// Notary runs the notary (notary.Run).
+func Notary() { notary.Run() }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/fourlanes/fourlanes/pkg/checkpoint"
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/notary"
 	"github.com/fourlanes/fourlanes/pkg/reconcile"
 	"github.com/fourlanes/fourlanes/twin"
 	"github.com/fourlanes/fourlanes/twin/localaws"
@@ -31,8 +33,9 @@ const checkpointBucket = "checkpoints"
 // and kept in the twin's S3 (both in-process, over their AWS protocols).
 type signed struct {
 	*env
-	s3    *s3.Client
-	state *reconcile.SignedState
+	s3     *s3.Client
+	state  *reconcile.SignedState
+	notary *notary.Checkpoints // the notary's signer: reconcile never signs
 }
 
 func newSigned(t *testing.T) *signed {
@@ -63,7 +66,7 @@ func newSignedBucket(t *testing.T, locked bool) *signed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer := reconcile.KMSSigner{KMS: kc, KeyID: aws.ToString(k.KeyMetadata.Arn)}
+	signer := notary.KMSSigner{KMS: kc, KeyID: aws.ToString(k.KeyMetadata.Arn)}
 	pub, err := signer.PublicKey(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -75,13 +78,27 @@ func newSignedBucket(t *testing.T, locked bool) *signed {
 			t.Fatal(err)
 		}
 	}
-	s := &signed{s3: sc}
+	s := &signed{s3: sc, notary: &notary.Checkpoints{S3: sc, Bucket: checkpointBucket, Log: "fourlanes/test", Signer: signer, Public: pub}}
 	s.env = newEnv(t, func(cfg *reconcile.Config) {
 		s.state = &reconcile.SignedState{Walks: cfg.State, S3: sc, Bucket: checkpointBucket, Log: "fourlanes/test",
-			Signer: signer, Public: pub, Now: cfg.Now, Logger: cfg.Logger, Metrics: cfg.Metrics}
+			Public: pub, Logger: cfg.Logger, Metrics: cfg.Metrics}
 		cfg.State = s.state
 	})
 	return s
+}
+
+// sign signs the tenant's head as the notary does once it saw it appended.
+func (s *signed) sign(t *testing.T, tenant string) int64 {
+	t.Helper()
+	head := s.item(t, tenant, keys.HeadSeq)
+	seq, err := strconv.ParseInt(head[keys.AttrLastSeq].(*types.AttributeValueMemberN).Value, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.notary.Sign(context.Background(), tenant, seq, head[keys.AttrLastHash].(*types.AttributeValueMemberS).Value); err != nil {
+		t.Fatal(err)
+	}
+	return seq
 }
 
 // objects lists the checkpoint keys of tenant, newest first.
@@ -110,12 +127,18 @@ func (s *signed) object(t *testing.T, key string) []byte {
 	return b
 }
 
-// A verified walk signs a checkpoint of the head: one object per seq
-// reached, readable offline with the KMS public key.
-func TestSignedCheckpointWritten(t *testing.T) {
+// Reconcile never signs: an intact walk leaves the bucket as it was. The
+// notary's checkpoint (one object per seq signed, readable offline with the
+// KMS public key) is what reconcile trusts and reports.
+func TestReconcileNeverSigns(t *testing.T) {
 	s := newSigned(t)
 	s.emit(t, "acme", 5)
-	want(t, s.get(t, "tenant=acme"), map[string]any{"chain_intact": true, "checkpoint_seq": 5})
+	want(t, s.get(t, "tenant=acme"), map[string]any{"chain_intact": true, "checkpoint_seq": 0})
+	if objs := s.objects(t, "acme"); len(objs) != 0 {
+		t.Fatalf("objects after a walk = %v, want none: only the notary signs", objs)
+	}
+	s.sign(t, "acme")
+	want(t, s.get(t, "tenant=acme"), map[string]any{"chain_intact": true, "checkpoint_seq": 5, "trusted_through": 5})
 	objs := s.objects(t, "acme")
 	if len(objs) != 1 || objs[0] != reconcile.CheckpointKey("acme", 5) {
 		t.Fatalf("objects = %v, want [%s]", objs, reconcile.CheckpointKey("acme", 5))
@@ -128,9 +151,14 @@ func TestSignedCheckpointWritten(t *testing.T) {
 	if cp.Tenant != "acme" || cp.Seq != 5 || cp.Hash != head {
 		t.Errorf("checkpoint = %+v, want acme seq 5 hash %s", cp, head)
 	}
-	// More events, another call: a second, newer object, listed first.
+	// More events: the walk trusts the notary's checkpoint and signs nothing;
+	// the notary's next one is listed first.
 	s.emit(t, "acme", 2)
-	want(t, s.get(t, "tenant=acme"), map[string]any{"chain_intact": true, "checkpoint_seq": 7, "trusted_through": 5})
+	want(t, s.get(t, "tenant=acme"), map[string]any{"chain_intact": true, "checkpoint_seq": 5, "trusted_through": 5})
+	if objs := s.objects(t, "acme"); len(objs) != 1 {
+		t.Errorf("objects = %v, want only the notary's seq 5", objs)
+	}
+	s.sign(t, "acme")
 	if objs := s.objects(t, "acme"); len(objs) != 2 || objs[0] != reconcile.CheckpointKey("acme", 7) {
 		t.Errorf("objects = %v, want seq 7 then 5", objs)
 	}
@@ -143,6 +171,7 @@ func TestSignedCheckpointWritten(t *testing.T) {
 func TestConsistentRewriteAfterSignedCheckpoint(t *testing.T) {
 	s := newSigned(t)
 	s.emit(t, "acme", 5)
+	s.sign(t, "acme")
 	want(t, s.get(t, "tenant=acme"), map[string]any{"chain_intact": true, "checkpoint_seq": 5})
 	s.emit(t, "acme", 3)
 	s.rewrite(t, "acme", 3, 8)
@@ -163,7 +192,7 @@ func TestConsistentRewriteAfterSignedCheckpoint(t *testing.T) {
 func TestForgedStateRowIgnored(t *testing.T) {
 	s := newSigned(t)
 	s.emit(t, "acme", 5)
-	s.get(t, "tenant=acme")
+	s.sign(t, "acme")
 	s.rewrite(t, "acme", 2, 5)
 	forgedHead := s.item(t, "acme", keys.HeadSeq)[keys.AttrLastHash].(*types.AttributeValueMemberS).Value
 	if _, err := s.db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(s.stateTable), Item: map[string]types.AttributeValue{
@@ -184,7 +213,7 @@ func TestForgedStateRowIgnored(t *testing.T) {
 func TestTruncatedBelowSignedCheckpoint(t *testing.T) {
 	s := newSigned(t)
 	s.emit(t, "acme", 5)
-	s.get(t, "tenant=acme")
+	s.sign(t, "acme")
 	h3 := s.item(t, "acme", 3)[keys.AttrHash]
 	s.deleteRow(t, "acme", 5)
 	s.deleteRow(t, "acme", 4)
@@ -207,7 +236,7 @@ func TestTruncatedBelowSignedCheckpoint(t *testing.T) {
 func TestUnsignedCheckpointObjectIgnored(t *testing.T) {
 	s := newSigned(t)
 	s.emit(t, "acme", 5)
-	s.get(t, "tenant=acme")
+	s.sign(t, "acme")
 	fake := "fourlanes/test/acme\n9\n" + strings.Repeat("A", 43) + "=\ntime 2026-11-30T00:00:00Z\n\n— fourlanes/test AAAAAAAA\n"
 	if _, err := s.s3.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(checkpointBucket),
 		Key: aws.String(reconcile.CheckpointKey("acme", 9)), Body: strings.NewReader(fake), IfNoneMatch: aws.String("*")}); err != nil {
@@ -240,7 +269,7 @@ func TestUnsignedCheckpointObjectIgnored(t *testing.T) {
 func TestSignedCheckpointLocked(t *testing.T) {
 	s := newSigned(t)
 	s.emit(t, "acme", 3)
-	s.get(t, "tenant=acme")
+	s.sign(t, "acme")
 	key := reconcile.CheckpointKey("acme", 3)
 	before := s.object(t, key)
 	ctx := context.Background()
@@ -328,13 +357,13 @@ func TestInvalidObjectAtNextCheckpointKey(t *testing.T) {
 		t.Errorf("no ERROR log line names %s:\n%s", key, s.logs)
 	}
 
-	// The next seq has a key of its own: signed. This walk still passed
-	// over the object at seq 5 (the newest then); the next one starts at
-	// the signed seq 7 and finds nothing newer that does not verify.
+	// The next seq has a key of its own: the notary signs it. The walk
+	// then starts at the signed seq 7 and finds nothing newer that does
+	// not verify.
 	s.emit(t, "acme", 2)
-	body = s.get(t, "tenant=acme")
-	want(t, body, map[string]any{"chain_intact": true, "checkpoint_seq": 7})
-	finding(t, body, key)
+	if seq := s.sign(t, "acme"); seq != 7 {
+		t.Fatalf("signed seq %d, want 7", seq)
+	}
 	body = s.get(t, "tenant=acme")
 	want(t, body, map[string]any{"chain_intact": true, "checkpoint_seq": 7, "trusted_through": 7})
 	if body["findings"] != nil {
@@ -351,8 +380,9 @@ func TestInvalidObjectAtNextCheckpointKey(t *testing.T) {
 func TestCheckpointHiddenByDeleteMarker(t *testing.T) {
 	s := newSignedBucket(t, false)
 	s.emit(t, "acme", 5)
-	s.get(t, "tenant=acme")
+	s.sign(t, "acme")
 	s.emit(t, "acme", 3)
+	s.sign(t, "acme")
 	want(t, s.get(t, "tenant=acme"), map[string]any{"chain_intact": true, "checkpoint_seq": 8})
 	if _, err := s.s3.DeleteObject(context.Background(), &s3.DeleteObjectInput{Bucket: aws.String(checkpointBucket),
 		Key: aws.String(reconcile.CheckpointKey("acme", 8))}); err != nil {
@@ -371,5 +401,38 @@ func TestCheckpointHiddenByDeleteMarker(t *testing.T) {
 	}
 	if n := emfCount(t, s.emf, keys.MetricCheckpointInvalid); n < 1 {
 		t.Errorf("%s = %d, want >= 1 for the delete marker", keys.MetricCheckpointInvalid, n)
+	}
+}
+
+// The notary's signer writes each checkpoint once: signing the same
+// (seq, hash) again (a retried batch) is success; a key already holding
+// another hash, or an object that does not verify, is ErrOccupied, and the
+// object there is left as it was.
+func TestNotarySignsOnce(t *testing.T) {
+	s := newSigned(t)
+	ctx := context.Background()
+	s.emit(t, "acme", 3)
+	seq := s.sign(t, "acme")
+	if seq != 3 {
+		t.Fatalf("signed seq %d, want 3", seq)
+	}
+	key := reconcile.CheckpointKey("acme", 3)
+	before := s.object(t, key)
+	head := s.item(t, "acme", keys.HeadSeq)[keys.AttrLastHash].(*types.AttributeValueMemberS).Value
+	if err := s.notary.Sign(ctx, "acme", 3, head); err != nil {
+		t.Errorf("signing the same checkpoint again: %v, want nil", err)
+	}
+	if err := s.notary.Sign(ctx, "acme", 3, strings.Repeat("ab", 32)); !errors.Is(err, notary.ErrOccupied) {
+		t.Errorf("signing another hash at seq 3: %v, want ErrOccupied", err)
+	}
+	if _, err := s.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(checkpointBucket), Key: aws.String(reconcile.CheckpointKey("acme", 4)),
+		Body: strings.NewReader("not a note"), IfNoneMatch: aws.String("*")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.notary.Sign(ctx, "acme", 4, strings.Repeat("cd", 32)); !errors.Is(err, notary.ErrOccupied) {
+		t.Errorf("signing over an object that does not verify: %v, want ErrOccupied", err)
+	}
+	if after := s.object(t, key); !bytes.Equal(after, before) {
+		t.Errorf("checkpoint at seq 3 changed:\n%s\nwas\n%s", after, before)
 	}
 }

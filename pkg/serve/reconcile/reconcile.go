@@ -11,15 +11,18 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/notary"
 	"github.com/fourlanes/fourlanes/pkg/obs"
 	rec "github.com/fourlanes/fourlanes/pkg/reconcile"
 	"github.com/fourlanes/fourlanes/pkg/serve/internal/boot"
+	"github.com/fourlanes/fourlanes/pkg/serve/internal/signing"
 	"github.com/fourlanes/fourlanes/pkg/serve/internal/wire"
 	"github.com/fourlanes/fourlanes/pkg/tracing"
 )
 
 // Run runs reconcile behind its Function URL and its schedules: it
-// re-walks tenants' hash chains, signs checkpoints, reports each DURABLE
+// re-walks tenants' hash chains, compares them with the notary's signed
+// view (it never signs), reports each DURABLE
 // subscription's delivery audit and counts open dead letters (package
 // reconcile).
 func Run(a app.Application) {
@@ -32,7 +35,7 @@ func Run(a app.Application) {
 	claims := delivery.NewDynamoStore(db, env[keys.EnvStateTable]).WithLog(env[keys.EnvEventsTable])
 	// Checkpoints: signed with the KMS key, kept in the Object Lock bucket.
 	rows := rec.NewDynamoState(db, env[keys.EnvStateTable])
-	state := boot.Get(checkpointState(b.Ctx, cfg, rows, b.Log)).Or(b, "signed checkpoints")
+	state := boot.Get(signing.State(b.Ctx, cfg, rows, b.Log)).Or(b, "signed checkpoints")
 	r := boot.Get(rec.New(rec.Config{
 		Log:        events,
 		Watermarks: claims,
@@ -44,8 +47,10 @@ func Run(a app.Application) {
 		Declared:    delivery.DeclaredStarts(cat),
 		DeadLetters: claims,
 		State:       state,
-		Rounds:      rows, // scheduled rounds' cursors (scheduled=true)
-		Logger:      b.Log,
+		// The notary's view of each chain: a walk compares the table with it.
+		Notary: notary.NewDynamoStore(db, env[keys.EnvStateTable]),
+		Rounds: rows, // scheduled rounds' cursors (scheduled=true)
+		Logger: b.Log,
 	})).Or(b, "reconciler")
 	b.Log.InfoContext(b.Ctx, "reconcile serving GET /?tenant=T and GET / (every tenant, paged) on its Function URL, and scheduled rounds (scheduled=true, direct invoke only)",
 		slog.String(obs.KeyFunction, keys.FnReconcile), slog.String("events_table", env[keys.EnvEventsTable]),
