@@ -200,7 +200,8 @@ func TestSignedCheckpointOnTwin(t *testing.T) {
 		t.Errorf("verify -checkpoint -origin of another stack: exit %d, want BROKEN checkpoint naming both logs\n%s", code, out)
 	}
 
-	// A rollback: the head moved back to seq 1. Export does not pick an
+	// A rollback: the head moved back to seq 1. The newest checkpoint is
+	// the notary's of the last honest head (seq last). Export does not pick an
 	// older checkpoint (there is none at or below seq 1): it exits 3, says
 	// ROLLBACK, and writes the newest note beside the export, which verify
 	// then proves the export falls short of.
@@ -212,7 +213,7 @@ func TestSignedCheckpointOnTwin(t *testing.T) {
 	}
 	rolled := filepath.Join(dir, "rolled.jsonl")
 	code, out, errOut = s.cli2("export", "-tenant", tenant, "-table", table, "-o", rolled, "-checkpoint-bucket", bucket)
-	if code != 3 || !strings.Contains(errOut, "ROLLBACK: tenant "+tenant+"'s head is at seq 1, behind the newest checkpoint object, at seq "+strconv.FormatInt(signedSeq, 10)) {
+	if code != 3 || !strings.Contains(errOut, "ROLLBACK: tenant "+tenant+"'s head is at seq 1, behind the newest checkpoint object, at seq "+strconv.FormatInt(last, 10)) {
 		t.Errorf("export after a head rollback: exit %d, want 3 and ROLLBACK\n%s%s", code, out, errOut)
 	}
 	if code, out, _ := s.cli2("verify", "-checkpoint", rolled+".checkpoint", "-origin", origin, "-key", pemFile, rolled); code == 0 || !strings.Contains(out, "truncated below checkpoint") {

@@ -201,7 +201,7 @@ func TestDevCommand(t *testing.T) {
 	ports := freePortFlags(t) // -dynamodb-port P0 -sqs-port P1 …, in devPortFlags' order
 	port := func(flag string) string { return ports[2*slices.Index(devPortFlags, flag)+1] }
 	d := startDev(t, ctx, cli, append([]string{"dev", "-tenants", "2", "-orders", "2", "-status-every", "250ms"}, ports...)...)
-	d.waitFor("dev: building 6 functions for this machine", time.Minute)
+	d.waitFor("dev: building 7 functions for this machine", time.Minute)
 	urlLine := d.waitFor("reconcile URL", 6*time.Minute)
 	if !strings.Contains(urlLine, "http://127.0.0.1:"+port("reconcile-port")+"/") {
 		t.Errorf("reconcile URL line: %q; want the port of -reconcile-port, %s", urlLine, port("reconcile-port"))
@@ -273,7 +273,7 @@ func TestDevCommand(t *testing.T) {
 	if err := os.WriteFile(der, pk.PublicKey, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errOut := d.runWith(env, cli, "verify", "-checkpoint", file+".checkpoint", "-key", der, file); code != 0 || !strings.Contains(out, "OK extends the checkpoint") {
+	if code, out, errOut := d.runWith(env, cli, "verify", "-checkpoint", file+".checkpoint", "-origin", vars[keys.EnvCheckpointLog], "-key", der, file); code != 0 || !strings.Contains(out, "OK extends the checkpoint") {
 		t.Errorf("verify -checkpoint of the export: exit %d: %s%s", code, out, errOut)
 	}
 	d.stop()

@@ -551,7 +551,9 @@ func TestKillConsumer(t *testing.T) {
 
 	t.Run("between claim and handler", func(t *testing.T) {
 		const tenant = "kill-claim"
-		fs.arm(fault{Action: "UpdateItem", Table: state, Kind: "delay", DelayMs: 60_000})
+		// The claim's UpdateItem (not the subscription's start, which the
+		// first delivery for a tenant may write first).
+		fs.arm(fault{Action: "UpdateItem", Table: state, Match: `"` + keys.StateEventClaimPrefix, Kind: "delay", DelayMs: 60_000})
 		tctx, err := tenancy.WithTenant(ctx, tenant)
 		if err != nil {
 			t.Fatal(err)

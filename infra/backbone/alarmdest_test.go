@@ -231,13 +231,13 @@ func TestAuditTrail(t *testing.T) {
 func TestLogRetention(t *testing.T) {
 	s := synth(t)
 	groups := s.resources("AWS::Logs::LogGroup")
-	tamper := s.id(s.stack.Tamper.Function.Logs)
+	tamper, notary := s.id(s.stack.Tamper.Function.Logs), s.id(s.stack.Notary.Function.Logs)
 	for id, g := range groups {
 		if strings.HasPrefix(id, "Bench") {
 			continue // the team's function beside the backbone
 		}
 		want := 30.0
-		if id == tamper {
+		if id == tamper || id == notary {
 			want = 365
 		}
 		if got := props(g)["RetentionInDays"]; got != want {
@@ -250,10 +250,10 @@ func TestLogRetention(t *testing.T) {
 	if len(ls.errors) > 0 {
 		t.Fatalf("synthesis errors: %v", ls.errors)
 	}
-	tamper = ls.id(ls.stack.Tamper.Function.Logs)
+	tamper, notary = ls.id(ls.stack.Tamper.Function.Logs), ls.id(ls.stack.Notary.Function.Logs)
 	for id, g := range backbonetest.Template(ls.doc).Resources("AWS::Logs::LogGroup") {
 		want := 7.0
-		if id == tamper {
+		if id == tamper || id == notary {
 			want = 3653
 		}
 		if got := props(g)["RetentionInDays"]; got != want {
@@ -300,7 +300,7 @@ func TestCustomerManagedKeys(t *testing.T) {
 	b := ls.stack
 	gs := grants(ls.doc)
 	for _, r := range []awsiam.IRole{b.Durable.PipeRole, b.Durable.StreamFilter.Role, b.Durable.DurableConsumer.Role, b.ChangeFeed.Changefeed.Role,
-		b.Reconcile.Function.Role, b.Repair.Function.Role, b.Tamper.Function.Role} {
+		b.Reconcile.Function.Role, b.Repair.Function.Role, b.Tamper.Function.Role, b.Notary.Function.Role} {
 		got := access(gs, ls.id(r))
 		for _, k := range []awskms.Key{tableKey, queueKey} {
 			if !contains(got[ls.id(k)+".Arn"], "kms:Decrypt") || !contains(got[ls.id(k)+".Arn"], "kms:GenerateDataKey") {

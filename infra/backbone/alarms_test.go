@@ -194,7 +194,7 @@ func TestStreamConsumersHaveLagAlarms(t *testing.T) {
 			t.Errorf("stream mapping %s has no IteratorAge alarm on %v", id, p["FunctionName"])
 		}
 	}
-	if n != 3 {
+	if n != 4 {
 		t.Errorf("%d stream mappings, want 4 (changefeed, tamper-watch on the events and the state streams, notary)", n)
 	}
 	// Pipes publish no IteratorAge: lag comes from stream-filter's EMF

@@ -12,8 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+
 	"github.com/fourlanes/fourlanes/pkg/app"
+	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/erasure"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
@@ -67,6 +71,11 @@ func runEmit(ctx context.Context, a *app.Application, args []string, stdout, std
 	tctx, err := tenancy.WithTenant(ctx, *tenant)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if cat.Personal() {
+		if err := useVault(ctx, fs, so, cat, *local); err != nil {
+			return 0, err
+		}
 	}
 	store, err := openStore(ctx, fs, eventstore.Config{Catalog: cat, Shards: a.ChainShards}, *table, *local)
 	if err != nil {
@@ -162,4 +171,50 @@ func openStore(ctx context.Context, fs *flag.FlagSet, cfg eventstore.Config, tab
 	}
 	cfg.Table = table
 	return eventstore.New(db, cfg)
+}
+
+// useVault gives cat the stack's vault (pkg/erasure), for an application
+// whose catalog declares personal fields: the subject-keys table and data key
+// from -stack's outputs, $SUBJECT_KEYS_TABLE and $DATA_KEY_ID, or -local's
+// twin (with its KMS).
+func useVault(ctx context.Context, fs *flag.FlagSet, so *stackOutputs, cat *catalog.Catalog, local bool) error {
+	keysTable, dataKey := os.Getenv(keys.EnvSubjectKeysTable), os.Getenv(keys.EnvDataKeyID)
+	if err := so.fill("subject-keys table", &keysTable, keys.OutputSubjectKeysTable); err != nil {
+		return err
+	}
+	if err := so.fill("data key", &dataKey, keys.OutputDataKey); err != nil {
+		return err
+	}
+	var ddbEndpoint, kmsEndpoint string
+	if local {
+		st, err := readState()
+		if err != nil {
+			return err
+		}
+		keysTable, dataKey = st.Outputs[keys.OutputSubjectKeysTable], st.Outputs[keys.OutputDataKey]
+		ddbEndpoint, kmsEndpoint = st.DynamoDBEndpoint, st.KMSEndpoint
+	}
+	if keysTable == "" || dataKey == "" {
+		return fmt.Errorf("%w: the catalog declares personal fields, which emit seals: pass -stack NAME (outputs %s, %s), set $%s and $%s, or -local",
+			ErrUsage, keys.OutputSubjectKeysTable, keys.OutputDataKey, keys.EnvSubjectKeysTable, keys.EnvDataKeyID)
+	}
+	db, err := dynamoDB(ctx, fs, ddbEndpoint)
+	if err != nil {
+		return err
+	}
+	cfg, err := awsConfig(ctx, fs, local)
+	if err != nil {
+		return err
+	}
+	kc := kms.NewFromConfig(cfg, func(o *kms.Options) {
+		if kmsEndpoint != "" {
+			o.BaseEndpoint = &kmsEndpoint
+		}
+	})
+	v, err := erasure.New(db, kc, erasure.Config{Table: keysTable, KeyID: dataKey})
+	if err != nil {
+		return err
+	}
+	cat.UseVault(v)
+	return nil
 }

@@ -30,6 +30,8 @@ var OutputNames = []string{
 	OutputReconcileURL, OutputReconcileCallerPolicy, OutputEmitterPolicy, OutputRepairFunction,
 	OutputEventsTable, OutputStateTable, OutputDashboard, OutputDurableDLQ, OutputPipeDLQ,
 	OutputChangeFeedDLQ, OutputAlarmTopic, OutputCheckpointBucket, OutputCheckpointKey,
+	// Only when the catalog declares personal fields (erasure.go).
+	OutputSubjectKeysTable, OutputDataKey, OutputEraserPolicy,
 }
 
 // HiddenID is the construct id that CDK leaves out of logical IDs, and so
