@@ -30,9 +30,12 @@ var OutputNames = []string{
 	OutputReconcileURL, OutputReconcileCallerPolicy, OutputEmitterPolicy, OutputRepairFunction,
 	OutputEventsTable, OutputStateTable, OutputDashboard, OutputDurableDLQ, OutputPipeDLQ,
 	OutputChangeFeedDLQ, OutputAlarmTopic, OutputCheckpointBucket, OutputCheckpointKey,
-	// Only when the catalog declares personal fields (erasure.go).
-	OutputSubjectKeysTable, OutputDataKey, OutputEraserPolicy,
 }
+
+// OptionalOutputNames are the outputs a backbone declares only with what
+// they name: the erasure resources, when the catalog declares personal
+// fields (erasure.go).
+var OptionalOutputNames = []string{OutputSubjectKeysTable, OutputDataKey, OutputEraserPolicy}
 
 // HiddenID is the construct id that CDK leaves out of logical IDs, and so
 // does BackbonePrefix: a backbone added as New(stack, HiddenID, …) keeps the
@@ -79,7 +82,7 @@ func OutputBackbones(outputs map[string]string) []string {
 // names above (OutputEventsTable, …); a name the stack lacks is absent.
 func BackboneOutputs(outputs map[string]string, prefix string) map[string]string {
 	out := map[string]string{}
-	for _, name := range OutputNames {
+	for _, name := range slices.Concat(OutputNames, OptionalOutputNames) {
 		if v, ok := outputs[prefix+name]; ok {
 			out[name] = v
 		}
