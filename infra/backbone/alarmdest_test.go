@@ -229,18 +229,18 @@ func TestAuditTrail(t *testing.T) {
 	}
 }
 
-// TestLogRetention: the watchers' log groups keep a year by default, the
-// others a month; both are props.
+// TestLogRetention: the watchers' log groups (tamper-watch, the notary)
+// keep a year by default, the others a month; both are props.
 func TestLogRetention(t *testing.T) {
 	s := synth(t)
 	groups := s.resources("AWS::Logs::LogGroup")
-	tamper := s.id(s.stack.Tamper.Function.Logs)
+	tamper, notary := s.id(s.stack.Tamper.Function.Logs), s.id(s.stack.Notary.Function.Logs)
 	for id, g := range groups {
 		if strings.HasPrefix(id, "Bench") {
 			continue // the team's function beside the backbone
 		}
 		want := 30.0
-		if id == tamper {
+		if id == tamper || id == notary {
 			want = 365
 		}
 		if got := props(g)["RetentionInDays"]; got != want {
@@ -253,10 +253,10 @@ func TestLogRetention(t *testing.T) {
 	if len(ls.errors) > 0 {
 		t.Fatalf("synthesis errors: %v", ls.errors)
 	}
-	tamper = ls.id(ls.stack.Tamper.Function.Logs)
+	tamper, notary = ls.id(ls.stack.Tamper.Function.Logs), ls.id(ls.stack.Notary.Function.Logs)
 	for id, g := range backbonetest.Template(ls.doc).Resources("AWS::Logs::LogGroup") {
 		want := 7.0
-		if id == tamper {
+		if id == tamper || id == notary {
 			want = 3653
 		}
 		if got := props(g)["RetentionInDays"]; got != want {

@@ -285,7 +285,7 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	})
 	b.ChangeFeed = NewChangeFeed(c, "ChangeFeed", &ChangeFeedProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy, TableKey: p.TableKey, QueueKey: p.QueueKey})
 	b.Reconcile = NewReconcile(c, "Reconcile", &ReconcileProps{Log: b.Log, Functions: fo, ReservedConcurrency: reconcileRC})
-	b.Notary = NewNotary(c, "Notary", &NotaryProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy})
+	b.Notary = NewNotary(c, "Notary", &NotaryProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy, QueueKey: p.QueueKey})
 	b.Checkpoints = NewCheckpoints(c, "Checkpoints", &CheckpointsProps{Log: b.Log, Reconcile: b.Reconcile, Notary: b.Notary})
 	b.Repair = NewRepair(c, "Repair", &RepairProps{
 		Log: b.Log, Durable: b.Durable, ChangeFeed: b.ChangeFeed, Functions: fo, ReservedConcurrency: repairRC,

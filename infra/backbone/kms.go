@@ -60,7 +60,7 @@ func allowLogsService(key awskms.IKey) {
 func (b *Backbone) grantKeys(p *Props) {
 	roles := []awsiam.IRole{b.Durable.PipeRole}
 	for _, f := range []Function{b.Durable.StreamFilter, b.Durable.DurableConsumer, b.ChangeFeed.Changefeed,
-		b.Reconcile.Function, b.Repair.Function, b.Tamper.Function} {
+		b.Reconcile.Function, b.Repair.Function, b.Tamper.Function, b.Notary.Function} {
 		roles = append(roles, f.Role)
 	}
 	for _, key := range []awskms.IKey{p.TableKey, p.QueueKey} {

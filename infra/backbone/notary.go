@@ -4,6 +4,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -40,6 +41,8 @@ type NotaryProps struct {
 	Log           *EventLog
 	Functions     FunctionOptions
 	RemovalPolicy awscdk.RemovalPolicy
+	// QueueKey, when set, encrypts the on-failure queue.
+	QueueKey awskms.IKey
 }
 
 // Notary is the one signer of checkpoints (pkg/notary): a Lambda mapping on
@@ -89,11 +92,13 @@ func NewNotary(scope constructs.Construct, id string, props *NotaryProps) *Notar
 		},
 	}))
 
+	queueEnc, queueKey := queueEncryption(props.QueueKey)
 	dlq := awssqs.NewQueue(c, jsii.String("DLQ"), &awssqs.QueueProps{
-		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:      jsii.Bool(true),
-		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
-		RemovalPolicy:   props.RemovalPolicy,
+		Encryption:          queueEnc,
+		EncryptionMasterKey: queueKey,
+		EnforceSSL:          jsii.Bool(true),
+		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(14)),
+		RemovalPolicy:       props.RemovalPolicy,
 	})
 	pin(dlq, prefix, LogicalNotaryDLQ)
 	onlyTheseSend(dlq, fn.Role)
