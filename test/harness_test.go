@@ -37,7 +37,6 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/fourlanes/fourlanes/examples/orders/demo"
-	"github.com/fourlanes/fourlanes/infra/backbone"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/twin"
@@ -141,7 +140,7 @@ type stack struct {
 	pipe       string
 	feedMap    string // the change feed's stream mapping
 	durableMap string // durable-consumer's queue mapping
-	tamperMap  string // tamper-watch's stream mapping on the events table
+	tamperMap  string // tamper-watch's stream mapping on the state table (its only one)
 	notaryMap  string // the notary's stream mapping on the events table
 	url        string // reconcile's Function URL
 
@@ -186,16 +185,17 @@ func startStack(t *testing.T, mutate func(*cfn.Template)) *stack {
 			s.feedMap = r.LogicalID
 		case len(refs) == 1 && refs[0] == s.fn[keys.FnDurableConsumer]:
 			s.durableMap = r.LogicalID
-		case len(refs) == 1 && refs[0] == s.fn[keys.FnTamperWatch] && !strings.HasSuffix(r.LogicalID, backbone.LogicalTamperStateESM):
-			// Its mapping on the events stream; the other reads the state
-			// table's.
+		case len(refs) == 1 && refs[0] == s.fn[keys.FnTamperWatch]:
+			if s.tamperMap != "" {
+				t.Fatalf("tamper-watch has mappings %s and %s: it reads the state table's stream only (the events stream has two readers, the Pipe and the notary)", s.tamperMap, r.LogicalID)
+			}
 			s.tamperMap = r.LogicalID
 		case len(refs) == 1 && refs[0] == s.fn[keys.FnNotary]:
 			s.notaryMap = r.LogicalID
 		}
 	}
 	if s.pipe == "" || s.feedMap == "" || s.durableMap == "" || s.tamperMap == "" || s.notaryMap == "" {
-		t.Fatalf("template: pipe %q, change feed mapping %q, durable mapping %q, tamper-watch mapping %q, notary mapping %q: want all five",
+		t.Fatalf("template: pipe %q, change feed mapping %q, durable mapping %q, tamper-watch state mapping %q, notary mapping %q: want all five",
 			s.pipe, s.feedMap, s.durableMap, s.tamperMap, s.notaryMap)
 	}
 	if s.url == "" {

@@ -145,7 +145,7 @@ func setMappingWindow(t *testing.T, tm *cfn.Template, seconds int) {
 
 // feedMapping returns the change feed's stream mapping and its function:
 // the stream mapping whose function is given the change feed table. The
-// events table has stream mappings too (tamper-watch), so "the first
+// events table has a stream mapping too (the notary), so "the first
 // mapping with a StartingPosition" is not an answer.
 func feedMapping(t *testing.T, tm *cfn.Template) (mapping, function *cfn.Resource) {
 	t.Helper()

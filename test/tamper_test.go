@@ -14,15 +14,17 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
-// TestTamperOverwriteRaisesSignal: on the synthesized stack, an emitter that
-// overwrites an event row with a plain PutItem (re-hashed, no condition:
-// exactly what IAM cannot forbid) raises the tamper signal, through
-// tamper-watch's own mapping on the events stream, while the honest head
-// advances before it raise nothing. A deleted row raises it too.
-func TestTamperOverwriteRaisesSignal(t *testing.T) {
+// TestTamperOfLogRaisesNotaryFinding: on the synthesized stack, an emitter
+// that overwrites an event row with a plain PutItem (re-hashed, no
+// condition: exactly what IAM cannot forbid) or deletes one raises a notary
+// finding (ERROR line and EMF NotaryFinding), through the notary's mapping on
+// the events stream, while the honest appends before it raise nothing.
+// tamper-watch no longer reads the events stream (the stream's two readers
+// are the Pipe and the notary) and says nothing about the log.
+func TestTamperOfLogRaisesNotaryFinding(t *testing.T) {
 	s := startStack(t, nil)
 	ctx := context.Background()
-	fn, mapping := s.fn[keys.FnTamperWatch], s.tamperMap
+	fn, mapping := s.fn[keys.FnNotary], s.notaryMap
 
 	const tenant = "acme"
 	for i := range 3 {
@@ -34,14 +36,14 @@ func TestTamperOverwriteRaisesSignal(t *testing.T) {
 	if len(evs) < 3 {
 		t.Fatalf("%d events, want at least 3", len(evs))
 	}
-	// Honest history first: tamper-watch is handed the head's advances
-	// (MODIFY) and the filter drops the inserts; none is a finding.
-	eventually(t, 60*time.Second, "tamper-watch saw the honest head advances", func() (bool, string) {
+	// Honest history first: the notary is handed every insert and head
+	// advance (its mapping has no filter); none is a finding.
+	eventually(t, 60*time.Second, "the notary saw the honest appends", func() (bool, string) {
 		st, _ := s.tw.Poller(mapping)
-		return st.Delivered >= 1 && st.Filtered >= int64(len(evs)), fmt.Sprintf("tamper mapping %+v", st)
+		return st.Delivered >= int64(len(evs)), fmt.Sprintf("notary mapping %+v", st)
 	})
-	if lines := s.grep(fn, "log tampered"); len(lines) != 0 {
-		t.Fatalf("honest appends reported as tampering:\n%s", strings.Join(lines, "\n"))
+	if lines := s.grep(fn, "notary finding"); len(lines) != 0 {
+		t.Fatalf("honest appends reported as findings:\n%s", strings.Join(lines, "\n"))
 	}
 
 	// The overwrite: seq 1 re-written with another payload and a new hash.
@@ -68,33 +70,35 @@ func TestTamperOverwriteRaisesSignal(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	want := []struct{ change, seq string }{{"event_modified", "1"}, {"event_removed", "2"}}
-	eventually(t, 60*time.Second, "tamper-watch reported the overwrite and the deletion", func() (bool, string) {
-		lines := s.grep(fn, "log tampered")
+	// tamper-watch's event_modified is the notary's rewrite, its
+	// event_removed the notary's removed.
+	want := []struct{ finding, seq string }{{"rewrite", "1"}, {"removed", "2"}}
+	eventually(t, 60*time.Second, "the notary reported the overwrite and the deletion", func() (bool, string) {
+		lines := s.grep(fn, "notary finding")
 		for _, w := range want {
 			found := false
 			for _, l := range lines {
-				found = found || (strings.Contains(l, `"level":"ERROR"`) && strings.Contains(l, `"change":"`+w.change+`"`) &&
-					strings.Contains(l, `"tenant":"`+tenant+`"`) && strings.Contains(l, `"seq":"`+w.seq+`"`))
+				found = found || (strings.Contains(l, `"level":"ERROR"`) && strings.Contains(l, `"finding":"`+w.finding+`"`) &&
+					strings.Contains(l, `"chain":"`+tenant+`"`) && strings.Contains(l, `"seq":`+w.seq+`,`))
 			}
 			if !found {
-				return false, fmt.Sprintf("no ERROR line for %s of seq %s; tamper lines:\n%s", w.change, w.seq, strings.Join(lines, "\n"))
+				return false, fmt.Sprintf("no ERROR line for %s of seq %s; notary lines:\n%s", w.finding, w.seq, strings.Join(lines, "\n"))
 			}
 		}
 		return true, ""
 	})
-	emf := s.grep(fn, `"`+keys.MetricTamperDetected+`":1`)
+	emf := s.grep(fn, `"`+keys.MetricNotaryFinding+`":1`)
 	for _, w := range want {
 		found := false
 		for _, l := range emf {
-			found = found || (strings.Contains(l, `"Change":"`+w.change+`"`) && strings.Contains(l, `"Namespace":"`+keys.MetricNamespace+`"`))
+			found = found || (strings.Contains(l, `"Finding":"`+w.finding+`"`) && strings.Contains(l, `"Namespace":"`+keys.MetricNamespace+`"`))
 		}
 		if !found {
-			t.Errorf("no EMF %s line with Change %s:\n%s", keys.MetricTamperDetected, w.change, strings.Join(emf, "\n"))
+			t.Errorf("no EMF %s line with Finding %s:\n%s", keys.MetricNotaryFinding, w.finding, strings.Join(emf, "\n"))
 		}
 	}
-	if lines := s.grep(fn, "log tampered"); len(lines) != len(want) {
-		t.Errorf("%d tamper lines, want %d (one per change):\n%s", len(lines), len(want), strings.Join(lines, "\n"))
+	if lines := s.grep(s.fn[keys.FnTamperWatch], "log tampered"); len(lines) != 0 {
+		t.Errorf("tamper-watch reported changes to the log, which it no longer reads:\n%s", strings.Join(lines, "\n"))
 	}
 }
 

@@ -129,27 +129,30 @@ func TestAlarmTopicArn(t *testing.T) {
 	}
 }
 
-// TestTamperWatchStoppedAlarm: a disabled tamper-watch mapping invokes
-// nothing, so the alarm compares the log's writes (the heartbeat: an idle
+// TestNotaryStoppedAlarm: a disabled notary mapping invokes nothing (no
+// finding, no lag, no error, and the log goes unwatched), so the alarm compares the log's writes (the heartbeat: an idle
 // table alarms no one) with what the mapping polled, which its own metrics
 // report.
-func TestTamperWatchStoppedAlarm(t *testing.T) {
+func TestNotaryStoppedAlarm(t *testing.T) {
 	s := synth(t)
-	m := props(s.resources("AWS::Lambda::EventSourceMapping")[LogicalTamperESM])
+	m := props(s.resources("AWS::Lambda::EventSourceMapping")[LogicalNotaryESM])
 	if b, _ := json.Marshal(m["MetricsConfig"]); string(b) != `{"Metrics":["EventCount"]}` {
-		t.Errorf("tamper-watch mapping MetricsConfig %s, want EventCount", b)
+		t.Errorf("notary mapping MetricsConfig %s, want EventCount", b)
 	}
 	p, ok := s.alarmOnQuery("FILL(polled, 0) == 0")
 	if !ok {
-		t.Fatal("no alarm for a stopped tamper-watch mapping")
+		t.Fatal("no alarm for a stopped notary mapping")
+	}
+	if !strings.Contains(p["AlarmDescription"].(string), "notary") {
+		t.Errorf("stopped-mapping alarm %v does not name the notary", p["AlarmDescription"])
 	}
 	b, _ := json.Marshal(p["Metrics"])
 	for _, want := range []string{
 		`"MetricName":"ConsumedWriteCapacityUnits"`, `{"Name":"TableName","Value":{"Ref":"` + LogicalEventsTable + `"}}`,
-		`"MetricName":"PolledEventCount"`, `"Namespace":"AWS/Lambda"`, `{"Name":"EventSourceMappingUUID","Value":{"Ref":"` + LogicalTamperESM + `"}}`,
+		`"MetricName":"PolledEventCount"`, `"Namespace":"AWS/Lambda"`, `{"Name":"EventSourceMappingUUID","Value":{"Ref":"` + LogicalNotaryESM + `"}}`,
 	} {
 		if !strings.Contains(string(b), want) {
-			t.Errorf("stopped tamper-watch alarm metrics lack %s:\n%s", want, b)
+			t.Errorf("stopped notary alarm metrics lack %s:\n%s", want, b)
 		}
 	}
 	if p["EvaluationPeriods"] != 2.0 || p["DatapointsToAlarm"] != 2.0 || p["TreatMissingData"] != "notBreaching" {
@@ -226,8 +229,8 @@ func TestAuditTrail(t *testing.T) {
 	}
 }
 
-// TestLogRetention: the watchers' log groups keep a year by default, the
-// others a month; both are props.
+// TestLogRetention: the watchers' log groups (tamper-watch, the notary)
+// keep a year by default, the others a month; both are props.
 func TestLogRetention(t *testing.T) {
 	s := synth(t)
 	groups := s.resources("AWS::Logs::LogGroup")

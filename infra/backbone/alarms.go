@@ -281,39 +281,41 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		}
 	}
 
-	// Changes to the insert-only log, as they happen (tamper-watch).
+	// Deletes of protected state-table rows, as they happen (tamper-watch;
+	// changes to the log itself are the notary's findings).
 	tampered := emfQuery("SUM", keys.MetricTamperDetected, oneMin)
 	alarm("TamperDetected",
-		"An event row of the log was overwritten or deleted, or a head row changed other than by its own advance (EMF TamperDetected, by Change; tamper-watch's ERROR lines name the tenant, the seq and what changed). This is a data-integrity incident: find who wrote (CloudTrail data events on the events table), then call reconcile for the tenant.",
+		"A dead letter, an event's claim or a delivery watermark was deleted from the state table other than by TTL or an honest resolution (EMF TamperDetected, by Change: dead_letter_removed, claim_removed, watermark_removed, unreadable; tamper-watch's ERROR lines name the tenant, the row and what changed). A deleted dead letter is an undelivered event erased; a deleted claim or watermark makes dlq-repair deliver again. Find who wrote (CloudTrail data events on the state table), then restore the rows (docs/operations.md, 'The state table: protected and watched'). Changes to the log itself raise NotaryFinding.",
 		tampered, 1, 1)
 	tamperIteratorAge := iteratorAge(props.TamperWatch.Function)
 	alarm("TamperWatchIteratorAge",
-		"tamper-watch is more than a minute behind the events stream for 3 minutes: changes to the log are not being seen as they happen. Check tamper-watch's errors and its on-failure queue.",
+		"tamper-watch is more than a minute behind the state table's stream for 3 minutes: deletes of dead letters, claims and watermarks are not being seen as they happen. Check tamper-watch's errors and its on-failure queue.",
 		tamperIteratorAge, tamperLagThresholdMs, 3)
 
 	alarm("TamperWatchDLQDepth",
-		"Messages in tamper-watch's on-failure queue: a range of the events stream that tamper-watch could not inspect after bisecting, 10 retries or 6 hours (each message names the shard and the first and last sequence numbers). Changes to the log in that range went unseen: read the range from the stream (aws dynamodbstreams get-records) while it holds it (24 hours after the write), run pkg/tamper's Inspect on it or look for MODIFY and REMOVE records, and call reconcile for the tenants in it. Then fix what made tamper-watch fail (its Errors alarm and log group).",
+		"Messages in tamper-watch's on-failure queue: a range of the state table's stream that tamper-watch could not inspect after bisecting, 10 retries or 6 hours (each message names the shard and the first and last sequence numbers). Deletes of dead letters, claims and watermarks in that range went unseen: read the range from the stream (aws dynamodbstreams get-records) while it holds it (24 hours after the write), run pkg/tamper's InspectState on it or look for REMOVE records of dead#, claim# and watermark# rows, and call reconcile for the tenants in it. Then fix what made tamper-watch fail (its Errors alarm and log group).",
 		visible(props.TamperWatch.DLQ), 1, 1)
 
 	// A stopped watcher is silent: a disabled or deleted mapping invokes
 	// nothing, so no IteratorAge, no error and no finding. The mapping's own
 	// metrics (MetricsConfig EventCount) count every record it polls, before
-	// its filter; the events table's writes are the heartbeat: each one puts
-	// a record in the stream, so writes with nothing polled for 10 minutes
-	// mean the mapping stopped, and an idle table (no writes) alarms no one.
+	// its filter; the table's writes are the heartbeat: each one puts a
+	// record in the stream, so writes with nothing polled for 10 minutes mean
+	// the mapping stopped, and an idle table (no writes) alarms no one.
 	// Missing polling data counts as zero (FILL), so it breaches.
-	tamperStopped := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-		Expression: jsii.String("IF(FILL(writes, 0) > 0 AND FILL(polled, 0) == 0, 1, 0)"),
-		Label:      jsii.String("log written, tamper-watch polled nothing"),
-		Period:     fiveMin,
-		UsingMetrics: &map[string]awscloudwatch.IMetric{
-			"writes": logWrites(props.Log, fiveMin),
-			"polled": mappingMetric(props.TamperWatch.Mapping, "PolledEventCount", fiveMin),
-		},
-	})
-	alarm("TamperWatchStopped",
-		"The events table was written for 10 minutes while tamper-watch's event source mapping polled no record of its stream (AWS/Lambda PolledEventCount by EventSourceMappingUUID): the mapping is disabled, deleted or cannot read the stream, and rewrites of the log go unseen. Who changed it: CloudTrail management events UpdateEventSourceMapping / DeleteEventSourceMapping. Enable it (aws lambda update-event-source-mapping --enabled); it resumes where it stopped while the stream (24 hours) still holds the records, then call reconcile for every tenant.",
-		tamperStopped, 1, 2)
+	if props.Notary != nil {
+		alarm("NotaryStopped",
+			"The events table was written for 10 minutes while the notary's event source mapping polled no record of its stream (AWS/Lambda PolledEventCount by EventSourceMappingUUID): the mapping is disabled, deleted or cannot read the stream, so appends are not checked or signed and rewrites of the log go unseen. Who changed it: CloudTrail management events UpdateEventSourceMapping / DeleteEventSourceMapping. Enable it (aws lambda update-event-source-mapping --enabled); it resumes where it stopped while the stream (24 hours) still holds the records, and reports what it missed as 'unseen'. Then call reconcile for every tenant (docs/notary.md, 'Runbook: notary findings').",
+			awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+				Expression: jsii.String("IF(FILL(writes, 0) > 0 AND FILL(polled, 0) == 0, 1, 0)"),
+				Label:      jsii.String("log written, notary polled nothing"),
+				Period:     fiveMin,
+				UsingMetrics: &map[string]awscloudwatch.IMetric{
+					"writes": logWrites(props.Log, fiveMin),
+					"polled": mappingMetric(props.Notary.Mapping, "PolledEventCount", fiveMin),
+				},
+			}), 1, 2)
+	}
 
 	// The same for the state table's stream: its writes (every delivery
 	// writes a claim) with nothing polled means the state mapping, or the
@@ -360,7 +362,7 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 			dlqAgeThresholdS, 1)
 	}
 	alarm("TamperWatchDLQOldestMessage",
-		"A range of the events stream that tamper-watch could not inspect has waited in its on-failure queue for more than 6 hours: no one has read it yet, and the stream drops its records 24 hours after the write. Follow TamperWatchDLQDepth's steps now, then delete the message.",
+		"A range of the state table's stream that tamper-watch could not inspect has waited in its on-failure queue for more than 6 hours: no one has read it yet, and the stream drops its records 24 hours after the write. Follow TamperWatchDLQDepth's steps now, then delete the message.",
 		oldestMessage(props.TamperWatch.DLQ, fiveMin), dlqAgeThresholdS, 1)
 
 	// A stopped Pipe publishes nothing, so no failure metric can see it: the

@@ -194,8 +194,8 @@ func TestStreamConsumersHaveLagAlarms(t *testing.T) {
 			t.Errorf("stream mapping %s has no IteratorAge alarm on %v", id, p["FunctionName"])
 		}
 	}
-	if n != 4 {
-		t.Errorf("%d stream mappings, want 4 (changefeed, tamper-watch on the events and the state streams, notary)", n)
+	if n != 3 {
+		t.Errorf("%d stream mappings, want 3 (changefeed, the notary on the events stream, tamper-watch on the state stream)", n)
 	}
 	// Pipes publish no IteratorAge: lag comes from stream-filter's EMF
 	// metric; failures and timeouts from the Pipe's own metrics.

@@ -47,7 +47,7 @@ func TestPinnedLogicalIDs(t *testing.T) {
 		"DurableDLQ": "AWS::SQS::Queue", "PipeDLQ": "AWS::SQS::Queue", "ChangeFeedDLQ": "AWS::SQS::Queue",
 		// A tracked entity's mapping: "ChangeFeedMapping" + its name.
 		"EventsPipe": "AWS::Pipes::Pipe", "ChangeFeedMappingWIDGET": "AWS::Lambda::EventSourceMapping",
-		"TamperWatchMapping": "AWS::Lambda::EventSourceMapping", "AlarmTopic": "AWS::SNS::Topic",
+		"TamperWatchStateMapping": "AWS::Lambda::EventSourceMapping", "AlarmTopic": "AWS::SNS::Topic",
 		"NotaryMapping": "AWS::Lambda::EventSourceMapping", "NotaryDLQ": "AWS::SQS::Queue",
 	} {
 		if _, ok := s.resources(typ)[id]; !ok {

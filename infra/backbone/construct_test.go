@@ -27,7 +27,7 @@ import (
 var pinnedIDs = map[string]string{
 	LogicalEventsTable: "AWS::DynamoDB::Table", LogicalStateTable: "AWS::DynamoDB::Table", LogicalChangeFeedTable: "AWS::DynamoDB::Table",
 	LogicalDurableQueue: "AWS::SQS::Queue", LogicalDurableDLQ: "AWS::SQS::Queue", LogicalPipeDLQ: "AWS::SQS::Queue", LogicalChangeFeedDLQ: "AWS::SQS::Queue",
-	LogicalEventsPipe: "AWS::Pipes::Pipe", LogicalTamperESM: "AWS::Lambda::EventSourceMapping", LogicalAlarmTopic: "AWS::SNS::Topic",
+	LogicalEventsPipe: "AWS::Pipes::Pipe", LogicalNotaryESM: "AWS::Lambda::EventSourceMapping", LogicalTamperStateESM: "AWS::Lambda::EventSourceMapping", LogicalAlarmTopic: "AWS::SNS::Topic",
 	LogicalCheckpointKey: "AWS::KMS::Key", LogicalCheckpointBucket: "AWS::S3::Bucket",
 }
 

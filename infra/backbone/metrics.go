@@ -127,8 +127,8 @@ func (b *Backbone) MetricIteratorAge(opts *awscloudwatch.MetricOptions) awscloud
 	return withMetric(iteratorAge(b.ChangeFeed.Changefeed), opts)
 }
 
-// MetricTamperWatchIteratorAge is how far tamper-watch is behind the events
-// stream (AWS/Lambda IteratorAge, milliseconds, Maximum over one minute).
+// MetricTamperWatchIteratorAge is how far tamper-watch is behind the state
+// table's stream (AWS/Lambda IteratorAge, milliseconds, Maximum over one minute).
 func (b *Backbone) MetricTamperWatchIteratorAge(opts *awscloudwatch.MetricOptions) awscloudwatch.IMetric {
 	return withMetric(iteratorAge(b.Tamper.Function), opts)
 }

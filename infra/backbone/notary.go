@@ -47,7 +47,9 @@ type NotaryProps struct {
 
 // Notary is the one signer of checkpoints (pkg/notary): a Lambda mapping on
 // the events table's stream, unfiltered (every INSERT, MODIFY and REMOVE of
-// the log), with bisect on error, a retry limit, a maximum record age and an
+// the log). With the Pipe it is one of the stream's two readers per shard
+// (DynamoDB allows two): it alone watches the log for changes no append
+// makes. Its mapping has bisect on error, a retry limit, a maximum record age and an
 // on-failure queue. It reads the events table (the head and the rows a batch
 // leaves open), reads and writes its own rows of the state table, and
 // (NewCheckpoints, given it) alone may sign with the checkpoint key and put
@@ -114,6 +116,8 @@ func NewNotary(scope constructs.Construct, id string, props *NotaryProps) *Notar
 		// they were written.
 		ParallelizationFactor: jsii.Number(1),
 		OnFailure:             awslambdaeventsources.NewSqsDlq(dlq),
+		// PolledEventCount: the NotaryStopped alarm.
+		MetricsConfig: &awslambda.MetricsConfig{Metrics: &[]awslambda.MetricType{awslambda.MetricType_EVENT_COUNT}},
 	})
 	pin(mapping, prefix, LogicalNotaryESM)
 	mapping.Node().AddDependency(fn.Role)

@@ -14,7 +14,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
-	"github.com/fourlanes/fourlanes/pkg/tamper"
 )
 
 // logRewrites are the actions that would let anyone rewrite or destroy the
@@ -251,12 +250,12 @@ func TestLogResourcePolicy(t *testing.T) {
 // condition, so whoever holds the emitter policy (or steals a role that has
 // it) can Put without one, in a transaction of their own, and overwrite any
 // event row or head row, re-hashed to look consistent. That reaches the
-// events stream as a MODIFY. What catches it: tamper-watch's mapping on the
-// stream (a reader of its own, so the Pipe's filter, which drops MODIFYs,
-// cannot hide it) passes every MODIFY and REMOVE to tamper-watch, which
-// reports it (ERROR line, EMF TamperDetected), and the TamperDetected alarm
-// pages within a minute. Signed checkpoints (issue 13, item 3) then prove
-// which history was the real one.
+// events stream as a MODIFY. What catches it: the notary's mapping on the
+// stream (a reader of its own, unfiltered, so the Pipe's filter, which drops
+// MODIFYs, cannot hide it) hands every MODIFY and REMOVE to the notary,
+// which reports it (ERROR line, EMF NotaryFinding "rewrite", pkg/notary's
+// tests), signs nothing more of that chain, and the NotaryFinding alarm
+// pages within a minute.
 func TestWhatPutItemCanStillDo(t *testing.T) {
 	s := synth(t)
 	// 1. PutItem on the log is allowed (inside a transaction) by exactly the
@@ -265,25 +264,22 @@ func TestWhatPutItemCanStillDo(t *testing.T) {
 	if diff := cmp.Diff(s.logPutters(), logPutters(t, grants(s.Doc))); diff != "" {
 		t.Errorf("policies that can PutItem on the log (-want +got):\n%s", diff)
 	}
-	// 2. An overwrite reaches tamper-watch: its mapping reads the events
-	// stream and its filter passes the MODIFY such a Put makes.
-	m := s.mappingOf(t, getAtt(LogicalEventsTable, "StreamArn"), s.stack.Tamper.Function.Fn)
-	if !cmp.Equal(m["FunctionName"], ref(s.id(s.stack.Tamper.Function.Fn))) {
-		t.Fatalf("the events stream's mapping runs %v, want tamper-watch", m["FunctionName"])
+	// 2. An overwrite reaches the notary: its mapping reads the events
+	// stream and passes the MODIFY such a Put makes.
+	m := s.mappingOf(t, getAtt(LogicalEventsTable, "StreamArn"), s.stack.Notary.Function.Fn)
+	if !cmp.Equal(m["FunctionName"], ref(s.id(s.stack.Notary.Function.Fn))) {
+		t.Fatalf("the events stream's mapping runs %v, want the notary", m["FunctionName"])
 	}
 	overwrite, err := os.ReadFile(filepath.Join("..", "..", "pkg", "tamper", "testdata", "event-modify.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !mappingPasses(t, m, overwrite) {
-		t.Error("tamper-watch's filter drops an overwrite of an event row")
-	}
-	if f, ok := tamper.Inspect(overwrite); !ok || f.Change != tamper.EventModified {
-		t.Errorf("tamper-watch does not report the overwrite: %+v", f)
+		t.Error("the notary's mapping drops an overwrite of an event row")
 	}
 	// 3. And the report pages someone.
-	if _, ok := s.alarmOnQuery(`SELECT SUM(` + keys.MetricTamperDetected + `)`); !ok {
-		t.Error("no alarm on TamperDetected")
+	if _, ok := s.alarmOnQuery(`SELECT SUM(` + keys.MetricNotaryFinding + `)`); !ok {
+		t.Error("no alarm on NotaryFinding")
 	}
 }
 
@@ -360,11 +356,10 @@ func TestRoleAccess(t *testing.T) {
 			"*+dynamodb:ListStreams": nil,
 		}},
 		{"tamper-watch", st.Tamper.Function, map[string][]string{
-			LogicalEventsTable + ".StreamArn": stream,
-			LogicalTamperDLQ + ".Arn":         sqsSend,
-			LogicalStateTable + ".StreamArn":  stream,
-			LogicalStateTable + ".Arn":        {"dynamodb:GetItem"},
-			"*+dynamodb:ListStreams":          nil,
+			LogicalTamperDLQ + ".Arn":        sqsSend,
+			LogicalStateTable + ".StreamArn": stream,
+			LogicalStateTable + ".Arn":       {"dynamodb:GetItem"},
+			"*+dynamodb:ListStreams":         nil,
 		}},
 		{"dlq-repair", st.Repair.Function, map[string][]string{
 			LogicalDurableDLQ + ".Arn":        drain,

@@ -14,10 +14,6 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
-// LogicalTamperESM pins tamper-watch's mapping: a replaced mapping would
-// start again at TRIM_HORIZON and re-report a day of changes.
-const LogicalTamperESM = "TamperWatchMapping"
-
 // LogicalTamperDLQ pins tamper-watch's on-failure queue.
 const LogicalTamperDLQ = "TamperWatchDLQ"
 
@@ -57,27 +53,7 @@ const (
 	tamperMaxRecordAgeS = 6 * 3600
 )
 
-// TamperFilterPattern passes exactly the MODIFY and REMOVE records of the
-// events table: they, and only they, carry an OldImage (the stream is
-// NEW_AND_OLD_IMAGES), and every image holds the key. AWS's Lambda guide
-// says DynamoDB mappings filter on the "dynamodb" key only ("Using event
-// filtering with a DynamoDB event source"), so the filter does not rely on
-// eventName.
-func TamperFilterPattern() string {
-	b, err := json.Marshal(map[string]any{
-		"dynamodb": map[string]any{
-			"OldImage": map[string]any{
-				keys.AttrTenant: map[string]any{"S": []any{map[string]any{"exists": true}}},
-			},
-		},
-	})
-	if err != nil {
-		panic(err) // a constant map
-	}
-	return string(b)
-}
-
-// TamperWatchProps wires tamper-watch to the log.
+// TamperWatchProps wires tamper-watch to the log's state table.
 type TamperWatchProps struct {
 	Log           *EventLog
 	Functions     FunctionOptions
@@ -86,11 +62,17 @@ type TamperWatchProps struct {
 	QueueKey awskms.IKey
 }
 
-// TamperWatch is the second reader of the events table's stream (beside the
-// Pipe; DynamoDB allows two per shard): a Lambda mapping that hands every
-// MODIFY and REMOVE to tamper-watch, which logs each change to the log at
-// ERROR and counts it (EMF TamperDetected). The Pipe's filter drops those
-// records, so this path must not go through it.
+// TamperWatch reads the state table's stream only: a Lambda mapping that
+// hands it the REMOVEs of dead letters, claims and watermarks, which it
+// logs at ERROR and counts (EMF TamperDetected) when no honest write made
+// them (pkg/tamper InspectState).
+//
+// It does not read the events table's stream. DynamoDB Streams serves at
+// most two readers per shard (more "may result in request throttling",
+// DynamoDB API Reference, LimitExceededException), and those two are the
+// Pipe (delivery) and the notary, which reports every MODIFY and REMOVE of
+// the log as a finding (NotaryFinding: rewrite, removed, rollback,
+// row_changed, unreadable).
 //
 // A record tamper-watch cannot read is a finding, never a failed batch
 // (pkg/tamper). A batch fails only if Lambda cannot invoke it with the
@@ -101,7 +83,6 @@ type TamperWatchProps struct {
 type TamperWatch struct {
 	constructs.Construct
 	Function Function
-	Mapping  awslambda.EventSourceMapping
 	// StateMapping reads the state table's stream (pkg/tamper InspectState).
 	StateMapping awslambda.EventSourceMapping
 	// DLQ is the mapping's on-failure destination (standard queue; only
@@ -109,17 +90,18 @@ type TamperWatch struct {
 	DLQ awssqs.Queue
 }
 
-// NewTamperWatch creates the function and its mapping.
+// NewTamperWatch creates the function and its mapping on the state
+// table's stream.
 func NewTamperWatch(scope constructs.Construct, id string, props *TamperWatchProps) *TamperWatch {
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	fn := newFunction(c, "TamperWatch", props.Functions, functionSpec{
 		name:        keys.FnTamperWatch,
-		description: "fourlanes tamper-watch: every MODIFY/REMOVE of the insert-only log, logged and counted",
+		description: "fourlanes tamper-watch: deletes of dead letters, claims and watermarks in the state table, logged and counted",
 		timeout:     awscdk.Duration_Seconds(jsii.Number(30)),
 		memoryMB:    128,
 		integrity:   true,
 	})
-	allow(fn.Role, streamRead, props.Log.Events.TableStreamArn(), props.Log.State.TableStreamArn())
+	allow(fn.Role, streamRead, props.Log.State.TableStreamArn())
 	// A deleted dead letter is honest only if its claim says completed.
 	allow(fn.Role, []string{"dynamodb:GetItem"}, props.Log.State.TableArn())
 	fn.Fn.AddEnvironment(jsii.String(keys.EnvStateTable), props.Log.State.TableName(), nil)
@@ -134,27 +116,8 @@ func NewTamperWatch(scope constructs.Construct, id string, props *TamperWatchPro
 		RemovalPolicy:       props.RemovalPolicy,
 	})
 	pin(dlq, props.Log.LogicalIDPrefix(), LogicalTamperDLQ)
-	suppressIsDLQ(dlq, "It is tamper-watch's on-failure destination: it receives metadata of stream ranges tamper-watch could not inspect; a person reads them from the stream.")
+	suppressIsDLQ(dlq, "It is tamper-watch's on-failure destination: it receives metadata of state-stream ranges tamper-watch could not inspect; a person reads them from the stream.")
 	onlyTheseSend(dlq, fn.Role)
-
-	mapping := awslambda.NewEventSourceMapping(c, jsii.String("Mapping"), &awslambda.EventSourceMappingProps{
-		Target:                fn.Fn,
-		EventSourceArn:        props.Log.Events.TableStreamArn(),
-		StartingPosition:      awslambda.StartingPosition_TRIM_HORIZON,
-		BatchSize:             jsii.Number(tamperBatchSize),
-		BisectBatchOnError:    jsii.Bool(true),
-		RetryAttempts:         jsii.Number(tamperMaxRetries),
-		MaxRecordAge:          awscdk.Duration_Seconds(jsii.Number(tamperMaxRecordAgeS)),
-		ParallelizationFactor: jsii.Number(1),
-		OnFailure:             awslambdaeventsources.NewSqsDlq(dlq),
-		Filters: &[]*map[string]interface{}{
-			{"pattern": jsii.String(TamperFilterPattern())},
-		},
-		// PolledEventCount, before the filter: the TamperWatchStopped alarm.
-		MetricsConfig: &awslambda.MetricsConfig{Metrics: &[]awslambda.MetricType{awslambda.MetricType_EVENT_COUNT}},
-	})
-	pin(mapping, props.Log.LogicalIDPrefix(), LogicalTamperESM)
-	mapping.Node().AddDependency(fn.Role)
 
 	state := awslambda.NewEventSourceMapping(c, jsii.String("StateMapping"), &awslambda.EventSourceMappingProps{
 		Target:                fn.Fn,
@@ -171,5 +134,5 @@ func NewTamperWatch(scope constructs.Construct, id string, props *TamperWatchPro
 	})
 	pin(state, props.Log.LogicalIDPrefix(), LogicalTamperStateESM)
 	state.Node().AddDependency(fn.Role)
-	return &TamperWatch{Construct: c, Function: fn, Mapping: mapping, StateMapping: state, DLQ: dlq}
+	return &TamperWatch{Construct: c, Function: fn, StateMapping: state, DLQ: dlq}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/notary"
 	"github.com/fourlanes/fourlanes/pkg/obs"
+	"github.com/fourlanes/fourlanes/pkg/tamper"
 )
 
 // table is an events table in memory that records what its stream would
@@ -632,6 +633,90 @@ func TestStartsFromSignedCheckpoint(t *testing.T) {
 			}
 			if want := []string{"acme@5:" + c.evs[4].Hash}; fmt.Sprint(r.signer.signed) != fmt.Sprint(want) {
 				t.Errorf("signed %v, want %v", r.signer.signed, want)
+			}
+		})
+	}
+}
+
+// TestTamperWatchChangesAreFindings: the notary is the events stream's one
+// watcher (tamper-watch reads only the state table's stream: DynamoDB
+// serves two readers per shard, the Pipe and the notary). Each change
+// tamper-watch reported on the log (pkg/tamper's Change) is a notary
+// finding, of the kind the alarm text and docs/notary.md name for it.
+// tamper's unreadable is TestUnreadableRecords.
+func TestTamperWatchChangesAreFindings(t *testing.T) {
+	otherRow := func(kind string) envelope.Item {
+		return envelope.Item{
+			keys.AttrTenant: &types.AttributeValueMemberS{Value: "acme"}, keys.AttrSeq: &types.AttributeValueMemberN{Value: "-1"},
+			keys.AttrKind: &types.AttributeValueMemberS{Value: kind},
+		}
+	}
+	tests := []struct {
+		change string // pkg/tamper's Change
+		name   string
+		attack func(t *testing.T, tb *table, c *chainOf)
+		want   notary.Kind
+	}{
+		{"event_modified", "event row overwritten in place", func(t *testing.T, tb *table, c *chainOf) {
+			e := c.evs[0]
+			e.Payload = map[string]any{"order": "forged"}
+			tb.write(c.name, e.Seq, item(t, e))
+		}, notary.Rewrite},
+		{"event_removed", "event row deleted", func(t *testing.T, tb *table, c *chainOf) {
+			tb.remove(c.name, 1)
+		}, notary.Removed},
+		{"head_removed", "head row deleted", func(t *testing.T, tb *table, c *chainOf) {
+			tb.remove(c.name, 0)
+		}, notary.Removed},
+		{"head_modified", "head moved back", func(t *testing.T, tb *table, c *chainOf) {
+			tb.write(c.name, 0, headItem(c.name, c.evs[0]))
+		}, notary.Rollback},
+		{"head_modified", "head advanced by more than one transaction commits", func(t *testing.T, tb *table, c *chainOf) {
+			e := c.next("far")
+			e.Seq += tamper.MaxAdvance + 1
+			tb.write(c.name, 0, headItem(c.name, e))
+		}, notary.Gap},
+		{"head_modified", "head advanced keeping its last_hash", func(t *testing.T, tb *table, c *chainOf) {
+			e := c.next("kept")
+			tb.write(c.name, e.Seq, item(t, e))
+			h := headItem(c.name, e)
+			h[keys.AttrLastHash] = &types.AttributeValueMemberS{Value: c.evs[1].Hash}
+			tb.write(c.name, 0, h)
+		}, notary.Link},
+		{"head_modified", "head image of another kind", func(t *testing.T, tb *table, c *chainOf) {
+			h := headItem(c.name, c.evs[1])
+			h[keys.AttrKind] = &types.AttributeValueMemberS{Value: "event"}
+			tb.write(c.name, 0, h)
+		}, notary.Unreadable},
+		{"row_modified", "idempotency-key row overwritten", func(t *testing.T, tb *table, c *chainOf) {
+			tb.write(c.name, -1, otherRow("idem"))
+			tb.write(c.name, -1, otherRow("forged"))
+		}, notary.RowChanged},
+		{"row_removed", "idempotency-key row deleted", func(t *testing.T, tb *table, c *chainOf) {
+			tb.write(c.name, -1, otherRow("idem"))
+			tb.remove(c.name, -1)
+		}, notary.RowChanged},
+	}
+	for _, tt := range tests {
+		t.Run(tt.change+"/"+tt.name, func(t *testing.T) {
+			r := newRig(t)
+			c := &chainOf{t: t, name: "acme"}
+			c.emit(r.tb, 2, false)
+			r.run()
+			if f := r.findings(); len(f) != 0 {
+				t.Fatalf("honest appends: findings %v", f)
+			}
+			tt.attack(t, r.tb, c)
+			r.run()
+			f := r.findings()
+			if len(f) == 0 || f[0] != string(tt.want) {
+				t.Fatalf("findings %v, want first %s\n%s", f, tt.want, r.logs.String())
+			}
+			if !strings.Contains(r.metrics.String(), `"Finding":"`+string(tt.want)+`"`) {
+				t.Errorf("no EMF %s with Finding %s:\n%s", keys.MetricNotaryFinding, tt.want, r.metrics.String())
+			}
+			if len(r.signer.signed) != 1 {
+				t.Errorf("signed %v, want only the honest seq 2", r.signer.signed)
 			}
 		})
 	}

@@ -1,13 +1,17 @@
-// Package tamper watches the events table's stream for changes to the log.
+// Package tamper inspects stream records for changes no honest write makes.
 //
 // The log is insert-only: an event row, once written, is never changed or
 // removed, and a tenant's head row only ever advances. IAM cannot make that
 // true for PutItem (it cannot require a condition expression), so a role
-// allowed to append can also overwrite. This package is the alarm for it: a
-// Lambda event source mapping beside the Pipe (a second reader of each shard,
-// so the Pipe's filter cannot hide anything from it) hands it every MODIFY
-// and REMOVE of the events table, and Inspect says which of them are
-// tampering.
+// allowed to append can also overwrite. Inspect says which records of the
+// events table's stream are such changes; a deployed stack does not run it
+// on that stream, though: DynamoDB serves at most two readers per stream
+// shard, and they are the Pipe and the notary (pkg/notary), which reports
+// every one of these changes as a finding. Inspect stays for reading a
+// range of the stream by hand.
+//
+// tamper-watch, the Lambda function, reads the state table's stream
+// (InspectState): deletes of dead letters, claims and watermarks.
 //
 // It promises:
 //   - every MODIFY or REMOVE of an event row (seq ≥ 1), or of any other row

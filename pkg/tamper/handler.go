@@ -26,10 +26,11 @@ type Event struct {
 	Records []json.RawMessage `json:"Records"`
 }
 
-// Handler is tamper-watch's Lambda handler. It reads two streams: the
-// events table's (every record is Inspected) and, when StateTable is set,
-// the state table's (records whose eventSourceARN names StateTable are
-// InspectState'd, with State reading the claims).
+// Handler is tamper-watch's Lambda handler. A deployed stack maps it to the
+// state table's stream only: records whose eventSourceARN names StateTable
+// are InspectState'd, with State reading the claims. Any other record is
+// Inspected as one of the events table's (the notary watches that stream in
+// a deployed stack).
 type Handler struct {
 	Logger     *slog.Logger
 	Metrics    *obs.Metrics

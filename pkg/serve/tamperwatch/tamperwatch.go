@@ -14,19 +14,20 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/tamper"
 )
 
-// Run runs tamper-watch: it reads the events table's stream beside the Pipe
-// (filtered to MODIFY and REMOVE) and reports every change to the
-// insert-only log (package tamper).
+// Run runs tamper-watch: infra/backbone maps it to the state table's stream
+// and it reports the deletes of dead letters, claims and watermarks no
+// honest write makes (package tamper). Changes to the log itself are the
+// notary's findings (the events stream's readers are the Pipe and the
+// notary).
 func Run() {
 	b := boot.Start(keys.FnTamperWatch)
 	h := &tamper.Handler{Logger: b.Log, Metrics: b.Metrics}
-	// With the state table, it also watches that table's stream for the
-	// deletes of dead letters, claims and watermarks (infra/backbone gives
-	// it the table; a stack deployed before that gives none).
+	// The state table names the stream it watches and the claims it reads
+	// (infra/backbone gives it the table).
 	if state := os.Getenv(keys.EnvStateTable); state != "" {
 		h.StateTable, h.State = state, awsenv.DynamoDB(wire.AWS(b))
 	}
-	b.Log.Info("tamper-watch watching the events stream for MODIFY and REMOVE", obs.KeyFunction, keys.FnTamperWatch,
+	b.Log.Info("tamper-watch watching the state table's stream for deletes of dead letters, claims and watermarks", obs.KeyFunction, keys.FnTamperWatch,
 		"state_table", h.StateTable)
 	boot.RunErr(b, h.Handle)
 }

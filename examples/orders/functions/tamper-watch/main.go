@@ -1,4 +1,4 @@
-// Command tamper-watch reports every change to the insert-only log
+// Command tamper-watch reports deletes of the state table's protected rows
 // (tamperwatch.Run; it needs no application).
 package main
 
