@@ -31,7 +31,9 @@ type Retired struct {
 }
 
 // Any is whether anything was removed.
-func (r Retired) Any() bool { return r.Watermark || r.Backfill || r.Quarantined > 0 || r.DeadLetters > 0 }
+func (r Retired) Any() bool {
+	return r.Watermark || r.Backfill || r.Quarantined > 0 || r.DeadLetters > 0
+}
 
 func (r Retired) String() string {
 	var parts []string
