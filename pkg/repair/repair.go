@@ -238,10 +238,6 @@ func (r *Repairer) Handle(ctx context.Context, req Request) (Report, error) {
 	sources := req.Sources
 	if len(sources) == 0 {
 		sources = AllSources
-		if r.cfg.Retirer == nil || r.cfg.Declared == nil {
-			// Without the catalog, nothing can be known to be undeclared.
-			sources = slices.DeleteFunc(slices.Clone(sources), func(s string) bool { return s == SourceRetire })
-		}
 	}
 	for _, s := range sources {
 		if !slices.Contains(AllSources, s) {

@@ -62,7 +62,8 @@ const retireLimit = 500
 // period.
 func (r *Repairer) drainRetire(ctx context.Context, sr *SourceReport, rep *Report) (bool, error) {
 	if r.cfg.Retirer == nil || r.cfg.Declared == nil {
-		sr.Error = "retirement is off: Config.Retirer and Config.Declared (the catalog's DURABLE subscriptions) are required"
+		// Without the catalog nothing is known to be undeclared: nothing to do.
+		r.cfg.Logger.InfoContext(ctx, "retirement of undeclared subscriptions is off: Config.Retirer and Config.Declared are not set")
 		return true, nil
 	}
 	now := r.cfg.Now()
