@@ -3,9 +3,12 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -15,7 +18,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
-const deadlettersSynopsis = "[-state-table NAME [-table NAME] | -stack NAME [-backbone ID] | -local] [-tenant T] [-subscription S] [-resolved] [-json]"
+const deadlettersSynopsis = "[-state-table NAME [-table NAME] | -stack NAME [-backbone ID] | -local] [-tenant T] [-subscription S] [-resolved] [-json] | -release -tenant T -subscription S -event ID"
 
 // deadLetterRow is one line of the listing.
 type deadLetterRow struct {
@@ -46,6 +49,8 @@ func runDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 	sub := fs.String("subscription", "", "only this subscription")
 	resolved := fs.Bool("resolved", false, fmt.Sprintf("list resolved dead letters (kept %d days: who, when, how) instead of open ones", keys.DeadLetterHistoryDays))
 	asJSON := fs.Bool("json", false, "one JSON object per line instead of a table")
+	release := fs.Bool("release", false, "take one quarantined event (-tenant, -subscription, -event) off the quarantine: the next dlq-repair run replays its dead letter, with a fresh backoff and cap")
+	eventID := fs.String("event", "", "with -release: the event id")
 	addAWSFlags(fs)
 	if err := Parse(fs, args); err != nil {
 		return 0, err
@@ -55,6 +60,23 @@ func runDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	if err := checkLocal(fs, *local); err != nil {
 		return 0, err
+	}
+	if *release {
+		var missing []string
+		for name, v := range map[string]string{"-tenant": *tenant, "-subscription": *sub, "-event": *eventID} {
+			if v == "" {
+				missing = append(missing, name)
+			}
+		}
+		if len(missing) > 0 {
+			slices.Sort(missing)
+			return 0, fmt.Errorf("%w: -release takes one quarantined event: pass %s (fourlanes deadletters lists them)", ErrUsage, strings.Join(missing, ", "))
+		}
+		if *resolved || *asJSON {
+			return 0, fmt.Errorf("%w: -release does not list: drop -resolved and -json", ErrUsage)
+		}
+	} else if *eventID != "" {
+		return 0, fmt.Errorf("%w: -event applies to -release only", ErrUsage)
 	}
 	if *tenant != "" {
 		if err := tenancy.CheckChain(*tenant); err != nil {
@@ -90,6 +112,9 @@ func runDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 		return 0, err
 	}
 	store := delivery.NewDynamoStore(db, *stateTable)
+	if *release {
+		return releaseDeadLetter(ctx, store, *tenant, *sub, *eventID, stdout)
+	}
 	tenants := func(yield func(string) error) error {
 		if *tenant != "" {
 			return yield(*tenant)
@@ -204,4 +229,24 @@ func stamp(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// releaseDeadLetter takes one event off a subscription's quarantine.
+func releaseDeadLetter(ctx context.Context, store *delivery.DynamoStore, tenant, sub, eventID string, stdout io.Writer) (int, error) {
+	r, err := store.Release(ctx, tenant, sub, eventID)
+	if errors.Is(err, delivery.ErrNotQuarantined) {
+		return 0, fmt.Errorf("%w: event %s of tenant %s is not quarantined for %s (fourlanes deadletters -tenant %s -subscription %s lists its dead letters)",
+			ErrUsage, eventID, tenant, sub, tenant, sub)
+	}
+	if err != nil {
+		return 0, err
+	}
+	fmt.Fprintf(stdout, "released event %s (seq %d) of tenant %s for %s from quarantine (quarantined %s: %s)\n",
+		eventID, r.Quarantined.Seq, tenant, sub, stamp(r.Quarantined.At), r.Quarantined.Reason)
+	if r.DeadLetter {
+		fmt.Fprintf(stdout, "its dead letter's failed replays were reset from %d to 0: the next dlq-repair run replays it (fourlanes repair runs one now)\n", r.Replays)
+	} else {
+		fmt.Fprintln(stdout, "it has no open dead letter for this subscription: a backfill no longer passes over it")
+	}
+	return ExitOK, nil
 }

@@ -142,3 +142,34 @@ const (
 	// dlq-repair stopped replaying after their cap of failed replays.
 	MetricDeadLetterQuarantined = "DeadLetterQuarantined"
 )
+
+// Retired subscriptions (pkg/repair): a DURABLE subscription the
+// application no longer declares keeps its state until it has been
+// undeclared for RetireGraceHours (so that rolling back a deploy loses
+// nothing); then dlq-repair retires it: its watermarks, backfill cursors and
+// quarantine rows are deleted, its open dead letters are resolved into the
+// history (AttrResolvedHow = ResolvedRetired), and, once every tenant is
+// done, its start row is deleted.
+//
+//	undeclared subscription   pk subretire   sk <subscription>
+//
+// Attributes: AttrSubscription, AttrUndeclaredSince (S, RFC 3339: the first
+// run that found it undeclared), AttrRetiredAt (S: when every tenant was
+// done; absent before). Query pk = subretire lists them in one request. The
+// row is deleted when the subscription is declared again.
+const (
+	StateSubRetirePK = "subretire"
+
+	AttrUndeclaredSince = "undeclared_since"
+	AttrRetiredAt       = "retired_at"
+
+	ResolvedRetired = "retired"
+
+	// RetireGraceHours is how long a subscription must stay undeclared
+	// before dlq-repair retires it.
+	RetireGraceHours = 24
+
+	// MetricSubscriptionRetired counts, per Subscription, the tenants whose
+	// state of a retired subscription dlq-repair removed.
+	MetricSubscriptionRetired = "SubscriptionRetired"
+)

@@ -164,7 +164,7 @@ func (r *Reconciler) deliveryAudit(ctx context.Context, tenant string, rep *Repo
 	}
 	if len(rep.RetiredSubscriptions) > 0 {
 		slices.Sort(rep.RetiredSubscriptions)
-		r.log.WarnContext(ctx, "watermarks of subscriptions the application no longer declares (retired): dlq-repair removes them", obs.KeyTenant, tenant,
+		r.log.WarnContext(ctx, "watermarks of subscriptions the application no longer declares (retired): dlq-repair removes them after they have been undeclared for 24 h (docs/dead-letters.md)", obs.KeyTenant, tenant,
 			"retired", rep.RetiredSubscriptions)
 	}
 	return nil

@@ -156,7 +156,15 @@ type Config struct {
 	// does not redeliver an event older than that, which a store without
 	// watermarks yet (a stack upgraded to them) would otherwise send again.
 	ClaimRetention time.Duration
-	Now            func() time.Time
+	// Retirer and Declared (the catalog's DURABLE subscriptions,
+	// delivery.DurableSubscriptions: not the registry, so a subscription
+	// declared but not bound here is never retired) enable the retire
+	// source; RetireGrace is how long a subscription must have been
+	// undeclared before it is retired (default keys.RetireGraceHours).
+	Retirer     Retirer
+	Declared    []string
+	RetireGrace time.Duration
+	Now         func() time.Time
 }
 
 // Repairer drains the dead-letter queues and dead letters. Runs must not
@@ -212,6 +220,9 @@ func New(cfg Config) (*Repairer, error) {
 	if cfg.ClaimRetention <= 0 {
 		cfg.ClaimRetention = 30 * 24 * time.Hour
 	}
+	if cfg.RetireGrace <= 0 {
+		cfg.RetireGrace = keys.RetireGraceHours * time.Hour
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -266,6 +277,8 @@ func (r *Repairer) Handle(ctx context.Context, req Request) (Report, error) {
 			sr.Complete, err = r.drainMetadata(sctx, sr, src, r.cfg.ChangeFeedDLQ, end)
 		case SourceDeadLetters:
 			sr.Complete, err = r.drainDeadLetters(sctx, sr, req.Tenants)
+		case SourceRetire:
+			sr.Complete, err = r.drainRetire(sctx, sr, &rep)
 		case SourceReindex:
 			sr.Complete, err = r.reindexDeadLetters(sctx, sr)
 		case SourceUnsettled:

@@ -12,7 +12,7 @@ const (
 )
 
 // AllSources lists every source in the order a run drains them.
-var AllSources = []string{SourceDurableDLQ, SourcePipeDLQ, SourceChangeFeedDLQ, SourceDeadLetters, SourceUnsettled}
+var AllSources = []string{SourceDurableDLQ, SourcePipeDLQ, SourceChangeFeedDLQ, SourceDeadLetters, SourceUnsettled, SourceRetire}
 
 // Outcomes of an item.
 const (
@@ -57,6 +57,10 @@ type Report struct {
 	Sources    map[string]*SourceReport `json:"sources"`
 	// Backfill is a backfill run's progress.
 	Backfill *BackfillReport `json:"backfill,omitempty"`
+	// Retiring lists the subscriptions with state that the application no
+	// longer declares: in their grace period, or retired (the retire
+	// source).
+	Retiring []Retiring `json:"retiring,omitempty"`
 }
 
 // SourceReport is one source's part of a run.
