@@ -29,7 +29,8 @@ type Catalog struct {
 	owner    map[string]string // type → module
 	entities []Entity
 	subs     []SubscriptionSpec
-	vault    Vault // seals and opens personal fields (UseVault)
+	vault    Vault                           // seals and opens personal fields (UseVault)
+	personal map[reflect.Type]personalFields // the payload types with personal fields (indexPersonal)
 }
 
 // New validates the declarations (see Validate; every payload type must be a
@@ -80,6 +81,7 @@ func New(modules ...Spec) (*Catalog, error) {
 		c.entities = append(c.entities, m.Tracks...)
 		c.subs = append(c.subs, m.Subscribes...)
 	}
+	c.indexPersonal()
 	sort.Slice(c.entities, func(i, j int) bool { return c.entities[i].Name < c.entities[j].Name })
 	return c, nil
 }

@@ -125,15 +125,22 @@ func personalProblems(t EventType) []Problem {
 
 // Personal reports whether any declared version of any type has personal
 // fields: the application then needs a Vault (the construct deploys one).
-func (c *Catalog) Personal() bool {
+func (c *Catalog) Personal() bool { return len(c.personal) > 0 }
+
+// indexPersonal records the personal-data marks of every declared payload
+// type once (New has checked them), so that Emit and every delivery look
+// them up instead of walking the struct by reflection each time.
+func (c *Catalog) indexPersonal() {
 	for _, t := range c.types {
 		for _, v := range t.Versions {
 			if p, _ := personalOf(v.Payload); p.any() {
-				return true
+				if c.personal == nil {
+					c.personal = map[reflect.Type]personalFields{}
+				}
+				c.personal[v.Payload] = p
 			}
 		}
 	}
-	return false
 }
 
 // UseVault sets the vault that seals personal fields on Emit and opens them
@@ -157,8 +164,8 @@ func (c *Catalog) PrepareFor(ctx context.Context, tenant, eventType string, payl
 		return 0, nil, err
 	}
 	v, _ := c.types[eventType].Version(version)
-	p, _ := personalOf(v.Payload)
-	if !p.any() {
+	p, ok := c.personal[v.Payload]
+	if !ok {
 		return version, norm, nil
 	}
 	if c.vault == nil {
@@ -210,8 +217,8 @@ func (c *Catalog) openingHandler(h Handler) Handler {
 // open replaces e's sealed personal fields with their plaintext, or with
 // Erased for an erased subject, in a copy of the payload.
 func (c *Catalog) open(ctx context.Context, e envelope.Envelope, v Version) (envelope.Envelope, error) {
-	p, _ := personalOf(v.Payload)
-	if !p.any() || c.vault == nil {
+	p, ok := c.personal[v.Payload]
+	if !ok || c.vault == nil {
 		return e, nil
 	}
 	subject, _ := e.Payload[p.subject].(string)
