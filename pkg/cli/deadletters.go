@@ -83,23 +83,10 @@ func runDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 			return 0, fmt.Errorf("%w: -tenant: %v", ErrUsage, err)
 		}
 	}
-	so, err := openStack(ctx, fs, *stack, *local)
+	endpoint, err := resolveTables(ctx, fs, *stack, *local,
+		tableFlag{"state-table", stateTable, keys.OutputStateTable}, tableFlag{"table", table, keys.OutputEventsTable})
 	if err != nil {
 		return 0, err
-	}
-	if err := so.fill("state-table", stateTable, keys.OutputStateTable); err != nil {
-		return 0, err
-	}
-	if err := so.fill("table", table, keys.OutputEventsTable); err != nil {
-		return 0, err
-	}
-	var endpoint string
-	if *local {
-		st, err := readState()
-		if err != nil {
-			return 0, err
-		}
-		*table, *stateTable, endpoint = st.EventsTable, st.Outputs[keys.OutputStateTable], st.DynamoDBEndpoint
 	}
 	if *stateTable == "" {
 		return 0, fmt.Errorf("%w: pass -state-table (the stack output %s), -stack NAME, set $%s, or -local", ErrUsage, keys.OutputStateTable, keys.EnvStateTable)

@@ -50,23 +50,10 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 			return 0, fmt.Errorf("%w: -tenant: %v", ErrUsage, err)
 		}
 	}
-	so, err := openStack(ctx, fs, *stack, *local)
+	endpoint, err := resolveTables(ctx, fs, *stack, *local,
+		tableFlag{"table", table, keys.OutputEventsTable}, tableFlag{"state-table", stateTable, keys.OutputStateTable})
 	if err != nil {
 		return 0, err
-	}
-	if err := so.fill("table", table, keys.OutputEventsTable); err != nil {
-		return 0, err
-	}
-	if err := so.fill("state-table", stateTable, keys.OutputStateTable); err != nil {
-		return 0, err
-	}
-	var endpoint string
-	if *local {
-		st, err := readState()
-		if err != nil {
-			return 0, err
-		}
-		*table, *stateTable, endpoint = st.EventsTable, st.Outputs[keys.OutputStateTable], st.DynamoDBEndpoint
 	}
 	if *stateTable == "" || (*redo == "" && *done == "" && *table == "") {
 		return 0, fmt.Errorf("%w: pass -table and -state-table (the stack outputs EventsTableName and %s), -stack NAME, set $%s and $%s, or -local",

@@ -52,23 +52,12 @@ func runErase(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if *status && (*by != "" || *reason != "") {
 		return 0, fmt.Errorf("%w: -status erases nothing: drop -by and -reason, or drop -status to erase", ErrUsage)
 	}
-	so, err := openStack(ctx, fs, *stack, *local)
+	endpoint, err := resolveTables(ctx, fs, *stack, *local, tableFlag{"table", table, keys.OutputSubjectKeysTable})
 	if err != nil {
 		return 0, err
 	}
-	if err := so.fill("table", table, keys.OutputSubjectKeysTable); err != nil {
-		return 0, err
-	}
-	var endpoint string
-	if *local {
-		st, err := readState()
-		if err != nil {
-			return 0, err
-		}
-		*table, endpoint = st.Outputs[keys.OutputSubjectKeysTable], st.DynamoDBEndpoint
-		if *table == "" {
-			return 0, fmt.Errorf("-local: the running twin's stack has no subject-keys table: its catalog declares no personal fields (`fourlanes:\"personal\"`)")
-		}
+	if *local && *table == "" {
+		return 0, fmt.Errorf("-local: the running twin's stack has no subject-keys table: its catalog declares no personal fields (`fourlanes:\"personal\"`)")
 	}
 	if *table == "" {
 		return 0, fmt.Errorf("%w: pass -table (the stack output %s), -stack NAME, set $%s, or -local", ErrUsage, keys.OutputSubjectKeysTable, keys.EnvSubjectKeysTable)

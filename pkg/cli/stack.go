@@ -138,3 +138,41 @@ func (s *stackOutputs) fillOptional(flagName string, dst *string, output string)
 		*dst = v
 	}
 }
+
+// tableFlag is a flag naming a table and the stack output it defaults to.
+type tableFlag struct {
+	flag   string  // the flag's name, e.g. "state-table"
+	dst    *string // its value
+	output string  // keys.Output*, e.g. keys.OutputStateTable
+}
+
+// resolveTables fills each table flag from -stack's outputs, or with -local
+// from the running twin's (replacing what the flags said), and returns the
+// DynamoDB endpoint to use: the twin's with -local, "" (AWS) otherwise. A
+// flag given on the command line wins over -stack. What is still empty
+// afterwards is the command's to refuse, naming what to pass.
+func resolveTables(ctx context.Context, fs *flag.FlagSet, stack string, local bool, tables ...tableFlag) (string, error) {
+	so, err := openStack(ctx, fs, stack, local)
+	if err != nil {
+		return "", err
+	}
+	for _, t := range tables {
+		if err := so.fill(t.flag, t.dst, t.output); err != nil {
+			return "", err
+		}
+	}
+	if !local {
+		return "", nil
+	}
+	st, err := readState()
+	if err != nil {
+		return "", err
+	}
+	for _, t := range tables {
+		*t.dst = st.Outputs[t.output]
+		if t.output == keys.OutputEventsTable && *t.dst == "" {
+			*t.dst = st.EventsTable
+		}
+	}
+	return st.DynamoDBEndpoint, nil
+}
