@@ -138,3 +138,62 @@ func TestNamedPathsExist(t *testing.T) {
 		t.Fatalf("checked %d named paths; the documentation names more", named)
 	}
 }
+
+var (
+	measuredRe = regexp.MustCompile(`(?s)<!-- measured -->(.*?)<!-- /measured -->`)
+	numberRe   = regexp.MustCompile(`\d[\d,]*(?:\.\d+)?`)
+	// A figure outside a measured block: a number with a unit that only a
+	// run produces, on a line that says it was measured.
+	looseFigureRe = regexp.MustCompile(`\d(?:\.\d+)?(?:×| ms| events/s)`)
+)
+
+// TestDesignNotesQuoteResults: DESIGN-NOTES.md quotes only figures that
+// bench/RESULTS.md shows. Measured figures sit in <!-- measured --> blocks,
+// and every number in one must appear in RESULTS.md; a line outside the
+// blocks that calls a figure measured fails, so a rerun of the bench that
+// changes a figure is caught until the notes are updated with it.
+func TestDesignNotesQuoteResults(t *testing.T) {
+	root, err := localaws.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes, err := os.ReadFile(filepath.Join(root, "DESIGN-NOTES.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := os.ReadFile(filepath.Join(root, "bench", "RESULTS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := map[string]bool{}
+	for _, n := range numberRe.FindAllString(string(results), -1) {
+		shown[strings.ReplaceAll(n, ",", "")] = true
+	}
+	blocks := measuredRe.FindAllStringSubmatch(string(notes), -1)
+	if len(blocks) < 2 {
+		t.Fatalf("DESIGN-NOTES.md has %d <!-- measured --> blocks; its measured figures belong in them", len(blocks))
+	}
+	quoted := 0
+	for _, b := range blocks {
+		for _, n := range numberRe.FindAllString(b[1], -1) {
+			quoted++
+			if !shown[strings.ReplaceAll(n, ",", "")] {
+				t.Errorf("DESIGN-NOTES.md quotes %s as measured, which bench/RESULTS.md does not show: update the notes from the latest run", n)
+			}
+		}
+	}
+	if quoted < 20 {
+		t.Fatalf("checked %d measured figures; the notes quote more", quoted)
+	}
+	in := false
+	for i, line := range strings.Split(string(notes), "\n") {
+		switch {
+		case strings.Contains(line, "<!-- measured -->"):
+			in = true
+		case strings.Contains(line, "<!-- /measured -->"):
+			in = false
+		case !in && strings.Contains(strings.ToLower(line), "measured") && looseFigureRe.MatchString(line):
+			t.Errorf("DESIGN-NOTES.md:%d quotes a measured figure outside a <!-- measured --> block: %q; quote it from bench/RESULTS.md inside one", i+1, line)
+		}
+	}
+}
