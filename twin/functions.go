@@ -1,6 +1,8 @@
 package twin
 
 import (
+	"github.com/fourlanes/fourlanes/pkg/obs"
+
 	"context"
 	"fmt"
 	"path/filepath"
@@ -128,7 +130,7 @@ func (tw *Twin) createFunction(ctx context.Context, res *cfn.Resource) (*resourc
 	tw.closers = append(tw.closers, f.rt.Close)
 	tw.byName[name] = f
 	tw.byName[arn] = f
-	tw.log.Info("twin: function", "logical_id", id, "name", name, "binary", binary, "timeout", f.timeout, "concurrency", concurrency)
+	tw.log.Info("twin: function", obs.KeyLogicalID, id, obs.KeyName, name, obs.KeyBinary, binary, obs.KeyTimeout, f.timeout, obs.KeyConcurrency, concurrency)
 	return &resource{id: id, typ: res.Type, ref: name, attrs: map[string]any{"Arn": arn}, function: f}, nil
 }
 

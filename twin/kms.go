@@ -1,6 +1,8 @@
 package twin
 
 import (
+	"github.com/fourlanes/fourlanes/pkg/obs"
+
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
@@ -364,6 +366,6 @@ func (tw *Twin) createKey(_ context.Context, res *cfn.Resource) (*resource, erro
 	if err != nil {
 		return nil, err
 	}
-	tw.log.Info("twin: KMS key", "logical_id", res.LogicalID, "key_id", id)
+	tw.log.Info("twin: KMS key", obs.KeyLogicalID, res.LogicalID, obs.KeyKeyID, id)
 	return &resource{id: res.LogicalID, typ: res.Type, ref: id, attrs: map[string]any{"Arn": arn, "KeyId": id}}, nil
 }

@@ -9,6 +9,8 @@ package repair
 // the state table dlq-repair ever issues, and only when asked.
 
 import (
+	"github.com/fourlanes/fourlanes/pkg/obs"
+
 	"context"
 	"fmt"
 	"log/slog"
@@ -82,7 +84,7 @@ func (r *Repairer) reindexDeadLetters(ctx context.Context, sr *SourceReport) (bo
 	default:
 		it.Outcome, it.Reason = Fixed, fmt.Sprintf("indexed %d dead letters written before the dead-letter index", n)
 	}
-	r.cfg.Logger.InfoContext(ctx, "reindexed dead letters", slog.Int("indexed", n), slog.Bool("done", done && err == nil))
+	r.cfg.Logger.InfoContext(ctx, "reindexed dead letters", slog.Int(obs.KeyIndexed, n), slog.Bool(obs.KeyDone, done && err == nil))
 	r.record(ctx, sr, it)
 	return done && err == nil && len(errs) == 0, nil
 }

@@ -1,6 +1,8 @@
 package ddb
 
 import (
+	"github.com/fourlanes/fourlanes/pkg/obs"
+
 	"strconv"
 	"sync"
 	"time"
@@ -45,7 +47,7 @@ func (b *background) start(db *DB) {
 				return
 			case <-tick.C:
 				if n := db.SweepTTL(); n > 0 {
-					db.log.Debug("ddb: TTL deleted expired items", "count", n)
+					db.log.Debug("ddb: TTL deleted expired items", obs.KeyCount, n)
 				}
 				db.streams.maintain(db.now())
 			}

@@ -1,6 +1,8 @@
 package localaws
 
 import (
+	"github.com/fourlanes/fourlanes/pkg/obs"
+
 	"context"
 	"errors"
 	"fmt"
@@ -88,7 +90,7 @@ func ServeDynamoDB(ctx context.Context, addr string, opts ddb.Options) (*Server,
 		<-served
 		if err := db.Close(); err != nil {
 			// With a DataDir, Close writes the state a last time; Stop has no caller to tell.
-			db.Options().Logger.Error("DynamoDB: close", "err", err)
+			db.Options().Logger.Error("DynamoDB: close", obs.Err(err))
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)

@@ -7,6 +7,8 @@
 package notifications
 
 import (
+	"github.com/fourlanes/fourlanes/pkg/obs"
+
 	"context"
 	"fmt"
 	"log/slog"
@@ -44,7 +46,7 @@ func (l LogMailer) Send(ctx context.Context, m Email) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	log.InfoContext(ctx, "email sent", slog.String("to", m.To), slog.String("subject", m.Subject), slog.String("key", m.Key))
+	log.InfoContext(ctx, "email sent", slog.String(obs.KeyTo, m.To), slog.String(obs.KeySubject, m.Subject), slog.String(obs.KeyKey, m.Key))
 	return nil
 }
 
