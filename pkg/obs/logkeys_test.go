@@ -252,3 +252,50 @@ func isNamed(t types.Type, pkg, name string) bool {
 
 func isSlogAttr(t types.Type) bool   { return isNamed(t, "log/slog", "Attr") }
 func isSlogLogger(t types.Type) bool { return isNamed(t, "log/slog", "Logger") }
+
+// TestLogKeyCheckFindsEachForm runs the check over testdata/logkeys, which
+// holds one call of each refused form marked "// want <what>", and wants
+// exactly those reported.
+func TestLogKeyCheckFindsEachForm(t *testing.T) {
+	workspaceRoot(t)
+	pkgs, err := packages.Load(&packages.Config{
+		Mode: packages.NeedName | packages.NeedFiles | packages.NeedSyntax | packages.NeedTypes | packages.NeedTypesInfo,
+	}, "./testdata/logkeys")
+	if err != nil || len(pkgs) != 1 {
+		t.Fatalf("load: %v (%d packages)", err, len(pkgs))
+	}
+	p := pkgs[0]
+	for _, e := range p.Errors {
+		t.Fatalf("testdata does not build: %v", e)
+	}
+	want := map[int]string{} // line → what the report says
+	for _, f := range p.Syntax {
+		for _, cg := range f.Comments {
+			for _, c := range cg.List {
+				if w, ok := strings.CutPrefix(c.Text, "// want "); ok {
+					want[p.Fset.Position(c.Pos()).Line] = w
+				}
+			}
+		}
+	}
+	got := map[int][]string{}
+	for _, pr := range checkLogCalls(".", p) {
+		// testdata/logkeys/bad.go:LINE:COL: message
+		parts := strings.SplitN(pr, ":", 4)
+		var line int
+		if _, err := fmt.Sscan(parts[1], &line); err != nil {
+			t.Fatalf("report %q: no line", pr)
+		}
+		got[line] = append(got[line], parts[3])
+	}
+	for line, w := range want {
+		if len(got[line]) != 1 || !strings.Contains(got[line][0], w) {
+			t.Errorf("line %d: got %q, want one report containing %q", line, got[line], w)
+		}
+	}
+	for line, g := range got {
+		if _, ok := want[line]; !ok {
+			t.Errorf("line %d: got %q, want no report", line, g)
+		}
+	}
+}
