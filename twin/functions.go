@@ -1,8 +1,6 @@
 package twin
 
 import (
-	"github.com/fourlanes/fourlanes/pkg/obs"
-
 	"context"
 	"fmt"
 	"path/filepath"
@@ -10,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin/cfn"
 	"github.com/fourlanes/fourlanes/twin/lambdart"
 	"github.com/fourlanes/fourlanes/twin/localaws"

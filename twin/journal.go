@@ -1,13 +1,13 @@
 package twin
 
 import (
-	"github.com/fourlanes/fourlanes/pkg/obs"
-
 	"context"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
 // Kinds of journal entries.

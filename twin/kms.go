@@ -1,8 +1,6 @@
 package twin
 
 import (
-	"github.com/fourlanes/fourlanes/pkg/obs"
-
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin/cfn"
 	"github.com/fourlanes/fourlanes/twin/localaws"
 )

@@ -1,8 +1,6 @@
 package twin
 
 import (
-	"github.com/fourlanes/fourlanes/pkg/obs"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin/cfn"
 	"github.com/fourlanes/fourlanes/twin/eventpattern"
 )

@@ -1,8 +1,6 @@
 package twin
 
 import (
-	"github.com/fourlanes/fourlanes/pkg/obs"
-
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -15,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
 // sqsFront is the SQS endpoint the twin hands to its functions

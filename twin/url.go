@@ -1,8 +1,6 @@
 package twin
 
 import (
-	"github.com/fourlanes/fourlanes/pkg/obs"
-
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -20,6 +18,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
 
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin/cfn"
 	"github.com/fourlanes/fourlanes/twin/localaws"
 )

@@ -1,12 +1,12 @@
 package projection
 
 import (
-	"github.com/fourlanes/fourlanes/pkg/obs"
-
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+
+	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
 // RebuildOptions configures Rebuild.

@@ -9,8 +9,6 @@ package repair
 // the state table dlq-repair ever issues, and only when asked.
 
 import (
-	"github.com/fourlanes/fourlanes/pkg/obs"
-
 	"context"
 	"fmt"
 	"log/slog"
@@ -21,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
 // SourceReindex is the report key of a reindex run.

@@ -13,8 +13,6 @@
 package relay
 
 import (
-	"github.com/fourlanes/fourlanes/pkg/obs"
-
 	"context"
 	"fmt"
 	"log/slog"
@@ -29,6 +27,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
 // Event types and subscriptions.

@@ -1,8 +1,6 @@
 package ddb
 
 import (
-	"github.com/fourlanes/fourlanes/pkg/obs"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
 // Operation is one API action: it decodes its own input from body and returns the

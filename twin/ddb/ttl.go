@@ -1,12 +1,11 @@
 package ddb
 
 import (
-	"github.com/fourlanes/fourlanes/pkg/obs"
-
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin/ddb/attr"
 )
 

@@ -1,8 +1,6 @@
 package ddb
 
 import (
-	"github.com/fourlanes/fourlanes/pkg/obs"
-
 	"bufio"
 	"encoding/binary"
 	"encoding/json"
@@ -21,6 +19,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin/ddb/attr"
 )
 

@@ -1,8 +1,6 @@
 package devcli
 
 import (
-	"github.com/fourlanes/fourlanes/pkg/obs"
-
 	"context"
 	"flag"
 	"fmt"
@@ -24,6 +22,7 @@ import (
 	"github.com/fourlanes/fourlanes/internal/cdkjson"
 	"github.com/fourlanes/fourlanes/pkg/cli"
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin"
 	"github.com/fourlanes/fourlanes/twin/cfn"
 	"github.com/fourlanes/fourlanes/twin/ddb"

@@ -7,8 +7,6 @@
 package notifications
 
 import (
-	"github.com/fourlanes/fourlanes/pkg/obs"
-
 	"context"
 	"fmt"
 	"log/slog"
@@ -17,6 +15,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
 // EffectEmail names the email effect of each order event; its key is
