@@ -241,7 +241,15 @@ func run(ctx context.Context, o options, quick bool) error {
 		fmt.Println(sec.markdown())
 	}
 	rep.machine.loadEnd = loadAverage()
-	if err := os.WriteFile(o.out, []byte(rep.markdown()), 0o644); err != nil {
+	text := rep.markdown()
+	if partial(o.only) {
+		// A run of some sections replaces only those in the results file,
+		// so that one section can be rerun without losing the others.
+		if old, err := os.ReadFile(o.out); err == nil {
+			text = rep.spliceInto(string(old))
+		}
+	}
+	if err := os.WriteFile(o.out, []byte(text), 0o644); err != nil {
 		return err
 	}
 	log.Printf("wrote %s", o.out)
@@ -249,6 +257,16 @@ func run(ctx context.Context, o options, quick bool) error {
 		return fmt.Errorf("sections that failed (see %s): %s", o.out, strings.Join(failed, ", "))
 	}
 	return nil
+}
+
+// partial reports whether only names fewer than all the sections.
+func partial(only map[string]bool) bool {
+	for _, s := range sections {
+		if !only[s] {
+			return true
+		}
+	}
+	return false
 }
 
 // benchEnv is what the sections share: the servers and the repository.
