@@ -121,40 +121,45 @@ const twinDefaultPoll = twin.DefaultPollInterval
 
 // latencyVerdict picks a poll period from the numbers by one rule and says
 // whether the twin's default is it. The rule: the longest period at which
-// each lane's p99 stays within AWS's documented stream poll (250 ms, the
-// longest a record waits for Lambda's next read) plus the twin's own work on
-// that lane (its p50 at the shortest period, where waiting for a poll is
-// smallest). Longer than that, the twin is slower than AWS would be; shorter
-// costs idle reads (each stream shard is read once per period) and hides no
-// more of AWS's behaviour.
+// each lane's p50 is no more than AWS's would be, estimated as the mean wait
+// for Lambda's documented stream poll (half of 250 ms) plus the twin's own
+// work on that lane (its p50 at the shortest period less half that period,
+// the mean wait there). Longer than that, the twin is slower than AWS;
+// shorter, it reads every idle stream shard more often and hides more of the
+// wait AWS imposes. p50, not p99: the tails on this shared machine move by
+// hundreds of milliseconds from run to run.
 func latencyVerdict(rs []latencyResult) string {
 	if len(rs) == 0 {
 		return "Nothing measured."
 	}
 	const awsPoll = 250 * time.Millisecond
 	base := rs[0]
-	durBound := awsPoll + percentile(base.durable, 50)
-	bestBound := awsPoll + percentile(base.best, 50)
+	work := func(ds []time.Duration) time.Duration { return max(0, percentile(ds, 50)-base.poll/2) }
+	durBound := awsPoll/2 + work(base.durable)
+	bestBound := awsPoll/2 + work(base.best)
 	var pick time.Duration
 	for _, r := range rs {
-		if percentile(r.durable, 99) <= durBound && percentile(r.best, 99) <= bestBound {
+		if percentile(r.durable, 50) <= durBound && percentile(r.best, 50) <= bestBound {
 			pick = max(pick, r.poll)
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Choosing the twin's default poll by one rule: the longest period at which each lane's p99 stays within "+
-		"AWS's documented stream poll (250 ms) plus the twin's own work on that lane (its p50 at %v: DURABLE %s, BEST_EFFORT %s), "+
-		"so bounds of %s (DURABLE) and %s (BEST_EFFORT). ", base.poll, ms(percentile(base.durable, 50)), ms(percentile(base.best, 50)),
-		ms(durBound), ms(bestBound))
+	fmt.Fprintf(&b, "The twin's default poll, by one rule: the longest period at which each lane's p50 is no more than AWS's would be, "+
+		"estimated as the mean wait for Lambda's stream poll (125 ms) plus the twin's own work on that lane (its p50 at %v less the "+
+		"mean wait there: DURABLE %s, BEST_EFFORT %s), so at most %s (DURABLE) and %s (BEST_EFFORT). ",
+		base.poll, ms(work(base.durable)), ms(work(base.best)), ms(durBound), ms(bestBound))
 	switch {
 	case pick == 0:
 		fmt.Fprintf(&b, "No period measured meets it in this run; the default stays %v.", twinDefaultPoll)
 	case pick == twinDefaultPoll:
-		fmt.Fprintf(&b, "In this run that is %v, the twin's default (`twin.Config.PollInterval`): **met**.", pick)
+		fmt.Fprintf(&b, "In this run that is %v, the twin's default (`twin.DefaultPollInterval`): **met**. A longer poll would make "+
+			"`fourlanes dev` slower than AWS; a shorter one reads every idle stream shard more often for latency AWS will not give.", pick)
 	default:
 		fmt.Fprintf(&b, "In this run that is %v; the twin's default is %v: **not met** (rerun on a quieter machine before changing it).", pick, twinDefaultPoll)
 	}
-	b.WriteString(" Tests run at 25 ms (twin/testkit's default), so the default does not move `make test`'s time.")
+	b.WriteString(" p99 is shown, not used: on this shared machine the tails move by hundreds of milliseconds from run to run, " +
+		"and DURABLE's reach about 1 s, the length of the twin's SQS long poll (a lead to follow, not explained here). " +
+		"Tests run at 25 ms (twin/testkit's default), so the default does not move `make test`'s time.")
 	return b.String()
 }
 

@@ -29,12 +29,12 @@ type CodeResolver func(t *cfn.Template, fn *cfn.Resource) (string, error)
 
 // DefaultPollInterval is how often the twin reads an idle stream shard
 // unless Config.PollInterval says otherwise. AWS documents that Lambda reads
-// a DynamoDB stream shard 4 times a second (every 250 ms); 100 ms is the
-// longest period at which the twin's commit → handler p99, on both lanes,
-// stays within that 250 ms plus the twin's own work, measured by `make
-// bench` (its latency section), so `fourlanes dev` is never slower than AWS
-// and reads idle shards 10 times a second, not 40. Tests poll at 25 ms
-// (twin/testkit).
+// a DynamoDB stream shard 4 times a second (every 250 ms). 100 ms is the
+// longest period at which the twin's commit → handler p50, on both lanes, is
+// no more than AWS's would be (the mean wait for that poll plus the twin's
+// own work), as `make bench` measures it (its latency section): so `fourlanes
+// dev` is not slower than AWS, and reads each idle shard 10 times a second,
+// not 40. Tests poll at 25 ms (twin/testkit).
 const DefaultPollInterval = 100 * time.Millisecond
 
 // Config brings a stack up locally.
