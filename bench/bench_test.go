@@ -14,6 +14,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
@@ -156,5 +158,39 @@ func TestDynamoSections(t *testing.T) {
 				t.Errorf("delivery as deployed: a redelivery wrote, or no verdict:\n%s", md)
 			}
 		}
+	}
+}
+
+// TestSpliceReplacesOnlyItsSection: a run of one section rewrites that
+// section of the results file and keeps the others as they were.
+func TestSpliceReplacesOnlyItsSection(t *testing.T) {
+	old := "# results\n\n## Machine\n\nm\n\n## A\n\nold a\n\n## B\n\nold b\n"
+	r := &report{machine: machine{date: "d", commit: "c", loadStart: "1", loadEnd: "2"},
+		sections: []section{{title: "A", body: []string{"new a"}}, {title: "C", body: []string{"new c"}}}}
+	got := r.spliceInto(old)
+	for _, want := range []string{"## Machine\n\nm\n", "## A\n\nnew a\n", "## B\n\nold b\n", "## C\n\nnew c\n", "at commit c"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("got %q, want it to contain %q", got, want)
+		}
+	}
+	if strings.Contains(got, "old a") {
+		t.Errorf("got %q, want section A replaced", got)
+	}
+	if a, b := strings.Index(got, "## A"), strings.Index(got, "## B"); a > b {
+		t.Errorf("got %q, want A still before B", got)
+	}
+}
+
+// TestDeliveryLagReadsTheMetricLine: the latency section reads the
+// DeliveryLag values of the EMF line pkg/obs writes.
+func TestDeliveryLagReadsTheMetricLine(t *testing.T) {
+	var buf strings.Builder
+	obs.NewMetrics(&buf).Milliseconds(keys.MetricDeliveryLag, 12*time.Millisecond, "Subscription", "notifications.order-email")
+	sub, vs, ok := deliveryLag(strings.TrimSpace(buf.String()))
+	if !ok || sub != "notifications.order-email" || len(vs) != 1 || vs[0] != 12*time.Millisecond {
+		t.Errorf("got %q %v %v from %s, want notifications.order-email [12ms] true", sub, vs, ok, buf.String())
+	}
+	if _, _, ok := deliveryLag(`{"Subscription":"s","Other":1}`); ok {
+		t.Error("got ok for a line without DeliveryLag, want not ok")
 	}
 }

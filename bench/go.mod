@@ -8,7 +8,9 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/fourlanes/fourlanes v0.1.0
+	github.com/fourlanes/fourlanes/examples/orders v0.1.0
 	github.com/fourlanes/fourlanes/twin v0.1.0
+	github.com/google/uuid v1.6.0
 	github.com/gowebpki/jcs v1.0.2
 )
 
@@ -38,7 +40,6 @@ require (
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/btree v1.1.3 // indirect
-	github.com/google/uuid v1.6.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect

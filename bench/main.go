@@ -13,6 +13,8 @@
 //   - durable delivery: DynamoDB writes per (event, subscription);
 //   - cold start of every function under a local Lambda Runtime API, beside
 //     a hello-world aws-lambda-go binary built the same way;
+//   - latency on the twin: commit → DURABLE and BEST_EFFORT handler done,
+//     p50/p99 at several poll periods, beside AWS's documented poll rates;
 //   - the chaos soak's long run (test/soak_test.go): faults and kills on the
 //     whole stack, and what was lost or doubled.
 //
@@ -27,6 +29,7 @@
 //	go run ./bench                  # everything, about fifteen minutes
 //	go run ./bench -only emit -emit-shapes independent   # some emit shapes, log only
 //	go run ./bench -quick -out /tmp/r.md -only verify,coldstart
+//	go run ./bench -only latency -out latency.md   # one section; -out keeps RESULTS.md
 package main
 
 import (
@@ -61,6 +64,7 @@ type options struct {
 	verifyReps int             // interleaved rounds
 	coldReps   int             // cold starts per binary
 	reconcileN int             // events before the checkpoint
+	latencyN   int             // orders per poll period in the latency section
 }
 
 func defaults() options {
@@ -75,6 +79,7 @@ func defaults() options {
 		verifyReps: 9,
 		coldReps:   9,
 		reconcileN: 1000,
+		latencyN:   300,
 	}
 }
 
@@ -83,9 +88,10 @@ func (o *options) quick() {
 	o.verifyN, o.verifyReps = 100, 2
 	o.coldReps = 1
 	o.reconcileN = 30
+	o.latencyN = 20
 }
 
-var sections = []string{"emit", "verify", "reconcile", "delivery", "backfill", "coldstart", "eventpath", "soak"}
+var sections = []string{"emit", "verify", "reconcile", "delivery", "backfill", "coldstart", "eventpath", "soak", "latency"}
 
 func main() {
 	exit := 0
@@ -112,6 +118,7 @@ func main() {
 		return nil
 	})
 	flag.IntVar(&o.coldReps, "cold-reps", o.coldReps, "cold starts per binary")
+	flag.IntVar(&o.latencyN, "latency-events", o.latencyN, "orders per poll period in the latency section")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -138,6 +145,8 @@ func main() {
 				q.verifyN = o.verifyN
 			case "cold-reps":
 				q.coldReps = o.coldReps
+			case "latency-events":
+				q.latencyN = o.latencyN
 			case "emit-shapes":
 				q.emitShapes = o.emitShapes
 			case "emit-rtt":
@@ -170,7 +179,7 @@ func run(ctx context.Context, o options, quick bool) error {
 		return err
 	}
 	env := &benchEnv{root: root, ddbEndpoint: os.Getenv("FOURLANES_DYNAMODB_ENDPOINT"), sqsEndpoint: os.Getenv("FOURLANES_SQS_ENDPOINT")}
-	needDB := o.only["emit"] || o.only["reconcile"] || o.only["delivery"] || o.only["backfill"] || o.only["coldstart"] || o.only["eventpath"]
+	needDB := o.only["emit"] || o.only["reconcile"] || o.only["delivery"] || o.only["backfill"] || o.only["coldstart"] || o.only["eventpath"] || o.only["latency"]
 	if needDB && env.ddbEndpoint == "" {
 		log.Print("FOURLANES_DYNAMODB_ENDPOINT is unset: serving a DynamoDB in this process")
 		srv, err := localaws.StartDynamoDB(ctx)
@@ -217,6 +226,8 @@ func run(ctx context.Context, o options, quick bool) error {
 			sec, err = benchEventPath(ctx, env, o)
 		case "soak":
 			sec, err = benchSoak(ctx, env, quick)
+		case "latency":
+			sec, err = benchLatency(ctx, env, o)
 		}
 		if err != nil {
 			// A section that fails says so in the results; it never
@@ -230,7 +241,15 @@ func run(ctx context.Context, o options, quick bool) error {
 		fmt.Println(sec.markdown())
 	}
 	rep.machine.loadEnd = loadAverage()
-	if err := os.WriteFile(o.out, []byte(rep.markdown()), 0o644); err != nil {
+	text := rep.markdown()
+	if partial(o.only) {
+		// A run of some sections replaces only those in the results file,
+		// so that one section can be rerun without losing the others.
+		if old, err := os.ReadFile(o.out); err == nil {
+			text = rep.spliceInto(string(old))
+		}
+	}
+	if err := os.WriteFile(o.out, []byte(text), 0o644); err != nil {
 		return err
 	}
 	log.Printf("wrote %s", o.out)
@@ -238,6 +257,16 @@ func run(ctx context.Context, o options, quick bool) error {
 		return fmt.Errorf("sections that failed (see %s): %s", o.out, strings.Join(failed, ", "))
 	}
 	return nil
+}
+
+// partial reports whether only names fewer than all the sections.
+func partial(only map[string]bool) bool {
+	for _, s := range sections {
+		if !only[s] {
+			return true
+		}
+	}
+	return false
 }
 
 // benchEnv is what the sections share: the servers and the repository.

@@ -73,6 +73,30 @@ func (r *report) markdown() string {
 	return b.String()
 }
 
+// spliceInto returns old, a results file, with r's sections in place of
+// those of the same title (appended when old has none). Each spliced section
+// says when and on which commit it was measured, since old's machine table
+// is of another run.
+func (r *report) spliceInto(old string) string {
+	for _, s := range r.sections {
+		m := r.machine
+		s.body = append(s.body, fmt.Sprintf("_Measured alone (`-only`) on %s at commit %s, load %s → %s; the machine table above is of the last full run._",
+			m.date, m.commit, m.loadStart, m.loadEnd))
+		head := "## " + s.title + "\n"
+		i := strings.Index(old, head)
+		if i < 0 {
+			old = strings.TrimRight(old, "\n") + "\n\n" + s.markdown()
+			continue
+		}
+		end := len(old)
+		if j := strings.Index(old[i+len(head):], "\n## "); j >= 0 {
+			end = i + len(head) + j + 1
+		}
+		old = old[:i] + s.markdown() + "\n" + old[end:]
+	}
+	return old
+}
+
 type machine struct {
 	date, commit, cpu, goVersion, dynamoDB, loadStart, loadEnd string
 	cores                                                      int

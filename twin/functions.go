@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin/cfn"
 	"github.com/fourlanes/fourlanes/twin/lambdart"
 	"github.com/fourlanes/fourlanes/twin/localaws"
@@ -128,7 +129,7 @@ func (tw *Twin) createFunction(ctx context.Context, res *cfn.Resource) (*resourc
 	tw.closers = append(tw.closers, f.rt.Close)
 	tw.byName[name] = f
 	tw.byName[arn] = f
-	tw.log.Info("twin: function", "logical_id", id, "name", name, "binary", binary, "timeout", f.timeout, "concurrency", concurrency)
+	tw.log.Info("twin: function", obs.KeyLogicalID, id, obs.KeyName, name, obs.KeyBinary, binary, obs.KeyTimeout, f.timeout, obs.KeyConcurrency, concurrency)
 	return &resource{id: id, typ: res.Type, ref: name, attrs: map[string]any{"Arn": arn}, function: f}, nil
 }
 

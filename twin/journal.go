@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
 // Kinds of journal entries.
@@ -94,26 +96,19 @@ func (j *Journal) add(e Entry) {
 			level = slog.LevelWarn
 		}
 	}
-	attrs := []slog.Attr{slog.String("kind", e.Kind), slog.String("source", e.Source)}
-	add := func(k, v string) {
-		if v != "" {
-			attrs = append(attrs, slog.String(k, v))
-		}
-	}
-	add("function", e.Function)
-	add("request_id", e.RequestID)
-	add("shard", e.Shard)
+	attrs := []slog.Attr{slog.String(obs.KeyKind, e.Kind), slog.String(obs.KeySource, e.Source)}
+	attrs = append(attrs, obs.NonEmpty(obs.KeyFunction, e.Function), obs.NonEmpty(obs.KeyRequestID, e.RequestID),
+		obs.NonEmpty(obs.KeyShard, e.Shard))
 	if len(e.Items) > 0 {
-		attrs = append(attrs, slog.Any("items", e.Items))
+		attrs = append(attrs, slog.Any(obs.KeyItems, e.Items))
 	}
 	if len(e.Keys) > 0 {
-		attrs = append(attrs, slog.Any("keys", e.Keys))
+		attrs = append(attrs, slog.Any(obs.KeyKeys, e.Keys))
 	}
 	if e.Attempt > 0 {
-		attrs = append(attrs, slog.Int("attempt", e.Attempt))
+		attrs = append(attrs, slog.Int(obs.KeyAttempt, e.Attempt))
 	}
-	add("outcome", e.Outcome)
-	add("detail", e.Detail)
+	attrs = append(attrs, obs.NonEmpty(obs.KeyOutcome, e.Outcome), obs.NonEmpty(obs.KeyDetail, e.Detail))
 	j.log.LogAttrs(context.Background(), level, "twin "+e.Kind, attrs...)
 }
 

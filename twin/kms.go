@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin/cfn"
 	"github.com/fourlanes/fourlanes/twin/localaws"
 )
@@ -364,6 +365,6 @@ func (tw *Twin) createKey(_ context.Context, res *cfn.Resource) (*resource, erro
 	if err != nil {
 		return nil, err
 	}
-	tw.log.Info("twin: KMS key", "logical_id", res.LogicalID, "key_id", id)
+	tw.log.Info("twin: KMS key", obs.KeyLogicalID, res.LogicalID, obs.KeyKeyID, id)
 	return &resource{id: res.LogicalID, typ: res.Type, ref: id, attrs: map[string]any{"Arn": arn, "KeyId": id}}, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin/cfn"
 	"github.com/fourlanes/fourlanes/twin/eventpattern"
 )
@@ -34,7 +35,7 @@ func (tw *Twin) createMapping(ctx context.Context, res *cfn.Resource) (*resource
 		"Id": id, "EventSourceMappingArn": arnOf("lambda", "event-source-mapping:"+id),
 	}}
 	if p.Enabled != nil && !bool(*p.Enabled) {
-		tw.log.Info("twin: mapping disabled in the template", "logical_id", res.LogicalID)
+		tw.log.Info("twin: mapping disabled in the template", obs.KeyLogicalID, res.LogicalID)
 		return r, nil
 	}
 	// Lambda validates the mapping's parameters before it looks at the source.
@@ -119,7 +120,7 @@ func (tw *Twin) streamMapping(id string, p cfn.MappingProps, fn *function, tb *t
 		return nil, errors.New("TumblingWindowInSeconds: tumbling windows are not supported by the twin")
 	}
 	if pf := cfn.IntOr(p.ParallelizationFactor, 1); pf > 1 {
-		tw.log.Warn("twin: ParallelizationFactor > 1 runs as 1 locally: one batch per shard at a time (per-key order holds either way)", "logical_id", id, "parallelization_factor", pf)
+		tw.log.Warn("twin: ParallelizationFactor > 1 runs as 1 locally: one batch per shard at a time (per-key order holds either way)", obs.KeyLogicalID, id, obs.KeyParallelizationFactor, pf)
 	}
 	policy := batchPolicy{
 		size:       cfn.IntOr(p.BatchSize, 100),
@@ -180,9 +181,9 @@ func (tw *Twin) streamMapping(id string, p cfn.MappingProps, fn *function, tb *t
 		}
 		tw.destination(ctx, id, dest, f, doc, "on-failure destination")
 	}
-	tw.log.Info("twin: stream mapping", "logical_id", id, "function", fn.id, "table", tb.id, "batch_size", policy.size,
-		"bisect", policy.bisect, "max_retries", policy.maxRetries, "max_age", policy.maxAge, "report_batch_item_failures", report,
-		"destination", destID(dest), "filters", len(filters))
+	tw.log.Info("twin: stream mapping", obs.KeyLogicalID, id, obs.KeyFunction, fn.id, obs.KeyTable, tb.id, obs.KeyBatchSize, policy.size,
+		obs.KeyBisect, policy.bisect, obs.KeyMaxRetries, policy.maxRetries, obs.KeyMaxAge, policy.maxAge, obs.KeyReportBatchItemFailures, report,
+		obs.KeyDestination, destID(dest), obs.KeyFilters, len(filters))
 	return c, nil
 }
 
@@ -212,7 +213,7 @@ func (tw *Twin) destination(ctx context.Context, source string, q *queue, f fail
 	}
 	body, err := json.Marshal(doc)
 	if err != nil {
-		tw.log.Error("twin: failure record", "source", source, "err", err)
+		tw.log.Error("twin: failure record", obs.KeySource, source, obs.Err(err))
 		return
 	}
 	msgID, err := tw.sendToQueue(ctx, q, body, source)

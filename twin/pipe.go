@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin/cfn"
 	"github.com/fourlanes/fourlanes/twin/eventpattern"
 )
@@ -108,7 +109,7 @@ func (tw *Twin) createPipe(ctx context.Context, res *cfn.Resource) (*resource, e
 		return nil, fmt.Errorf("OnPartialBatchItemFailure %q: want AUTOMATIC_BISECT", sq.OnPartialBatchItemFailure)
 	}
 	if pf := cfn.IntOr(sq.ParallelizationFactor, 1); pf > 1 {
-		tw.log.Warn("twin: ParallelizationFactor > 1 runs as 1 locally", "logical_id", res.LogicalID, "parallelization_factor", pf)
+		tw.log.Warn("twin: ParallelizationFactor > 1 runs as 1 locally", obs.KeyLogicalID, res.LogicalID, obs.KeyParallelizationFactor, pf)
 	}
 	var dlq *queue
 	if sq.DeadLetterConfig != nil && sq.DeadLetterConfig.Arn != "" {
@@ -181,13 +182,13 @@ func (tw *Twin) createPipe(ctx context.Context, res *cfn.Resource) (*resource, e
 	}
 	pp.consumer = c
 	if p.DesiredState == "STOPPED" {
-		tw.log.Info("twin: pipe stopped in the template", "logical_id", res.LogicalID)
+		tw.log.Info("twin: pipe stopped in the template", obs.KeyLogicalID, res.LogicalID)
 		return r, nil
 	}
 	r.poller = c
-	tw.log.Info("twin: pipe", "logical_id", res.LogicalID, "source", tb.id, "enrichment", funcID(enrich), "target", target.id,
-		"batch_size", policy.size, "bisect", policy.bisect, "max_retries", policy.maxRetries, "max_age", policy.maxAge,
-		"dlq", destID(dlq), "filters", len(filters))
+	tw.log.Info("twin: pipe", obs.KeyLogicalID, res.LogicalID, obs.KeySource, tb.id, obs.KeyEnrichment, funcID(enrich), obs.KeyTarget, target.id,
+		obs.KeyBatchSize, policy.size, obs.KeyBisect, policy.bisect, obs.KeyMaxRetries, policy.maxRetries, obs.KeyMaxAge, policy.maxAge,
+		obs.KeyDLQ, destID(dlq), obs.KeyFilters, len(filters))
 	return r, nil
 }
 

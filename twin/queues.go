@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin/cfn"
 )
 
@@ -244,7 +245,7 @@ func (tw *Twin) createQueue(ctx context.Context, res *cfn.Resource) (*resource, 
 	}
 	q.arn = got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
 	tw.front.register(q)
-	tw.log.Info("twin: queue", "logical_id", res.LogicalID, "url", q.url, "fifo", fifo, "visibility", visibility, "redrive_to", q.redriveTarget)
+	tw.log.Info("twin: queue", obs.KeyLogicalID, res.LogicalID, obs.KeyURL, q.url, obs.KeyFIFO, fifo, obs.KeyVisibility, visibility, obs.KeyRedriveTo, q.redriveTarget)
 	return &resource{
 		id: res.LogicalID, typ: res.Type, ref: q.url, queue: q,
 		attrs: map[string]any{"Arn": q.arn, "QueueName": q.name, "QueueUrl": q.url},
@@ -310,7 +311,7 @@ func (tw *Twin) sendToQueue(ctx context.Context, q *queue, body []byte, group st
 		if ctx.Err() != nil {
 			return "", err
 		}
-		tw.log.Error("twin: send to queue failed; retrying", "queue", q.id, "attempt", attempt, "err", err)
+		tw.log.Error("twin: send to queue failed; retrying", obs.KeyQueue, q.id, obs.KeyAttempt, attempt, obs.Err(err))
 		select {
 		case <-ctx.Done():
 			return "", ctx.Err()

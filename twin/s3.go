@@ -13,6 +13,7 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin/cfn"
 	"github.com/fourlanes/fourlanes/twin/localaws"
 )
@@ -302,7 +303,7 @@ func (tw *Twin) createBucket(_ context.Context, res *cfn.Resource) (*resource, e
 	if err := tw.local.s3.CreateBucket(name, locked, rule); err != nil {
 		return nil, err
 	}
-	tw.log.Info("twin: S3 bucket", "logical_id", res.LogicalID, "name", name, "object_lock", locked, "retention", rule)
+	tw.log.Info("twin: S3 bucket", obs.KeyLogicalID, res.LogicalID, obs.KeyName, name, obs.KeyObjectLock, locked, obs.KeyRetention, rule)
 	return &resource{id: res.LogicalID, typ: res.Type, ref: name, attrs: map[string]any{
 		"Arn": "arn:aws:s3:::" + name, "DomainName": name + ".s3.amazonaws.com",
 		"RegionalDomainName": name + ".s3." + localaws.Region + ".amazonaws.com"}}, nil

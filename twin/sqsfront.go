@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
 // sqsFront is the SQS endpoint the twin hands to its functions
@@ -82,7 +84,7 @@ func (f *sqsFront) start(tw *Twin) error {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { f.serve(tw, w, r) }), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	tw.closers = append(tw.closers, func() { srv.Close() })
-	tw.log.Info("twin: SQS endpoint", "url", f.url, "elasticmq", tw.cfg.SQSEndpoint)
+	tw.log.Info("twin: SQS endpoint", obs.KeyURL, f.url, obs.KeyElasticMQ, tw.cfg.SQSEndpoint)
 	return nil
 }
 
@@ -348,6 +350,6 @@ func (f *sqsFront) warnQuery(tw *Twin, r *http.Request) {
 	}
 	f.queryWarned.Do(func() {
 		tw.log.Warn("twin: an SQS query-protocol client: its requests pass to ElasticMQ as they are, so DeduplicationScope=messageGroup is not honoured for its sends (the JSON protocol of the AWS SDKs is)",
-			"user_agent", r.Header.Get("User-Agent"))
+			obs.KeyUserAgent, r.Header.Get("User-Agent"))
 	})
 }

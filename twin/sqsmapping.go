@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin/cfn"
 	"github.com/fourlanes/fourlanes/twin/eventpattern"
 	"github.com/fourlanes/fourlanes/twin/localaws"
@@ -63,8 +64,8 @@ func (tw *Twin) sqsMapping(id string, p cfn.MappingProps, fn *function, q *queue
 		pollers = min(pollers, int(*p.ScalingConfig.MaximumConcurrency))
 	}
 	m := &queueMapping{tw: tw, source: id, fn: fn, q: q, batchSize: size, window: window, report: report, pollers: max(pollers, 1), filters: filters}
-	tw.log.Info("twin: queue mapping", "logical_id", id, "function", fn.id, "queue", q.id, "batch_size", size,
-		"report_batch_item_failures", report, "pollers", m.pollers, "visibility", q.visibility)
+	tw.log.Info("twin: queue mapping", obs.KeyLogicalID, id, obs.KeyFunction, fn.id, obs.KeyQueue, q.id, obs.KeyBatchSize, size,
+		obs.KeyReportBatchItemFailures, report, obs.KeyPollers, m.pollers, obs.KeyVisibility, q.visibility)
 	return m, nil
 }
 
@@ -104,7 +105,7 @@ func (m *queueMapping) pollOnce(ctx context.Context) {
 	msgs, err := m.receive(ctx, m.batchSize)
 	if err != nil {
 		if ctx.Err() == nil {
-			m.tw.log.Error("twin: receive", "source", m.source, "queue", m.q.id, "err", err)
+			m.tw.log.Error("twin: receive", obs.KeySource, m.source, obs.KeyQueue, m.q.id, obs.Err(err))
 			sleep(ctx, time.Second)
 		}
 		return
@@ -145,7 +146,7 @@ func (m *queueMapping) pollOnce(ctx context.Context) {
 	}
 	payload, err := m.event(msgs)
 	if err != nil {
-		m.tw.log.Error("twin: build SQS event", "source", m.source, "err", err)
+		m.tw.log.Error("twin: build SQS event", obs.KeySource, m.source, obs.Err(err))
 		return
 	}
 	m.invocations.Add(1)
@@ -231,8 +232,8 @@ func (m *queueMapping) warnGaps(msgs []sqstypes.Message, failed map[string]bool)
 	for _, g := range fifoGaps(msgs, failed) {
 		m.tw.log.Warn("twin: FIFO batchItemFailures reports a message failed but not the later messages of its group, which are deleted as done and overtake it; "+
 			"AWS: stop processing messages after the first failure and return all failed and unprocessed messages",
-			"function", m.fn.id, "queue", m.q.id, "source", m.source, "group", g.group,
-			"failed_message_id", g.failed, "unreported_message_ids", strings.Join(g.later, ","))
+			obs.KeyFunction, m.fn.id, obs.KeyQueue, m.q.id, obs.KeySource, m.source, obs.KeyGroup, g.group,
+			obs.KeyFailedMessageID, g.failed, obs.KeyUnreportedMessageIds, strings.Join(g.later, ","))
 	}
 }
 
@@ -259,9 +260,9 @@ func (m *queueMapping) delete(ctx context.Context, msgs []sqstypes.Message) {
 		n := min(len(entries), 10)
 		out, err := m.tw.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(m.q.url), Entries: entries[:n]})
 		if err != nil {
-			m.tw.log.Error("twin: delete messages", "source", m.source, "queue", m.q.id, "err", err)
+			m.tw.log.Error("twin: delete messages", obs.KeySource, m.source, obs.KeyQueue, m.q.id, obs.Err(err))
 		} else if len(out.Failed) > 0 {
-			m.tw.log.Error("twin: delete messages: some failed", "source", m.source, "queue", m.q.id, "failed", len(out.Failed), "first", aws.ToString(out.Failed[0].Message))
+			m.tw.log.Error("twin: delete messages: some failed", obs.KeySource, m.source, obs.KeyQueue, m.q.id, obs.KeyFailed, len(out.Failed), obs.KeyFirst, aws.ToString(out.Failed[0].Message))
 		}
 		entries = entries[n:]
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin/eventpattern"
 )
 
@@ -160,7 +161,7 @@ func (c *streamConsumer) run(ctx context.Context) {
 	for {
 		shards, err := c.describe(ctx)
 		if err != nil && ctx.Err() == nil {
-			c.tw.log.Error("twin: describe stream", "source", c.source, "stream", c.streamARN, "err", err)
+			c.tw.log.Error("twin: describe stream", obs.KeySource, c.source, obs.KeyStream, c.streamARN, obs.Err(err))
 		}
 		if err == nil && first {
 			first = false
@@ -352,7 +353,7 @@ func (c *streamConsumer) fetch(ctx context.Context, shard string, it streamtypes
 				// Records aged out of the stream before they were read; read
 				// on from the oldest one left.
 				if lastSeq != "" {
-					c.tw.log.Error("twin: stream records trimmed before they were read", "source", c.source, "shard", shard, "after", lastSeq)
+					c.tw.log.Error("twin: stream records trimmed before they were read", obs.KeySource, c.source, obs.KeyShard, shard, obs.KeyAfter, lastSeq)
 				}
 				if iter, err = c.iterator(ctx, shard, streamtypes.ShardIteratorTypeAfterSequenceNumber, lastSeq); err != nil {
 					return
@@ -360,7 +361,7 @@ func (c *streamConsumer) fetch(ctx context.Context, shard string, it streamtypes
 				sleep(ctx, poll)
 				continue
 			}
-			c.tw.log.Error("twin: get records", "source", c.source, "shard", shard, "after", lastSeq, "err", err)
+			c.tw.log.Error("twin: get records", obs.KeySource, c.source, obs.KeyShard, shard, obs.KeyAfter, lastSeq, obs.Err(err))
 			sleep(ctx, poll*10)
 			continue
 		}
@@ -370,7 +371,7 @@ func (c *streamConsumer) fetch(ctx context.Context, shard string, it streamtypes
 		for _, r := range res.Records {
 			rec, err := newRecord(r, c.streamARN, shard, now)
 			if err != nil {
-				c.tw.log.Error("twin: unreadable stream record", "source", c.source, "shard", shard, "err", err)
+				c.tw.log.Error("twin: unreadable stream record", obs.KeySource, c.source, obs.KeyShard, shard, obs.Err(err))
 				continue
 			}
 			lastSeq = rec.Seq
@@ -419,7 +420,7 @@ func (c *streamConsumer) iterator(ctx context.Context, shard string, it streamty
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		c.tw.log.Error("twin: shard iterator", "source", c.source, "shard", shard, "err", err)
+		c.tw.log.Error("twin: shard iterator", obs.KeySource, c.source, obs.KeyShard, shard, obs.Err(err))
 		sleep(ctx, time.Second)
 	}
 }

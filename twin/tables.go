@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin/cfn"
 )
 
@@ -96,7 +97,7 @@ func (tw *Twin) createTable(ctx context.Context, res *cfn.Resource) (*resource, 
 		attrs["StreamArn"] = tb.streamARN
 		attrs["LatestStreamArn"] = tb.streamARN
 	}
-	tw.log.Info("twin: table", "logical_id", res.LogicalID, "name", name, "stream", tb.streamARN != "")
+	tw.log.Info("twin: table", obs.KeyLogicalID, res.LogicalID, obs.KeyName, name, obs.KeyStream, tb.streamARN != "")
 	return &resource{id: res.LogicalID, typ: res.Type, ref: name, attrs: attrs, table: tb}, nil
 }
 
@@ -144,7 +145,7 @@ func (tw *Twin) adoptTable(ctx context.Context, in *dynamodb.CreateTableInput) (
 	if diff != "" {
 		return nil, fmt.Errorf("table %s is already on the local DynamoDB with %s: remove the DynamoDB's data folder (or the table) to start afresh", name, diff)
 	}
-	tw.log.Info("twin: table already there; keeping it", "name", name)
+	tw.log.Info("twin: table already there; keeping it", obs.KeyName, name)
 	return d, nil
 }
 

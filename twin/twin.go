@@ -27,6 +27,16 @@ import (
 // function resource of t.
 type CodeResolver func(t *cfn.Template, fn *cfn.Resource) (string, error)
 
+// DefaultPollInterval is how often the twin reads an idle stream shard
+// unless Config.PollInterval says otherwise. AWS documents that Lambda reads
+// a DynamoDB stream shard 4 times a second (every 250 ms). 100 ms is the
+// longest period at which the twin's commit → handler p50, on both lanes, is
+// no more than AWS's would be (the mean wait for that poll plus the twin's
+// own work), as `make bench` measures it (its latency section): so `fourlanes
+// dev` is not slower than AWS, and reads each idle shard 10 times a second,
+// not 40. Tests poll at 25 ms (twin/testkit).
+const DefaultPollInterval = 100 * time.Millisecond
+
 // Config brings a stack up locally.
 type Config struct {
 	// Template is the synthesized stack template. The twin never changes it.
@@ -50,8 +60,9 @@ type Config struct {
 	// (after FunctionOutput); tests use it to act at a precise moment, such
 	// as killing a process mid-batch. It must not block.
 	OnFunctionLine func(logicalID string, l lambdart.Line)
-	// PollInterval is how often an idle stream shard or queue is polled;
-	// zero means 100 ms.
+	// PollInterval is how often an idle stream shard is read (queues are
+	// read with a long poll, as Lambda reads them); zero means
+	// DefaultPollInterval.
 	PollInterval time.Duration
 	// RetryDelay is the wait before retrying a failed stream batch (n
 	// counts the failures of that batch, from 1); nil means exponential
@@ -161,7 +172,7 @@ func Up(ctx context.Context, cfg Config) (*Twin, error) {
 		return nil, errors.New("twin: no code resolver")
 	}
 	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = 100 * time.Millisecond
+		cfg.PollInterval = DefaultPollInterval
 	}
 	if cfg.RetryDelay == nil {
 		cfg.RetryDelay = func(n int) time.Duration {

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
 
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin/cfn"
 	"github.com/fourlanes/fourlanes/twin/localaws"
 )
@@ -60,7 +61,7 @@ func (tw *Twin) createURL(ctx context.Context, res *cfn.Resource) (*resource, er
 	u.srv = &http.Server{Handler: u, ReadHeaderTimeout: 10 * time.Second}
 	go u.srv.Serve(ln) //nolint:errcheck // ends with Close
 	tw.closers = append(tw.closers, func() { u.srv.Close() })
-	tw.log.Info("twin: function URL", "logical_id", res.LogicalID, "function", fn.id, "url", u.url, "auth", p.AuthType)
+	tw.log.Info("twin: function URL", obs.KeyLogicalID, res.LogicalID, obs.KeyFunction, fn.id, obs.KeyURL, u.url, obs.KeyAuth, p.AuthType)
 	return &resource{id: res.LogicalID, typ: res.Type, ref: u.url, url: u, attrs: map[string]any{"FunctionUrl": u.url, "FunctionArn": fn.arn}}, nil
 }
 
@@ -93,7 +94,7 @@ func (u *functionURL) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	auth := r.Header.Get("Authorization")
 	if u.auth == "AWS_IAM" && auth == "" {
 		u.warnOnce.Do(func() {
-			u.tw.log.Warn("twin: AWS_IAM Function URL called without a SigV4 signature: served locally, AWS would answer 403", "url", u.id)
+			u.tw.log.Warn("twin: AWS_IAM Function URL called without a SigV4 signature: served locally, AWS would answer 403", obs.KeyURL, u.id)
 		})
 	}
 	payload, err := json.Marshal(u.request(r, body, auth))

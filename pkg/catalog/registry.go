@@ -162,17 +162,17 @@ func (r *Registry) LogServed(ctx context.Context, log *slog.Logger, lanes ...Lan
 		for _, b := range served {
 			log.InfoContext(ctx, "serving subscription",
 				slog.String(obs.KeyLane, string(lane)), slog.String(obs.KeySubscription, b.Name),
-				slog.String("module", b.Module), slog.String("types", b.Types), slog.Any("reads", b.Reads))
+				slog.String(obs.KeyModule, b.Module), slog.String(obs.KeyTypes, b.Types), slog.Any(obs.KeyReads, b.Reads))
 		}
 		unbound := r.Unbound(lane)
 		for _, s := range unbound {
 			log.ErrorContext(ctx, "subscription declared but not registered in this process; it will never run",
 				slog.String(obs.KeyLane, string(lane)), slog.String(obs.KeySubscription, s.Name),
-				slog.String("module", s.Module), slog.String("types", s.Types))
+				slog.String(obs.KeyModule, s.Module), slog.String(obs.KeyTypes, s.Types))
 			missing = append(missing, s.Name)
 		}
 		log.InfoContext(ctx, "lane ready", slog.String(obs.KeyLane, string(lane)),
-			slog.Int("served", len(served)), slog.Int("unbound", len(unbound)))
+			slog.Int(obs.KeyServed, len(served)), slog.Int(obs.KeyUnbound, len(unbound)))
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("%w: %s (bind their modules with catalog.NewRegistry)", ErrUnbound, strings.Join(missing, ", "))

@@ -154,8 +154,8 @@ func (f *Feed) Apply(ctx context.Context, r Record) (Change, error) {
 		var rej *RejectError
 		if errors.As(err, &rej) {
 			f.cfg.Logger.ErrorContext(ctx, "stream record is not a change event; skipped (retrying cannot fix it)",
-				slog.String("stream_event_id", r.EventID), slog.String("stream_seq", r.SequenceNumber), slog.String("stream_arn", r.StreamARN),
-				slog.String("event_name", r.EventName), slog.String(obs.KeyReason, rej.Reason), slog.Any(obs.KeyErr, err))
+				slog.String(obs.KeyStreamEventID, r.EventID), slog.String(obs.KeyStreamSeq, r.SequenceNumber), slog.String(obs.KeyStreamARN, r.StreamARN),
+				slog.String(obs.KeyStreamEventName, r.EventName), slog.String(obs.KeyReason, rej.Reason), obs.Err(err))
 			f.cfg.Metrics.Count(keys.MetricChangeRejected, 1, "Reason", rej.Reason)
 		}
 		return c, err
@@ -169,11 +169,11 @@ func (f *Feed) Record(ctx context.Context, c Change) error {
 	if err != nil {
 		return err
 	}
-	log := f.cfg.Logger.With(slog.String(obs.KeyEventType, c.Envelope.Type), slog.String("entity_id", c.Payload.ID),
-		slog.Int64("version", c.Payload.Version), slog.String("stream_seq", c.Source.SequenceNumber))
+	log := f.cfg.Logger.With(slog.String(obs.KeyEventType, c.Envelope.Type), slog.String(obs.KeyEntityID, c.Payload.ID),
+		slog.Int64(obs.KeyVersion, c.Payload.Version), slog.String(obs.KeyStreamSeq, c.Source.SequenceNumber))
 	if c.NameUnknown {
 		log.WarnContext(ctx, "stream record with an event name the SDK does not know; classified by its images",
-			slog.String("event_name", c.Source.EventName), slog.Bool("deleted", c.Deleted), slog.String("cause", c.Cause))
+			slog.String(obs.KeyStreamEventName, c.Source.EventName), slog.Bool(obs.KeyDeleted, c.Deleted), slog.String(obs.KeyCause, c.Cause))
 	}
 	if c.VersionUnchanged {
 		log.WarnContext(ctx, "MODIFY without a new version: projections that apply by version will skip it; bump the version with every write")
@@ -189,7 +189,7 @@ func (f *Feed) Record(ctx context.Context, c Change) error {
 		op = keys.ChangeOpDeleted
 	}
 	f.cfg.Metrics.Count(keys.MetricChangeEvents, 1, "Entity", c.Entity.Name, "Op", op)
-	log.DebugContext(ctx, "change event recorded and dispatched", slog.String("cause", c.Cause))
+	log.DebugContext(ctx, "change event recorded and dispatched", slog.String(obs.KeyCause, c.Cause))
 	return nil
 }
 
@@ -249,7 +249,7 @@ func (f *Feed) dispatch(ctx context.Context, log *slog.Logger, e envelope.Envelo
 	}
 	retry := lanes.Retry{Attempts: f.cfg.Attempts, Backoff: f.cfg.Backoff, Final: final,
 		OnRetry: func(ctx context.Context, attempt int, err error) {
-			log.WarnContext(ctx, "BEST_EFFORT dispatch failed; retrying", slog.Int("attempt", attempt), slog.Any(obs.KeyErr, err))
+			log.WarnContext(ctx, "BEST_EFFORT dispatch failed; retrying", slog.Int(obs.KeyAttempt, attempt), obs.Err(err))
 		}}
 	runs := 0
 	err := lanes.Retrying(retry)(lanes.Counted(&runs)(f.cfg.Dispatcher.DispatchBound))(ctx, e)

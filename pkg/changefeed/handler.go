@@ -66,8 +66,8 @@ func NewHandler(ctx context.Context, cfg HandlerConfig) (*Handler, error) {
 		}
 	}
 	for table, ent := range cfg.Feed.cfg.Tables {
-		cfg.Logger.InfoContext(ctx, "feeding tracked table", slog.String("table", table), slog.String("entity", ent.Name),
-			slog.String("types", catalog.ChangeWrittenPrefix+ent.Name+", "+catalog.ChangeDeletedPrefix+ent.Name))
+		cfg.Logger.InfoContext(ctx, "feeding tracked table", slog.String(obs.KeyTable, table), slog.String(obs.KeyEntity, ent.Name),
+			slog.String(obs.KeyTypes, catalog.ChangeWrittenPrefix+ent.Name+", "+catalog.ChangeDeletedPrefix+ent.Name))
 	}
 	return &Handler{cfg: cfg}, nil
 }
@@ -149,7 +149,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 				if bad[i] != nil {
 					err = &RejectError{Reason: RejectUnrepresentable, Detail: bad[i].Error()}
 					log.ErrorContext(ctx, "stream record images do not decode; skipped (retrying cannot fix it)",
-						slog.String("stream_event_id", r.EventID), slog.String("stream_seq", r.SequenceNumber), slog.Any(obs.KeyErr, err))
+						slog.String(obs.KeyStreamEventID, r.EventID), slog.String(obs.KeyStreamSeq, r.SequenceNumber), obs.Err(err))
 					h.cfg.Metrics.Count(keys.MetricChangeRejected, 1, "Reason", RejectUnrepresentable)
 				} else {
 					c, err = h.cfg.Feed.Apply(dctx, r)
@@ -175,8 +175,8 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 						lctx = obs.WithEvent(tenancy.MustWithTenant(ctx, c.Envelope.TenantID), c.Envelope.ID)
 					}
 					log.ErrorContext(lctx, "change event failed; the mapping retries from this record",
-						slog.String("stream_event_id", r.EventID), slog.String("stream_seq", r.SequenceNumber),
-						slog.String("stream_arn", r.StreamARN), slog.String(obs.KeyReason, why), slog.Any(obs.KeyErr, err))
+						slog.String(obs.KeyStreamEventID, r.EventID), slog.String(obs.KeyStreamSeq, r.SequenceNumber),
+						slog.String(obs.KeyStreamARN, r.StreamARN), slog.String(obs.KeyReason, why), obs.Err(err))
 					return
 				}
 			}
@@ -189,10 +189,10 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		resp.BatchItemFailures = []events.DynamoDBBatchItemFailure{{ItemIdentifier: recs[firstBad].SequenceNumber}}
 		h.cfg.Metrics.Count(keys.MetricChangeRetried, 1, "Reason", reason[firstBad])
 	}
-	attrs := []any{slog.Int(obs.KeyCount, n), slog.Int("applied", applied), slog.Int("rejected", rejected)}
+	attrs := []any{slog.Int(obs.KeyCount, n), slog.Int(obs.KeyApplied, applied), slog.Int(obs.KeyRejected, rejected)}
 	if firstBad < n {
-		attrs = append(attrs, slog.String("retry_from_seq", recs[firstBad].SequenceNumber), slog.Int("retry_from_index", firstBad),
-			slog.Int("failed", len(reason)))
+		attrs = append(attrs, slog.String(obs.KeyRetryFromSeq, recs[firstBad].SequenceNumber), slog.Int(obs.KeyRetryFromIndex, firstBad),
+			slog.Int(obs.KeyFailed, len(reason)))
 	}
 	log.InfoContext(ctx, "stream batch done", attrs...)
 	return resp, nil

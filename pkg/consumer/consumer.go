@@ -222,10 +222,10 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	}
 	pre, st, err := h.cfg.Deliverer.Prefetch(dctx, envs)
 	if err != nil {
-		log.WarnContext(ctx, "claim prefetch failed; claiming each subscription", slog.Any(obs.KeyErr, err))
+		log.WarnContext(ctx, "claim prefetch failed; claiming each subscription", obs.Err(err))
 	}
-	log.InfoContext(ctx, "batch received", slog.Int(obs.KeyCount, len(msgs)), slog.Int("claims_prefetched", st.Keys), slog.Int("claims_final", st.Final),
-		slog.Int("events_prefetched", st.Events), slog.Int("events_in_log", st.Logged))
+	log.InfoContext(ctx, "batch received", slog.Int(obs.KeyCount, len(msgs)), slog.Int(obs.KeyClaimsPrefetched, st.Keys), slog.Int(obs.KeyClaimsFinal, st.Final),
+		slog.Int(obs.KeyEventsPrefetched, st.Events), slog.Int(obs.KeyEventsInLog, st.Logged))
 
 	// Tenants in parallel, each tenant's messages in queue order.
 	var order []string
@@ -245,7 +245,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 
 	if h.cfg.Flusher != nil {
 		if err := h.cfg.Flusher.Flush(ctx); err != nil {
-			log.ErrorContext(ctx, "LOCAL handlers still running when the invocation ends", slog.Any(obs.KeyErr, err))
+			log.ErrorContext(ctx, "LOCAL handlers still running when the invocation ends", obs.Err(err))
 		}
 	}
 
@@ -260,8 +260,8 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	for reason, n := range failed {
 		h.cfg.Metrics.Count(keys.MetricDurableMessageFailed, n, "Reason", reason)
 	}
-	log.InfoContext(ctx, "batch done", slog.Int(obs.KeyCount, len(msgs)), slog.Int("failed", len(resp.BatchItemFailures)),
-		slog.Int("claims_skipped", pre.Skipped()))
+	log.InfoContext(ctx, "batch done", slog.Int(obs.KeyCount, len(msgs)), slog.Int(obs.KeyFailed, len(resp.BatchItemFailures)),
+		slog.Int(obs.KeyClaimsSkipped, pre.Skipped()))
 	return resp, nil
 }
 
@@ -278,14 +278,14 @@ func (h *Handler) tenant(ctx, dctx context.Context, pre *delivery.Prefetched, ms
 		if m.err == nil {
 			mctx = obs.WithEvent(tenancy.MustWithChain(ctx, m.env.TenantID), m.env.ID)
 		}
-		attrs := []any{slog.String("message_id", m.raw.MessageId), slog.String("group", m.group), slog.String("receive_count", m.raw.Attributes[attrCount])}
+		attrs := []any{slog.String(obs.KeyMessageID, m.raw.MessageId), slog.String(obs.KeyGroup, m.group), slog.String(obs.KeyReceiveCount, m.raw.Attributes[attrCount])}
 		if blocked != "" {
 			outs[m.idx] = outcome{failed: true, reason: ReasonBehindFailure}
-			log.WarnContext(mctx, "not attempted: an earlier message of this tenant must come back first (FIFO order)", append(attrs, slog.String(obs.KeyReason, ReasonBehindFailure), slog.String("blocked_by", blocked))...)
+			log.WarnContext(mctx, "not attempted: an earlier message of this tenant must come back first (FIFO order)", append(attrs, slog.String(obs.KeyReason, ReasonBehindFailure), slog.String(obs.KeyBlockedBy, blocked))...)
 			continue
 		}
 		if m.err != nil {
-			attrs = append(attrs, slog.String(obs.KeyReason, ReasonUndecodable), slog.Any(obs.KeyErr, m.err), slog.String("body_prefix", prefix(m.raw.Body, 256)))
+			attrs = append(attrs, slog.String(obs.KeyReason, ReasonUndecodable), obs.Err(m.err), slog.String(obs.KeyBodyPrefix, prefix(m.raw.Body, 256)))
 			if h.cfg.DeadLetters == nil {
 				outs[m.idx] = outcome{failed: true, reason: ReasonUndecodable}
 				blocked = m.raw.MessageId
@@ -296,7 +296,7 @@ func (h *Handler) tenant(ctx, dctx context.Context, pre *delivery.Prefetched, ms
 				outs[m.idx] = outcome{failed: true, reason: ReasonUndecodable}
 				blocked = m.raw.MessageId
 				log.ErrorContext(mctx, "undecodable message: the move to the FIFO DLQ failed; it comes back, and after maxReceiveCount the redrive moves it",
-					append(attrs, slog.String("dlq_error", err.Error()))...)
+					append(attrs, obs.ErrAt(obs.KeyDLQError, err))...)
 				continue
 			}
 			h.cfg.Metrics.Count(keys.MetricDurableMessageDeadLettered, 1, "Reason", ReasonUndecodable)
@@ -310,17 +310,17 @@ func (h *Handler) tenant(ctx, dctx context.Context, pre *delivery.Prefetched, ms
 			continue
 		}
 		res, err := h.cfg.Deliverer.DeliverWith(dctx, m.env, pre) // it binds the envelope
-		attrs = append(attrs, slog.String(obs.KeyEventType, m.env.Type), slog.Int64(obs.KeySeq, m.env.Seq), slog.String("subscriptions", summary(res)))
+		attrs = append(attrs, slog.String(obs.KeyEventType, m.env.Type), slog.Int64(obs.KeySeq, m.env.Seq), slog.String(obs.KeySubscriptions, summary(res)))
 		switch {
 		case errors.Is(err, delivery.ErrNotInLog):
 			// Not blocked: it is not one of the tenant's events.
 			outs[m.idx] = outcome{failed: true, reason: ReasonNotInLog}
 			log.ErrorContext(mctx, "envelope is not in the log: not delivered; it comes back and, after maxReceiveCount, moves to the FIFO DLQ, where dlq-repair reports it open",
-				append(attrs, slog.String(obs.KeyReason, ReasonNotInLog), slog.Any(obs.KeyErr, err), slog.String("dedup_id", m.raw.Attributes[attrDedupID]))...)
+				append(attrs, slog.String(obs.KeyReason, ReasonNotInLog), obs.Err(err), slog.String(obs.KeyDedupID, m.raw.Attributes[attrDedupID]))...)
 		case errors.Is(err, delivery.ErrNotCovered):
 			// Not blocked, as above. Permanent: dead-lettered now when the
 			// consumer has the DLQ, so that it never waits out the redrive.
-			attrs = append(attrs, slog.String(obs.KeyReason, ReasonNotCovered), slog.Any(obs.KeyErr, err))
+			attrs = append(attrs, slog.String(obs.KeyReason, ReasonNotCovered), obs.Err(err))
 			if h.cfg.DeadLetters != nil {
 				derr := h.deadLetter(ctx, m, ReasonNotCovered, err)
 				if derr == nil {
@@ -328,7 +328,7 @@ func (h *Handler) tenant(ctx, dctx context.Context, pre *delivery.Prefetched, ms
 					log.ErrorContext(mctx, "event not covered by its chain: not delivered; dead-lettered at this receive to the FIFO DLQ, with its reason", attrs...)
 					continue
 				}
-				attrs = append(attrs, slog.String("dlq_error", derr.Error()))
+				attrs = append(attrs, obs.ErrAt(obs.KeyDLQError, derr))
 			}
 			outs[m.idx] = outcome{failed: true, reason: ReasonNotCovered}
 			log.ErrorContext(mctx, "event not covered by its chain: not delivered; it comes back and, after maxReceiveCount, moves to the FIFO DLQ, where dlq-repair reports it open", attrs...)
@@ -336,7 +336,7 @@ func (h *Handler) tenant(ctx, dctx context.Context, pre *delivery.Prefetched, ms
 			outs[m.idx] = outcome{failed: true, reason: ReasonInfrastructure}
 			blocked = m.raw.MessageId
 			log.ErrorContext(mctx, "delivery failed on infrastructure; the message and the tenant's later ones come back",
-				append(attrs, slog.String(obs.KeyReason, ReasonInfrastructure), slog.Any(obs.KeyErr, err))...)
+				append(attrs, slog.String(obs.KeyReason, ReasonInfrastructure), obs.Err(err))...)
 		case res.RetryLater():
 			outs[m.idx] = outcome{failed: true, reason: ReasonRetryLater}
 			blocked = m.raw.MessageId
@@ -396,11 +396,11 @@ func (h *Handler) settle(ctx context.Context, tenant string, seqs []int64, pre *
 	defer cancel()
 	moved, err := h.cfg.Deliverer.SettledWith(wctx, tenant, seqs, pre)
 	if err != nil {
-		h.cfg.Logger.WarnContext(tctx, "delivery watermark not moved; reconcile shows the lag until a later batch or dlq-repair moves it", slog.Any(obs.KeyErr, err))
+		h.cfg.Logger.WarnContext(tctx, "delivery watermark not moved; reconcile shows the lag until a later batch or dlq-repair moves it", obs.Err(err))
 		return
 	}
 	if len(moved) > 0 {
-		h.cfg.Logger.DebugContext(tctx, "delivery watermarks moved", slog.Any("watermarks", moved))
+		h.cfg.Logger.DebugContext(tctx, "delivery watermarks moved", slog.Any(obs.KeyWatermarks, moved))
 	}
 }
 

@@ -286,12 +286,12 @@ func (d *Deliverer) deliverStarted(ctx context.Context, bound []catalog.Bound, e
 		}
 		switch {
 		case err != nil:
-			d.cfg.Logger.ErrorContext(ctx, "cannot read the subscription's start", slog.String(obs.KeySubscription, b.Name), slog.Any(obs.KeyErr, err))
+			d.cfg.Logger.ErrorContext(ctx, "cannot read the subscription's start", slog.String(obs.KeySubscription, b.Name), obs.Err(err))
 			out[i].Outcome, out[i].Err = Failed, err
 		case history:
 			out[i].Outcome = BeforeStart
 			d.cfg.Logger.DebugContext(ctx, "committed before the subscription's start; not delivered", slog.String(obs.KeySubscription, b.Name),
-				slog.String(obs.KeyEventType, e.Type), slog.String("start", st.String()))
+				slog.String(obs.KeyEventType, e.Type), slog.String(obs.KeyStart, st.String()))
 			d.cfg.Metrics.Count(keys.MetricBeforeStart, 1, "Subscription", b.Name)
 		default:
 			live = append(live, b)
@@ -374,7 +374,7 @@ func (d *Deliverer) deliverAll(ctx context.Context, bound []catalog.Bound, e env
 	}
 	if err != nil {
 		for _, i := range take {
-			logs[i].ErrorContext(ctx, "claim failed", slog.Any(obs.KeyErr, err))
+			logs[i].ErrorContext(ctx, "claim failed", obs.Err(err))
 			out[i].Outcome, out[i].Err = Failed, err
 		}
 		return out
@@ -391,7 +391,7 @@ func (d *Deliverer) deliverAll(ctx context.Context, bound []catalog.Bound, e env
 			out[i].Outcome, out[i].Err = Failed, fmt.Errorf("subscription %s not started: %w", b.Name, ctx.Err())
 		default:
 			if c.TakenOver {
-				logs[i].WarnContext(ctx, "took over a pending claim whose lease expired; an earlier delivery was cut off", slog.Int("attempts", c.Attempts))
+				logs[i].WarnContext(ctx, "took over a pending claim whose lease expired; an earlier delivery was cut off", slog.Int(obs.KeyAttempts, c.Attempts))
 			}
 			out[i] = d.runClaimed(ctx, logs[i], b, e, req.request(b.Name), false, sibling)
 			sibling = sibling || out[i].Outcome == DeadLettered
@@ -410,7 +410,7 @@ func (d *Deliverer) notAcquired(ctx context.Context, log *slog.Logger, sr SubRes
 		log.InfoContext(ctx, "dead-lettered earlier; skipped until replayed")
 	default:
 		sr.Outcome = Pending
-		log.InfoContext(ctx, "another delivery holds the claim; retry later", slog.Time("lease_until", c.LeaseUntil))
+		log.InfoContext(ctx, "another delivery holds the claim; retry later", slog.Time(obs.KeyLeaseUntil, c.LeaseUntil))
 		d.cfg.Metrics.Count(keys.MetricLeaseHeld, 1, "Subscription", sr.Subscription)
 	}
 	return sr
@@ -425,7 +425,7 @@ func (d *Deliverer) notAcquired(ctx context.Context, log *slog.Logger, sr SubRes
 func (d *Deliverer) runClaimed(ctx context.Context, log *slog.Logger, b catalog.Bound, e envelope.Envelope, req ClaimRequest, replay, afterDead bool) SubResult {
 	sr := SubResult{Subscription: b.Name}
 	retry := lanes.Retry{Attempts: d.cfg.Attempts, Backoff: d.cfg.Backoff, OnRetry: func(ctx context.Context, attempt int, err error) {
-		log.WarnContext(ctx, "handler failed; retrying", slog.Int("attempt", attempt), slog.Any(obs.KeyErr, err))
+		log.WarnContext(ctx, "handler failed; retrying", slog.Int(obs.KeyAttempt, attempt), obs.Err(err))
 	}}
 	// The handler's effects (pkg/effect) are recorded under this delivery's
 	// token, shared by its retries here.
@@ -456,9 +456,9 @@ func (d *Deliverer) runClaimed(ctx context.Context, log *slog.Logger, b catalog.
 		case errors.Is(err, ErrLeaseLost):
 			// Our lease ran out mid-handler and another delivery took over: the
 			// handler ran twice (at-least-once); that delivery records the end.
-			log.WarnContext(ctx, "handler completed after its lease was taken over; it may have run twice", slog.Any(obs.KeyErr, err))
+			log.WarnContext(ctx, "handler completed after its lease was taken over; it may have run twice", obs.Err(err))
 		case err != nil:
-			log.ErrorContext(ctx, "handler completed but recording it failed; a redelivery will run it again after the lease", slog.Any(obs.KeyErr, err))
+			log.ErrorContext(ctx, "handler completed but recording it failed; a redelivery will run it again after the lease", obs.Err(err))
 			sr.Outcome, sr.Err = Failed, err
 			return sr
 		}
@@ -486,11 +486,11 @@ func (d *Deliverer) runClaimed(ctx context.Context, log *slog.Logger, b catalog.
 		dl.Effect = unknown.Key.String()
 	}
 	if err := d.cfg.Store.Kill(wctx, req.Key, req.Token, dl, replay); err != nil && !errors.Is(err, ErrLeaseLost) {
-		log.ErrorContext(ctx, "dead-lettering failed; a redelivery will run the handler again after the lease", slog.Any(obs.KeyErr, err), slog.String("handler_err", herr.Error()))
+		log.ErrorContext(ctx, "dead-lettering failed; a redelivery will run the handler again after the lease", obs.Err(err), obs.ErrAt(obs.KeyHandlerErr, herr))
 		sr.Outcome, sr.Err = Failed, err
 		return sr
 	}
-	log.ErrorContext(ctx, "subscription dead-lettered", slog.Any(obs.KeyErr, herr), slog.Int("attempts", sr.Attempts), slog.Bool("replay", replay))
+	log.ErrorContext(ctx, "subscription dead-lettered", obs.Err(herr), slog.Int(obs.KeyAttempts, sr.Attempts), slog.Bool(obs.KeyReplay, replay))
 	d.cfg.Metrics.Count(keys.MetricDeadLettered, 1, "Subscription", b.Name)
 	sr.Outcome, sr.Err = DeadLettered, herr
 	return sr
@@ -542,7 +542,7 @@ func (d *Deliverer) Replay(ctx context.Context, e envelope.Envelope, subscriptio
 		sr = d.notAcquired(hctx, log, sr, c)
 		return sr, nil
 	}
-	log.InfoContext(hctx, "replaying dead-lettered subscription", slog.Int("attempts", c.Attempts))
+	log.InfoContext(hctx, "replaying dead-lettered subscription", slog.Int(obs.KeyAttempts, c.Attempts))
 	sr = d.runClaimed(hctx, log, b, e, req, true, false)
 	if sr.Outcome == Failed {
 		return sr, sr.Err

@@ -180,7 +180,7 @@ func (d *Deliverer) startOf(ctx context.Context, sub, tenant string, first *enve
 		if st, err = d.starts.BeginSubscription(ctx, st); err != nil {
 			return SubStart{}, err
 		}
-		d.cfg.Logger.InfoContext(ctx, "subscription went live", slog.String(obs.KeySubscription, sub), slog.String("start", st.String()))
+		d.cfg.Logger.InfoContext(ctx, "subscription went live", slog.String(obs.KeySubscription, sub), slog.String(obs.KeyStart, st.String()))
 	}
 	d.startCache.Store(sub, st)
 	return st, nil
@@ -221,7 +221,7 @@ func (d *Deliverer) tenantStart(ctx context.Context, st SubStart, e envelope.Env
 		}
 		if began {
 			d.cfg.Logger.InfoContext(ctx, "watermark began at the subscription's start", slog.String(obs.KeyTenant, e.TenantID),
-				slog.String(obs.KeySubscription, st.Subscription), slog.String("start", st.String()), slog.Int64(obs.KeySeq, seq))
+				slog.String(obs.KeySubscription, st.Subscription), slog.String(obs.KeyStart, st.String()), slog.Int64(obs.KeySeq, seq))
 		} else if seq, _, err = read(); err != nil { // another delivery began it first
 			return 0, err
 		}
@@ -295,7 +295,7 @@ func (d *Deliverer) beginWatermark(ctx context.Context, tenant, sub string) (boo
 	d.begun.Store(k, true)
 	if began {
 		d.cfg.Logger.InfoContext(ctx, "watermark began at the subscription's start", slog.String(obs.KeyTenant, tenant),
-			slog.String(obs.KeySubscription, sub), slog.String("start", st.String()), slog.Int64(obs.KeySeq, seq))
+			slog.String(obs.KeySubscription, sub), slog.String(obs.KeyStart, st.String()), slog.Int64(obs.KeySeq, seq))
 	}
 	return began, nil
 }

@@ -233,8 +233,8 @@ func Do(ctx context.Context, name string, fn func(ctx context.Context, key strin
 }
 
 func (r *Recorder) do(ctx context.Context, b *binding, k Key, fn func(context.Context, string) error, o options) error {
-	log := r.cfg.Logger.With(slog.String(obs.KeySubscription, k.Subscription), slog.String(keys.AttrEffect, k.Name),
-		slog.String("effect_key", k.String()), slog.String("mode", o.mode.String()))
+	log := r.cfg.Logger.With(slog.String(obs.KeySubscription, k.Subscription), slog.String(obs.KeyEffect, k.Name),
+		slog.String(obs.KeyEffectKey, k.String()), slog.String(obs.KeyMode, o.mode.String()))
 	if b.didHere(k) {
 		// An earlier run of the handler in this delivery did the effect and
 		// then failed recording it: record it, never do it again here.
@@ -260,7 +260,7 @@ func (r *Recorder) do(ctx context.Context, b *binding, k Key, fn func(context.Co
 		defer cancel()
 		if err := r.cfg.Store.Release(wctx, k, b.scope.Token); err != nil {
 			log.WarnContext(ctx, "effect failed and releasing its record failed too; a later delivery will find it started",
-				slog.Any(obs.KeyErr, err), slog.String("effect_err", ferr.Error()))
+				obs.Err(err), obs.ErrAt(obs.KeyEffectErr, ferr))
 			return errors.Join(fmt.Errorf("effect %s: %w", k, ferr), fmt.Errorf("release its record: %w", err))
 		}
 		return fmt.Errorf("effect %s: %w", k, ferr)
@@ -289,10 +289,10 @@ func (r *Recorder) start(ctx context.Context, b *binding, k Key, o options, log 
 				log.InfoContext(ctx, "doing an effect of unknown outcome again, as an operator decided")
 			case prev.Found() && prev.Token != b.scope.Token && o.idempotent:
 				log.InfoContext(ctx, "an earlier delivery started this effect and never recorded it done; doing it again (the provider deduplicates by key)",
-					slog.Int(keys.AttrAttempts, prev.Attempts))
+					slog.Int(obs.KeyAttempts, prev.Attempts))
 			case prev.Found() && prev.Token != b.scope.Token:
 				log.WarnContext(ctx, "an earlier delivery started this effect and never recorded it done; doing it again (at least once): it may happen twice",
-					slog.Int(keys.AttrAttempts, prev.Attempts))
+					slog.Int(obs.KeyAttempts, prev.Attempts))
 				r.cfg.Metrics.Count(keys.MetricEffectRedone, 1, "Subscription", k.Subscription, "Effect", k.Name)
 			}
 			return nil

@@ -200,11 +200,11 @@ func (h *Handler) Handle(ctx context.Context, records []json.RawMessage) ([]enve
 	}
 	if len(errs) > 0 {
 		h.log.ErrorContext(ctx, "batch rejected: the Pipe will bisect, retry and dead-letter it",
-			slog.Int("records", len(records)), slog.Int("rejected", len(errs)))
+			slog.Int(obs.KeyRecords, len(records)), slog.Int(obs.KeyRejected, len(errs)))
 		return nil, fmt.Errorf("stream-filter: %d of %d records rejected: %w", len(errs), len(records), errors.Join(errs...))
 	}
-	h.log.InfoContext(ctx, "batch enriched", slog.Int("records", len(records)),
-		slog.Int("envelopes", len(out)), slog.Int("dropped", dropped))
+	h.log.InfoContext(ctx, "batch enriched", slog.Int(obs.KeyRecords, len(records)),
+		slog.Int(obs.KeyEnvelopes, len(out)), slog.Int(obs.KeyDropped, dropped))
 	return out, nil
 }
 
@@ -302,8 +302,8 @@ func (h *Handler) checkDeclared(ctx context.Context, i int, env envelope.Envelop
 		reason = fmt.Sprintf("schema version not declared by this build (declared: %v)", versions(t))
 	}
 	h.log.WarnContext(ctx, "event of a type or schema version this build does not declare passed on; its integrity is checked, and subscriptions that cannot read it dead-letter it alone: deploy the backbone with the producer's catalog, then dlq-repair replays them",
-		slog.String(obs.KeyEventType, env.Type), slog.Int("schema_version", env.SchemaVersion), slog.String(obs.KeyReason, reason),
-		slog.Int("record", i), slog.String(obs.KeyTenant, env.TenantID), slog.Int64(obs.KeySeq, env.Seq), slog.String("event_id", env.ID))
+		slog.String(obs.KeyEventType, env.Type), slog.Int(obs.KeySchemaVersion, env.SchemaVersion), slog.String(obs.KeyReason, reason),
+		slog.Int(obs.KeyRecord, i), slog.String(obs.KeyTenant, env.TenantID), slog.Int64(obs.KeySeq, env.Seq), slog.String(obs.KeyEventID, env.ID))
 	h.metrics.Count(keys.MetricUndeclaredEvents, 1, "Type", env.Type, "Version", strconv.Itoa(env.SchemaVersion))
 }
 
@@ -331,12 +331,12 @@ func checkStamps(img map[string]events.DynamoDBAttributeValue) error {
 
 func (h *Handler) dropped(ctx context.Context, d *drop) {
 	attrs := []any{
-		slog.String(obs.KeyReason, d.reason), slog.Int("record", d.index), slog.String("stream_event_id", d.eventID),
-		slog.String("event_name", d.eventName), slog.String(obs.KeyTenant, d.tenant), slog.Int64(obs.KeySeq, d.seq),
-		slog.String("sequence_number", d.streamSeqn),
+		slog.String(obs.KeyReason, d.reason), slog.Int(obs.KeyRecord, d.index), slog.String(obs.KeyStreamEventID, d.eventID),
+		slog.String(obs.KeyStreamEventName, d.eventName), slog.String(obs.KeyTenant, d.tenant), slog.Int64(obs.KeySeq, d.seq),
+		slog.String(obs.KeyStreamSeq, d.streamSeqn),
 	}
 	if d.reason == DropHeadRow {
-		attrs = append(attrs, slog.Int64("last_seq", d.lastSeq), slog.String("last_event_id", d.lastEvent))
+		attrs = append(attrs, slog.Int64(obs.KeyLastSeq, d.lastSeq), slog.String(obs.KeyLastEventID, d.lastEvent))
 	}
 	h.log.WarnContext(ctx, d.msg, attrs...)
 	h.metrics.Count(keys.MetricDroppedRows, 1, "Reason", d.reason)
@@ -344,9 +344,9 @@ func (h *Handler) dropped(ctx context.Context, d *drop) {
 
 func (h *Handler) reject(ctx context.Context, reason string, err error) error {
 	var re *RecordError
-	attrs := []any{slog.String(obs.KeyReason, reason), slog.String(obs.KeyErr, err.Error())}
+	attrs := []any{slog.String(obs.KeyReason, reason), obs.Err(err)}
 	if errors.As(err, &re) {
-		attrs = append(attrs, slog.Int("record", re.Index), slog.String("stream_event_id", re.EventID),
+		attrs = append(attrs, slog.Int(obs.KeyRecord, re.Index), slog.String(obs.KeyStreamEventID, re.EventID),
 			slog.String(obs.KeyTenant, re.Tenant), slog.Int64(obs.KeySeq, re.Seq))
 	}
 	h.log.ErrorContext(ctx, "stream record rejected", attrs...)
@@ -385,7 +385,7 @@ func LogServed(ctx context.Context, log *slog.Logger, cat *catalog.Catalog) {
 		served = append(served, fmt.Sprintf("%s v%v (%s)", name, versions(t), module))
 	}
 	log.InfoContext(ctx, "stream-filter serving: event rows pass when their hash and chain link check out; these types and schema versions are declared, any other passes with a warning (UndeclaredEvents)",
-		slog.String(obs.KeyFunction, keys.FnStreamFilter), slog.Int(obs.KeyCount, len(served)), slog.Any("types", served))
+		slog.String(obs.KeyFunction, keys.FnStreamFilter), slog.Int(obs.KeyCount, len(served)), slog.Any(obs.KeyTypes, served))
 }
 
 func versions(t catalog.EventType) []int {

@@ -112,7 +112,7 @@ func (d *BestEffort) dispatch(hctx context.Context, e envelope.Envelope) error {
 
 func (d *BestEffort) failed(ctx context.Context, b catalog.Bound, e envelope.Envelope, err error) {
 	d.cfg.logger().ErrorContext(ctx, "BEST_EFFORT subscription failed",
-		slog.String(obs.KeySubscription, b.Name), slog.String(obs.KeyEventType, e.Type), slog.Any(obs.KeyErr, err))
+		slog.String(obs.KeySubscription, b.Name), slog.String(obs.KeyEventType, e.Type), obs.Err(err))
 	d.cfg.Metrics.Count(keys.MetricBestEffortFailures, 1, "Subscription", b.Name)
 }
 

@@ -224,7 +224,7 @@ func ReportRoute(ctx context.Context, cfg Config, lane string, cat *catalog.Cata
 	log := cfg.logger()
 	attrs := []any{slog.String(obs.KeyEventType, e.Type)} // ctx carries tenant and event id
 	if t, _, ok := cat.Type(e.Type); ok && t.Discriminator != "" {
-		attrs = append(attrs, slog.Any("discriminator", map[string]any{t.Discriminator: e.Payload[t.Discriminator]}))
+		attrs = append(attrs, slog.Any(obs.KeyDiscriminator, map[string]any{t.Discriminator: e.Payload[t.Discriminator]}))
 	}
 	bad := false
 	for _, s := range rt.Unbound {

@@ -69,7 +69,7 @@ func (d *InProcess) AfterCommit(ctx context.Context, e envelope.Envelope) error 
 		}
 		if err := Guard(b)(hctx, e); err != nil {
 			d.cfg.logger().ErrorContext(hctx, "INLINE subscription failed after the commit; the caller gets the error",
-				slog.String(obs.KeySubscription, b.Name), slog.String(obs.KeyEventType, e.Type), slog.Any(obs.KeyErr, err))
+				slog.String(obs.KeySubscription, b.Name), slog.String(obs.KeyEventType, e.Type), obs.Err(err))
 			errs = append(errs, &InlineError{Subscription: b.Name, Err: err})
 		}
 	}
@@ -92,10 +92,10 @@ func (d *InProcess) startLocal(ctx context.Context, b catalog.Bound, e envelope.
 }
 
 func (d *InProcess) localFailed(ctx context.Context, b catalog.Bound, e envelope.Envelope, err error) {
-	attrs := []any{slog.String(obs.KeySubscription, b.Name), slog.String(obs.KeyEventType, e.Type), slog.Any(obs.KeyErr, err)}
+	attrs := []any{slog.String(obs.KeySubscription, b.Name), slog.String(obs.KeyEventType, e.Type), obs.Err(err)}
 	var p *PanicError
 	if errors.As(err, &p) {
-		attrs = append(attrs, slog.String("stack", string(p.Stack)))
+		attrs = append(attrs, slog.String(obs.KeyStack, string(p.Stack)))
 	}
 	d.cfg.logger().ErrorContext(ctx, "LOCAL subscription failed; isolated from the caller", attrs...)
 	d.cfg.Metrics.Count(keys.MetricLocalFailures, 1, "Subscription", b.Name)

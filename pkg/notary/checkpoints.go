@@ -116,7 +116,7 @@ func (c *Checkpoints) Sign(ctx context.Context, chainName string, seq int64, has
 		return fmt.Errorf("write checkpoint %s: %w", key, err)
 	}
 	c.logger().InfoContext(ctx, "checkpoint written", slog.String(obs.KeyChain, chainName), slog.Int64(obs.KeySeq, seq),
-		slog.String("bucket", c.Bucket), slog.String("key", key))
+		slog.String(obs.KeyBucket, c.Bucket), slog.String(obs.KeyKey, key))
 	return nil
 }
 

@@ -56,14 +56,6 @@ const (
 	Occupied Kind = "checkpoint_occupied"
 )
 
-// Log attribute keys of a finding line (besides obs.KeyChain and obs.KeySeq).
-const (
-	KeyFinding       = "finding"
-	KeyWhat          = "what"
-	KeyStreamEventID = "stream_event_id"
-	KeyStreamSeq     = "stream_seq"
-)
-
 // Finding is one thing the notary refused to sign.
 type Finding struct {
 	Kind      Kind
@@ -242,13 +234,13 @@ func (n *Notary) Handle(ctx context.Context, ev Event) error {
 				// under its own key.
 				n.cfg.Metrics.Count(keys.MetricNotaryFinding, 1, "Finding", string(Occupied))
 				n.log.ErrorContext(ctx, fmt.Sprintf("notary cannot sign chain %q at seq %d: %v", st.Chain, st.Seq, err),
-					slog.String(KeyFinding, string(Occupied)), slog.String(obs.KeyChain, st.Chain), slog.Int64(obs.KeySeq, st.Seq))
+					slog.String(obs.KeyFinding, string(Occupied)), slog.String(obs.KeyChain, st.Chain), slog.Int64(obs.KeySeq, st.Seq))
 			case err != nil:
 				return fmt.Errorf("sign chain %q at seq %d: %w", st.Chain, st.Seq, err)
 			default:
 				n.cfg.Metrics.Count(keys.MetricNotarySigned, 1, "Function", keys.FnNotary)
 				n.log.InfoContext(ctx, "checkpoint signed", slog.String(obs.KeyChain, st.Chain),
-					slog.Int64(obs.KeySeq, st.Seq), slog.String("hash", st.Hash))
+					slog.Int64(obs.KeySeq, st.Seq), slog.String(obs.KeyHash, st.Hash))
 			}
 			st.Signed = st.Seq
 		}
@@ -534,12 +526,12 @@ func (n *Notary) report(ctx context.Context, st *State, f Finding) {
 	}
 	n.cfg.Metrics.Count(keys.MetricNotaryFinding, 1, "Finding", string(f.Kind))
 	n.log.ErrorContext(ctx, fmt.Sprintf("notary finding: %s of chain %q at seq %d: %s; not signed", f.Kind, f.Chain, f.Seq, f.What),
-		slog.String(KeyFinding, string(f.Kind)),
+		slog.String(obs.KeyFinding, string(f.Kind)),
 		slog.String(obs.KeyChain, f.Chain),
 		slog.Int64(obs.KeySeq, f.Seq),
-		slog.String(KeyWhat, f.What),
-		slog.String(KeyStreamEventID, f.EventID),
-		slog.String(KeyStreamSeq, f.StreamSeq))
+		slog.String(obs.KeyWhat, f.What),
+		slog.String(obs.KeyStreamEventID, f.EventID),
+		slog.String(obs.KeyStreamSeq, f.StreamSeq))
 }
 
 // key reads the chain and the seq from a record's key.

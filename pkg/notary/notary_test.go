@@ -264,7 +264,7 @@ func (r *rig) findings() []string {
 			r.t.Fatalf("log line %q: %v", l, err)
 		}
 		if m["level"] == "ERROR" {
-			out = append(out, fmt.Sprint(m[notary.KeyFinding]))
+			out = append(out, fmt.Sprint(m[obs.KeyFinding]))
 		}
 	}
 	return out

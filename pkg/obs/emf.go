@@ -191,7 +191,7 @@ func reportOnce(name, problem string, dims []string) {
 	if _, dup := reported.LoadOrStore(name+"\x00"+problem, true); dup {
 		return
 	}
-	slog.Error("obs: invalid metric: "+problem, slog.String("metric", name), slog.Any("dims", dims))
+	slog.Error("obs: invalid metric: "+problem, slog.String(KeyMetric, name), slog.Any(KeyDims, dims))
 }
 
 // document is one EMF document: metrics whose dimension values agree

@@ -19,33 +19,6 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
-// Log attribute keys. Every package logs with these names.
-const (
-	KeyRequestID    = "request_id"
-	KeyTenant       = "tenant"
-	KeyChain        = "chain" // a chain shard's name, beside its tenant (tenancy.WithChain)
-	KeyEventID      = "event_id"
-	KeyEventType    = "event_type"
-	KeyLane         = "lane"
-	KeySeq          = "seq"
-	KeySubscription = "subscription"
-	KeyErr          = "err"
-	KeyReason       = "reason"
-	KeyFunction     = "function"
-	KeyCount        = "count"
-	// In a Lambda invocation: AWS_LAMBDA_FUNCTION_NAME, whether this is the
-	// process's first invocation, and the X-Ray trace id (the Root of the
-	// invocation's trace header).
-	KeyFunctionName = "function_name"
-	KeyColdStart    = "cold_start"
-	KeyTraceID      = "xray_trace_id"
-	// KeyTrace is the W3C trace id (32 hex digits) of the work in
-	// progress: for an event's handler, the trace of the request that
-	// emitted the event (pkg/tracing), which may differ from the
-	// invocation's xray_trace_id.
-	KeyTrace = "trace_id"
-)
-
 // envLambdaLogLevel is set by Lambda when the function's LoggingConfig has an
 // application log level (docs: monitoring-cloudwatchlogs-log-level).
 const envLambdaLogLevel = "AWS_LAMBDA_LOG_LEVEL"

@@ -141,13 +141,15 @@ func nearDeadline(ctx context.Context) bool {
 
 func (p *Projector) compareReport(ctx context.Context, prog Progress, done bool) CompareReport {
 	rep := CompareReport{Checked: prog.Counts[countChecked], Ahead: prog.Counts[countAhead], Done: done, Repaired: map[string]int{}}
-	attrs := []any{slog.String(KeyProjection, p.Name), slog.Bool("done", done), slog.Int("checked", rep.Checked), slog.Int("ahead", rep.Ahead)}
+	attrs := []any{slog.String(obs.KeyProjection, p.Name), slog.Bool(obs.KeyDone, done), slog.Int(obs.KeyChecked, rep.Checked), slog.Int(obs.KeyAhead, rep.Ahead)}
 	for _, f := range []string{FaultMissing, FaultBehind, FaultDivergent, FaultOrphaned} {
 		if n := prog.Counts[f]; n > 0 {
 			rep.Repaired[f] = n
 		}
-		attrs = append(attrs, slog.Int(f, prog.Counts[f]))
 	}
+	// One key per fault, named as the fault is.
+	attrs = append(attrs, slog.Int(obs.KeyMissing, prog.Counts[FaultMissing]), slog.Int(obs.KeyBehind, prog.Counts[FaultBehind]),
+		slog.Int(obs.KeyDivergent, prog.Counts[FaultDivergent]), slog.Int(obs.KeyOrphaned, prog.Counts[FaultOrphaned]))
 	p.log().InfoContext(ctx, "projection compared with its source", attrs...)
 	return rep
 }
@@ -245,17 +247,17 @@ func (p *Projector) compareRow(ctx context.Context, prog *Progress, src Source, 
 func (p *Projector) repaired(ctx context.Context, prog *Progress, fault, tenant string, src Change, cur Row) {
 	prog.Counts[fault]++
 	p.Metrics.Count(keys.MetricProjRepaired, 1, "Projection", p.Name, "Fault", fault)
-	p.log().WarnContext(ctx, "projection row repaired from its source", slog.String(KeyProjection, p.Name), slog.String(KeyFault, fault),
-		slog.String(obs.KeyTenant, tenant), slog.String(KeyEntity, src.Entity), slog.String(KeyID, src.ID),
-		slog.Int64(KeyVersion, src.Version), slog.Int64(KeyProjected, cur.Version))
+	p.log().WarnContext(ctx, "projection row repaired from its source", slog.String(obs.KeyProjection, p.Name), slog.String(obs.KeyFault, fault),
+		slog.String(obs.KeyTenant, tenant), slog.String(obs.KeyEntity, src.Entity), slog.String(obs.KeyID, src.ID),
+		slog.Int64(obs.KeyVersion, src.Version), slog.Int64(obs.KeyProjected, cur.Version))
 }
 
 func (p *Projector) ahead(ctx context.Context, prog *Progress, tenant string, cur Row, srcVersion int64) {
 	prog.Counts[countAhead]++
 	p.Metrics.Count(keys.MetricProjAhead, 1, "Projection", p.Name)
 	p.log().ErrorContext(ctx, "projection row is ahead of its source; left alone: check who writes the source or the projection table",
-		slog.String(KeyProjection, p.Name), slog.String(KeyFault, FaultAhead), slog.String(obs.KeyTenant, tenant), slog.String(KeyEntity, cur.Entity),
-		slog.String(KeyID, cur.ID), slog.Int64(KeyProjected, cur.Version), slog.Bool("tombstone", cur.Deleted), slog.Int64("source_version", srcVersion))
+		slog.String(obs.KeyProjection, p.Name), slog.String(obs.KeyFault, FaultAhead), slog.String(obs.KeyTenant, tenant), slog.String(obs.KeyEntity, cur.Entity),
+		slog.String(obs.KeyID, cur.ID), slog.Int64(obs.KeyProjected, cur.Version), slog.Bool(obs.KeyTombstone, cur.Deleted), slog.Int64(obs.KeySourceVersion, srcVersion))
 }
 
 // sameDoc compares two documents as JSON, numbers by their text.

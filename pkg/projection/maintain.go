@@ -65,7 +65,7 @@ func (m *Maintenance) Run(ctx context.Context) error {
 	fail := func(p *Projector, step string, err error) {
 		errs = append(errs, err)
 		m.Metrics.Count(keys.MetricProjRunFailed, 1, "Projection", p.Name)
-		log.ErrorContext(ctx, "projection "+step+" failed; the next run retries", slog.String(KeyProjection, p.Name), slog.Any(obs.KeyErr, err))
+		log.ErrorContext(ctx, "projection "+step+" failed; the next run retries", slog.String(obs.KeyProjection, p.Name), obs.Err(err))
 	}
 	for _, p := range m.Projections {
 		src := m.Sources[p.Entity]
@@ -75,7 +75,7 @@ func (m *Maintenance) Run(ctx context.Context) error {
 			fail(p, "park sweep", err)
 		}
 		if src == nil {
-			log.WarnContext(ctx, "projection not compared: it names no tracked entity (Projector.Entity)", slog.String(KeyProjection, p.Name))
+			log.WarnContext(ctx, "projection not compared: it names no tracked entity (Projector.Entity)", slog.String(obs.KeyProjection, p.Name))
 			continue
 		}
 		if _, err := p.Compare(ctx, CompareOptions{Source: src, Cursors: m.Cursors, Pages: pages}); err != nil {

@@ -58,7 +58,7 @@ func (p *Projector) SweepParks(ctx context.Context, o SweepOptions) (SweepReport
 		if nearDeadline(ctx) {
 			// No cursor: the next run sweeps from the start. Parks are
 			// few unless a feed is badly out of order.
-			p.log().WarnContext(ctx, "park sweep stopped at the invocation's deadline; the next run starts over", slog.String(KeyProjection, p.Name), slog.Int("parks", rep.Parks))
+			p.log().WarnContext(ctx, "park sweep stopped at the invocation's deadline; the next run starts over", slog.String(obs.KeyProjection, p.Name), slog.Int(obs.KeyParks, rep.Parks))
 			break
 		}
 		ps, next, err := p.Store.Parks(ctx, cursor, o.PageSize)
@@ -82,8 +82,8 @@ func (p *Projector) SweepParks(ctx context.Context, o SweepOptions) (SweepReport
 	if rep.Expiring > 0 {
 		p.Metrics.Count(keys.MetricProjParkExpiring, rep.Expiring, "Projection", p.Name)
 	}
-	p.log().InfoContext(ctx, "parks swept", slog.String(KeyProjection, p.Name), slog.Int("parks", rep.Parks), slog.Int("dropped", rep.Dropped),
-		slog.Int("closed", rep.Closed), slog.Int("aged", rep.Aged), slog.Int("expiring", rep.Expiring))
+	p.log().InfoContext(ctx, "parks swept", slog.String(obs.KeyProjection, p.Name), slog.Int(obs.KeyParks, rep.Parks), slog.Int(obs.KeyDropped, rep.Dropped),
+		slog.Int(obs.KeyClosed, rep.Closed), slog.Int(obs.KeyAged, rep.Aged), slog.Int(obs.KeyExpiring, rep.Expiring))
 	return rep, errors.Join(errs...)
 }
 
@@ -125,15 +125,15 @@ func (p *Projector) sweepOne(ctx context.Context, o SweepOptions, pk Park, rep *
 		}
 		if gone {
 			rep.Closed++
-			p.log().InfoContext(ctx, "parked gap closed from the source", slog.String(KeyProjection, p.Name), slog.String(obs.KeyTenant, pk.Tenant),
-				slog.String(KeyEntity, c.Entity), slog.String(KeyID, c.ID), slog.Int64(KeyVersion, c.Version), slog.Int64("source_version", src.Version))
+			p.log().InfoContext(ctx, "parked gap closed from the source", slog.String(obs.KeyProjection, p.Name), slog.String(obs.KeyTenant, pk.Tenant),
+				slog.String(obs.KeyEntity, c.Entity), slog.String(obs.KeyID, c.ID), slog.Int64(obs.KeyVersion, c.Version), slog.Int64(obs.KeySourceVersion, src.Version))
 			return nil
 		}
 	}
 	now := p.now()
-	attrs := []any{slog.String(KeyProjection, p.Name), slog.String(obs.KeyTenant, pk.Tenant), slog.String(KeyEntity, c.Entity),
-		slog.String(KeyID, c.ID), slog.Int64(KeyVersion, c.Version), slog.Time(KeyParkedAt, pk.ParkedAt), slog.Time(KeyExpiresAt, pk.ExpiresAt),
-		slog.Duration(KeyAge, now.Sub(pk.ParkedAt))}
+	attrs := []any{slog.String(obs.KeyProjection, p.Name), slog.String(obs.KeyTenant, pk.Tenant), slog.String(obs.KeyEntity, c.Entity),
+		slog.String(obs.KeyID, c.ID), slog.Int64(obs.KeyVersion, c.Version), slog.Time(obs.KeyParkedAt, pk.ParkedAt), slog.Time(obs.KeyExpiresAt, pk.ExpiresAt),
+		slog.Duration(obs.KeyAge, now.Sub(pk.ParkedAt))}
 	if now.Sub(pk.ParkedAt) >= o.AgedAfter {
 		rep.Aged++
 		p.log().ErrorContext(ctx, "parked change outlived its threshold: its predecessor never arrived; repair the entity or rebuild the projection", attrs...)

@@ -217,8 +217,8 @@ func apply(ctx context.Context, p *Projector, st Store, tenant string, c Change)
 			if err := st.Park(ctx, Park{Tenant: tenant, Change: c, ParkedAt: now, ExpiresAt: now.Add(keep)}); err != nil {
 				return err
 			}
-			p.log().InfoContext(ctx, "change arrived early; parked", slog.String(KeyProjection, p.Name), slog.String(obs.KeyTenant, tenant),
-				slog.String(KeyEntity, c.Entity), slog.String(KeyID, c.ID), slog.Int64(KeyVersion, c.Version), slog.Int64(KeyProjected, cur.Version))
+			p.log().InfoContext(ctx, "change arrived early; parked", slog.String(obs.KeyProjection, p.Name), slog.String(obs.KeyTenant, tenant),
+				slog.String(obs.KeyEntity, c.Entity), slog.String(obs.KeyID, c.ID), slog.Int64(obs.KeyVersion, c.Version), slog.Int64(obs.KeyProjected, cur.Version))
 			p.Metrics.Count(keys.MetricProjParked, 1, "Projection", p.Name, "Entity", c.Entity)
 			// The predecessor may have been applied while we parked, and
 			// looked for parked successors before ours was there: look again.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+
+	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
 // RebuildOptions configures Rebuild.
@@ -158,6 +160,6 @@ func (p *Projector) Rebuild(ctx context.Context, o RebuildOptions) (RebuildRepor
 }
 
 func (p *Projector) logRebuild(ctx context.Context, r RebuildReport) {
-	p.log().InfoContext(ctx, "projection rebuild", slog.String(KeyProjection, p.Name), slog.String("phase", r.Phase),
-		slog.Int("applied", r.Applied), slog.Any("caught_up", r.CaughtUp), slog.Bool("done", r.Done))
+	p.log().InfoContext(ctx, "projection rebuild", slog.String(obs.KeyProjection, p.Name), slog.String(obs.KeyPhase, r.Phase),
+		slog.Int(obs.KeyApplied, r.Applied), slog.Any(obs.KeyCaughtUp, r.CaughtUp), slog.Bool(obs.KeyDone, r.Done))
 }

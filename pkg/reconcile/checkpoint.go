@@ -83,7 +83,7 @@ func (s *SignedState) latest(ctx context.Context, tenant string) (*checkpoint.Ch
 		for _, d := range out.DeleteMarkers {
 			s.Metrics.Count(keys.MetricCheckpointInvalid, 1, "Log", s.Log)
 			s.logger().ErrorContext(ctx, "delete marker over a checkpoint; its versions are still read",
-				slog.String("bucket", s.Bucket), slog.String("key", aws.ToString(d.Key)), slog.String("version", aws.ToString(d.VersionId)))
+				slog.String(obs.KeyBucket, s.Bucket), slog.String(obs.KeyKey, aws.ToString(d.Key)), slog.String(obs.KeyVersion, aws.ToString(d.VersionId)))
 		}
 		// S3 lists versions by key (ascending: the newest checkpoint's key
 		// first, as the seq is inverted), each key's newest version first.
@@ -185,7 +185,7 @@ func (s *SignedState) invalid(ctx context.Context, key string, err error) {
 	// no dimension set is not one to rely on.
 	s.Metrics.Count(keys.MetricCheckpointInvalid, 1, "Log", s.Log)
 	s.logger().ErrorContext(ctx, "checkpoint object does not verify; passed over",
-		slog.String("bucket", s.Bucket), slog.String("key", key), slog.String(obs.KeyErr, err.Error()))
+		slog.String(obs.KeyBucket, s.Bucket), slog.String(obs.KeyKey, key), obs.Err(err))
 }
 
 // SaveWalk keeps walk rows in Walks.

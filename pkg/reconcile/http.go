@@ -133,22 +133,12 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 	case errors.Is(err, ErrBadCursor), errors.Is(err, ErrCursorExpired):
 		return h.fail(ctx, http.StatusBadRequest, (&ParamError{Param: "cursor", Msg: err.Error()}).Error()), nil
 	case err != nil:
-		h.log.ErrorContext(ctx, "reconcile failed", slog.String(obs.KeyErr, err.Error()), slog.String(obs.KeyTenant, p.tenant))
+		h.log.ErrorContext(ctx, "reconcile failed", obs.Err(err), slog.String(obs.KeyTenant, p.tenant))
 		return h.fail(ctx, http.StatusInternalServerError,
 			"internal error; the function's log has it under request_id "+obs.RequestID(ctx)+"; retry, or pass the cursor of the last response to resume"), nil
 	}
 	return respond(http.StatusOK, body), nil
 }
-
-// Caller log keys.
-const (
-	KeyCallerARN     = "caller_arn"
-	KeyCallerAccount = "caller_account"
-	KeyCallerID      = "caller_id"
-	KeySourceIP      = "source_ip"
-	KeyUserAgent     = "user_agent"
-	KeyQuery         = "query"
-)
 
 // logCaller logs who asked, for every call, before anything is checked: the
 // identity the Function URL's AWS_IAM auth verified from the SigV4 signature
@@ -162,22 +152,22 @@ func (h *Handler) logCaller(ctx context.Context, req events.LambdaFunctionURLReq
 		ua = req.Headers["user-agent"]
 	}
 	attrs := []any{
-		slog.String("method", rc.HTTP.Method), slog.String(KeyQuery, req.RawQueryString),
-		slog.String(KeySourceIP, rc.HTTP.SourceIP), slog.String(KeyUserAgent, ua),
+		slog.String(obs.KeyMethod, rc.HTTP.Method), slog.String(obs.KeyQuery, req.RawQueryString),
+		slog.String(obs.KeySourceIP, rc.HTTP.SourceIP), slog.String(obs.KeyUserAgent, ua),
 	}
 	if a := rc.Authorizer; a != nil && a.IAM != nil {
-		attrs = append(attrs, slog.String(KeyCallerARN, a.IAM.UserARN), slog.String(KeyCallerAccount, a.IAM.AccountID),
-			slog.String(KeyCallerID, a.IAM.CallerID))
+		attrs = append(attrs, slog.String(obs.KeyCallerARN, a.IAM.UserARN), slog.String(obs.KeyCallerAccount, a.IAM.AccountID),
+			slog.String(obs.KeyCallerID, a.IAM.CallerID))
 		h.log.InfoContext(ctx, "reconcile called by "+a.IAM.UserARN, attrs...)
 		return
 	}
-	attrs = append(attrs, slog.String(KeyCallerARN, ""))
+	attrs = append(attrs, slog.String(obs.KeyCallerARN, ""))
 	h.log.InfoContext(ctx, "reconcile invoked directly, not through its Function URL: no verified caller (EventBridge Scheduler or lambda:InvokeFunction)", attrs...)
 }
 
 func (h *Handler) fail(ctx context.Context, status int, msg string) events.LambdaFunctionURLResponse {
 	if status < 500 {
-		h.log.WarnContext(ctx, "reconcile request refused", slog.Int("status", status), slog.String(obs.KeyErr, msg))
+		h.log.WarnContext(ctx, "reconcile request refused", slog.Int(obs.KeyStatus, status), slog.String(obs.KeyErr, msg))
 	}
 	body := map[string]string{"error": msg}
 	if id := obs.RequestID(ctx); id != "" {

@@ -102,8 +102,8 @@ func (r *Reconciler) compareNotary(ctx context.Context, tenant string, head *cha
 		return brk(last, ReasonNotaryMismatch, "hash "+st.Hash+" (seen appended by the notary)", "hash "+lastHash), nil
 	}
 	if rep.Notary.Unsigned > 0 {
-		r.log.InfoContext(ctx, "events not vouched for by the notary yet", slog.Int64("unsigned", rep.Notary.Unsigned),
-			slog.Int64(obs.KeySeq, st.Seq), slog.Int64("last_seq", last))
+		r.log.InfoContext(ctx, "events not vouched for by the notary yet", slog.Int64(obs.KeyUnsigned, rep.Notary.Unsigned),
+			slog.Int64(obs.KeySeq, st.Seq), slog.Int64(obs.KeyLastSeq, last))
 	}
 	return nil, nil
 }
@@ -128,6 +128,6 @@ func (r *Reconciler) watermarkRollback(ctx context.Context, tenant string, rep *
 			r.cfg.Metrics.Count(keys.MetricChainBreaks, 1, "Mode", string(rep.Mode))
 		}
 		r.log.ErrorContext(ctx, "chain rolled back below a delivery watermark", slog.String(obs.KeySubscription, sd.Subscription),
-			slog.Int64("watermark", sd.Watermark), slog.Int64("last_seq", rep.LastSeq), slog.String(obs.KeyReason, string(ReasonRollback)))
+			slog.Int64(obs.KeyWatermark, sd.Watermark), slog.Int64(obs.KeyLastSeq, rep.LastSeq), slog.String(obs.KeyReason, string(ReasonRollback)))
 	}
 }

@@ -645,8 +645,8 @@ func (r *Reconciler) walk(ctx context.Context, tenant string, mode Mode, resume 
 		rep.CheckpointCoversBreak = cp != nil && brk.Seq < cp.Seq
 		r.cfg.Metrics.Count(keys.MetricChainBreaks, 1, "Mode", string(mode))
 		r.log.ErrorContext(ctx, "chain broken", slog.Int64(obs.KeySeq, brk.Seq),
-			slog.String(obs.KeyReason, string(brk.Reason)), slog.String("expected", brk.Expected), slog.String("got", brk.Got),
-			slog.String("mode", string(mode)), slog.Bool("checkpoint_covers_break", rep.CheckpointCoversBreak))
+			slog.String(obs.KeyReason, string(brk.Reason)), slog.String(obs.KeyExpected, brk.Expected), slog.String(obs.KeyGot, brk.Got),
+			slog.String(obs.KeyMode, string(mode)), slog.Bool(obs.KeyCheckpointCoversBreak, rep.CheckpointCoversBreak))
 	case done:
 		t := true
 		rep.ChainIntact, rep.Complete = &t, true
@@ -687,9 +687,9 @@ func (r *Reconciler) walk(ctx context.Context, tenant string, mode Mode, resume 
 	if rep.Complete {
 		r.watermarkRollback(ctx, tenant, &rep)
 	}
-	r.log.InfoContext(ctx, "tenant reconciled", slog.String("mode", string(mode)),
-		slog.Bool("complete", rep.Complete), slog.Any("chain_intact", rep.ChainIntact), slog.Int64("verified", rep.Verified),
-		slog.Int64("verified_through", rep.VerifiedThrough), slog.Int("reads", rep.Reads), slog.Int("dead_letter_count", rep.DeadLetterCount))
+	r.log.InfoContext(ctx, "tenant reconciled", slog.String(obs.KeyMode, string(mode)),
+		slog.Bool(obs.KeyComplete, rep.Complete), slog.Any(obs.KeyChainIntact, rep.ChainIntact), slog.Int64(obs.KeyVerified, rep.Verified),
+		slog.Int64(obs.KeyVerifiedThrough, rep.VerifiedThrough), slog.Int(obs.KeyReads, rep.Reads), slog.Int(obs.KeyDeadLetterCount, rep.DeadLetterCount))
 	return rep, w, nil
 }
 

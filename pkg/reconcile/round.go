@@ -182,7 +182,7 @@ func (r *Reconciler) Scheduled(ctx context.Context, req ScheduledRequest) (Sched
 	next.Version = prev.Version + 1
 	if next.Started.IsZero() {
 		next.Started, next.Cursor, next.Tenants = now, "", 0
-		r.log.InfoContext(ctx, "scheduled round started", slog.String("mode", string(mode)))
+		r.log.InfoContext(ctx, "scheduled round started", slog.String(obs.KeyMode, string(mode)))
 	}
 	res := ScheduledResult{Mode: mode, RoundStarted: next.Started, Tenants: []string{}, Broken: []string{}, Unsettled: []string{}}
 	b := r.budget(ctx, 0)
@@ -193,7 +193,7 @@ func (r *Reconciler) Scheduled(ctx context.Context, req ScheduledRequest) (Sched
 		if errors.Is(err, ErrBadCursor) && cur != "" {
 			// A cursor from an older release: the round resumes from the start.
 			r.log.WarnContext(ctx, "scheduled round cursor not understood; resuming the round from the first tenant",
-				slog.String("mode", string(mode)), slog.String(obs.KeyErr, err.Error()))
+				slog.String(obs.KeyMode, string(mode)), obs.Err(err))
 			cur = ""
 			continue
 		}
@@ -243,7 +243,7 @@ func (r *Reconciler) Scheduled(ctx context.Context, req ScheduledRequest) (Sched
 		// that saved first keeps the round; this one's walks were not wasted
 		// (checkpoints moved), only its place in the round is dropped.
 		r.log.WarnContext(ctx, "scheduled round moved by another invocation; this invocation's progress is not saved",
-			slog.String("mode", string(mode)), slog.String(obs.KeyErr, err.Error()))
+			slog.String(obs.KeyMode, string(mode)), obs.Err(err))
 		return res, walkErr
 	case err != nil:
 		return res, err
@@ -251,13 +251,13 @@ func (r *Reconciler) Scheduled(ctx context.Context, req ScheduledRequest) (Sched
 	res.Saved = true
 	r.cfg.Metrics.Count(keys.MetricRoundAge, int(age.Seconds()), "Mode", string(mode))
 	r.cfg.Metrics.Count(keys.MetricRoundTenants, int(res.RoundTenants), "Mode", string(mode))
-	attrs := []any{slog.String("mode", string(mode)), slog.Time("round_started", res.RoundStarted),
-		slog.Int64("round_age_s", int64(age.Seconds())), slog.Int64("round_tenants", res.RoundTenants),
-		slog.Int("tenants", len(res.Tenants)), slog.Int("broken", len(res.Broken)), slog.Int("pages", res.Pages)}
+	attrs := []any{slog.String(obs.KeyMode, string(mode)), slog.Time(obs.KeyRoundStarted, res.RoundStarted),
+		slog.Int64(obs.KeyRoundAgeS, int64(age.Seconds())), slog.Int64(obs.KeyRoundTenants, res.RoundTenants),
+		slog.Int(obs.KeyTenants, len(res.Tenants)), slog.Int(obs.KeyBroken, len(res.Broken)), slog.Int(obs.KeyPages, res.Pages)}
 	switch {
 	case walkErr != nil:
 		r.log.ErrorContext(ctx, "scheduled round stopped by an error; its progress so far is saved",
-			append(attrs, slog.String(obs.KeyErr, walkErr.Error()))...)
+			append(attrs, obs.Err(walkErr))...)
 		return res, walkErr
 	case res.RoundComplete:
 		r.cfg.Metrics.Count(keys.MetricRoundsCompleted, 1, "Mode", string(mode))

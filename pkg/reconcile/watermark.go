@@ -150,11 +150,11 @@ func (r *Reconciler) deliveryAudit(ctx context.Context, tenant string, rep *Repo
 		r.cfg.Metrics.Count(keys.MetricUnsettledAge, int(sd.UnsettledAgeSeconds), "Subscription", sub)
 		if sd.EffectsUnknown > 0 {
 			r.log.WarnContext(ctx, "dead letters await a decision on an effect of unknown outcome (fourlanes effects)", obs.KeySubscription, sub,
-				"effects_unknown", sd.EffectsUnknown)
+				obs.KeyEffectsUnknown, sd.EffectsUnknown)
 		}
 		if sd.Unsettled > 0 {
-			r.log.InfoContext(ctx, "events unsettled for a DURABLE subscription", obs.KeySubscription, sub, "watermark", w.Seq,
-				"last_seq", rep.LastSeq, "unsettled", sd.Unsettled, "unsettled_age_s", sd.UnsettledAgeSeconds)
+			r.log.InfoContext(ctx, "events unsettled for a DURABLE subscription", obs.KeySubscription, sub, obs.KeyWatermark, w.Seq,
+				obs.KeyLastSeq, rep.LastSeq, obs.KeyUnsettled, sd.Unsettled, obs.KeyUnsettledAgeS, sd.UnsettledAgeSeconds)
 		}
 	}
 	for sub := range marks {
@@ -165,7 +165,7 @@ func (r *Reconciler) deliveryAudit(ctx context.Context, tenant string, rep *Repo
 	if len(rep.RetiredSubscriptions) > 0 {
 		slices.Sort(rep.RetiredSubscriptions)
 		r.log.WarnContext(ctx, "watermarks of subscriptions the application no longer declares (retired): dlq-repair removes them after they have been undeclared for 24 h (docs/dead-letters.md)", obs.KeyTenant, tenant,
-			"retired", rep.RetiredSubscriptions)
+			obs.KeyRetired, rep.RetiredSubscriptions)
 	}
 	return nil
 }

@@ -295,7 +295,7 @@ func (r *Repairer) backfillTenant(ctx context.Context, req BackfillRequest, tena
 	if err != nil {
 		return fail("cannot read the quarantine list", err)
 	}
-	log.InfoContext(ctx, "backfill", slog.Int64("from", cur.From), slog.Int64("to", cur.To), slog.Int64("position", cur.Position), slog.Float64("rate_per_s", req.Rate))
+	log.InfoContext(ctx, "backfill", slog.Int64(obs.KeyFrom, cur.From), slog.Int64(obs.KeyTo, cur.To), slog.Int64(obs.KeyPosition, cur.Position), slog.Float64(obs.KeyRatePerS, req.Rate))
 	lastSave := time.Now()
 	for cur.Position < cur.To {
 		if ctx.Err() != nil {

@@ -50,7 +50,7 @@ func (r *Repairer) release(ctx context.Context, url string, held []sqstypes.Mess
 		_, err := r.cfg.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
 		if err != nil {
 			r.cfg.Logger.WarnContext(ctx, "could not make an open message visible again; it reappears when its visibility timeout ends",
-				slog.String("message_id", aws.ToString(m.MessageId)), slog.Any(obs.KeyErr, err))
+				slog.String(obs.KeyMessageID, aws.ToString(m.MessageId)), obs.Err(err))
 		}
 	}
 }
@@ -173,7 +173,7 @@ func (r *Repairer) durableMessage(ctx context.Context, sr *SourceReport, url str
 	}
 	// Settled now: the watermarks move if this event was their gap.
 	if _, err := r.cfg.Deliverer.Settled(ctx, logged.TenantID, []int64{logged.Seq}); err != nil {
-		r.cfg.Logger.WarnContext(ctx, "delivered from the DLQ, but the delivery watermarks could not be moved; the unsettled source moves them", slog.Any(obs.KeyErr, err))
+		r.cfg.Logger.WarnContext(ctx, "delivered from the DLQ, but the delivery watermarks could not be moved; the unsettled source moves them", obs.Err(err))
 	}
 	if err := r.delete(ctx, url, m); err != nil {
 		// Delivered (idempotent): a later run finds every claim completed.

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
 // SourceReindex is the report key of a reindex run.
@@ -82,7 +83,7 @@ func (r *Repairer) reindexDeadLetters(ctx context.Context, sr *SourceReport) (bo
 	default:
 		it.Outcome, it.Reason = Fixed, fmt.Sprintf("indexed %d dead letters written before the dead-letter index", n)
 	}
-	r.cfg.Logger.InfoContext(ctx, "reindexed dead letters", slog.Int("indexed", n), slog.Bool("done", done && err == nil))
+	r.cfg.Logger.InfoContext(ctx, "reindexed dead letters", slog.Int(obs.KeyIndexed, n), slog.Bool(obs.KeyDone, done && err == nil))
 	r.record(ctx, sr, it)
 	return done && err == nil && len(errs) == 0, nil
 }

@@ -256,7 +256,7 @@ func (r *Repairer) Handle(ctx context.Context, req Request) (Report, error) {
 	if req.ReindexDeadLetters {
 		sources = []string{SourceReindex}
 	}
-	r.cfg.Logger.InfoContext(ctx, "dlq-repair run", slog.Any("sources", sources), slog.Any("tenants", req.Tenants), slog.Time("until", end))
+	r.cfg.Logger.InfoContext(ctx, "dlq-repair run", slog.Any(obs.KeySources, sources), slog.Any(obs.KeyTenants, req.Tenants), slog.Time(obs.KeyUntil, end))
 	for i, src := range sources {
 		sr := &SourceReport{Items: []Item{}, max: r.cfg.MaxItems}
 		rep.Sources[src] = sr
@@ -291,7 +291,7 @@ func (r *Repairer) Handle(ctx context.Context, req Request) (Report, error) {
 		cancel()
 		if err != nil {
 			sr.Error = err.Error()
-			r.cfg.Logger.ErrorContext(ctx, "repair source failed", slog.String("source", src), slog.Any(obs.KeyErr, err))
+			r.cfg.Logger.ErrorContext(ctx, "repair source failed", slog.String(obs.KeySource, src), obs.Err(err))
 		}
 		if !sr.Complete {
 			rep.Complete = false
@@ -308,8 +308,8 @@ func (r *Repairer) Handle(ctx context.Context, req Request) (Report, error) {
 	fin := r.cfg.Now()
 	rep.FinishedAt = envelope.FormatTime(fin)
 	rep.DurationMS = fin.Sub(start).Milliseconds()
-	r.cfg.Logger.InfoContext(ctx, "dlq-repair done", slog.Int("fixed", rep.Fixed), slog.Int("open", rep.Open), slog.Bool("complete", rep.Complete),
-		slog.Int64("duration_ms", rep.DurationMS))
+	r.cfg.Logger.InfoContext(ctx, "dlq-repair done", slog.Int(obs.KeyFixed, rep.Fixed), slog.Int(obs.KeyOpen, rep.Open), slog.Bool(obs.KeyComplete, rep.Complete),
+		slog.Int64(obs.KeyDurationMs, rep.DurationMS))
 	return rep, nil
 }
 
@@ -325,7 +325,7 @@ func (r *Repairer) handleBackfill(ctx context.Context, req BackfillRequest, rep 
 	b, err := r.runBackfill(bctx, req, sr)
 	if err != nil {
 		sr.Error = err.Error()
-		r.cfg.Logger.ErrorContext(ctx, "backfill failed", slog.String(obs.KeySubscription, req.Subscription), slog.Any(obs.KeyErr, err))
+		r.cfg.Logger.ErrorContext(ctx, "backfill failed", slog.String(obs.KeySubscription, req.Subscription), obs.Err(err))
 	}
 	rep.Backfill = b
 	sr.Complete = err == nil && b != nil && b.Done
@@ -336,26 +336,23 @@ func (r *Repairer) handleBackfill(ctx context.Context, req BackfillRequest, rep 
 	fin := r.cfg.Now()
 	rep.FinishedAt = envelope.FormatTime(fin)
 	rep.DurationMS = fin.Sub(start).Milliseconds()
-	r.cfg.Logger.InfoContext(ctx, "backfill run done", slog.String(obs.KeySubscription, req.Subscription), slog.Int("open", rep.Open),
-		slog.Bool("complete", rep.Complete), slog.Int64("duration_ms", rep.DurationMS))
+	r.cfg.Logger.InfoContext(ctx, "backfill run done", slog.String(obs.KeySubscription, req.Subscription), slog.Int(obs.KeyOpen, rep.Open),
+		slog.Bool(obs.KeyComplete, rep.Complete), slog.Int64(obs.KeyDurationMs, rep.DurationMS))
 	return rep, nil
 }
 
 // record logs an item (fixed at info, open at error) and adds it to the report.
 func (r *Repairer) record(ctx context.Context, sr *SourceReport, it Item) {
-	attrs := []any{slog.String("source", it.Source), slog.String("outcome", it.Outcome), slog.String(obs.KeyLane, laneOf[it.Source])}
-	for k, v := range map[string]string{"message_id": it.MessageID, obs.KeyTenant: it.Tenant, obs.KeyEventID: it.EventID,
-		obs.KeySubscription: it.Subscription, obs.KeyReason: it.Reason, "via": it.Via, obs.KeyErr: it.Error} {
-		if v != "" {
-			attrs = append(attrs, slog.String(k, v))
-		}
-	}
+	attrs := []any{slog.String(obs.KeySource, it.Source), slog.String(obs.KeyOutcome, it.Outcome), slog.String(obs.KeyLane, laneOf[it.Source])}
+	attrs = append(attrs, obs.NonEmpty(obs.KeyMessageID, it.MessageID), obs.NonEmpty(obs.KeyTenant, it.Tenant),
+		obs.NonEmpty(obs.KeyEventID, it.EventID), obs.NonEmpty(obs.KeySubscription, it.Subscription),
+		obs.NonEmpty(obs.KeyReason, it.Reason), obs.NonEmpty(obs.KeyVia, it.Via), obs.NonEmpty(obs.KeyErr, it.Error))
 	if it.Seq > 0 {
 		attrs = append(attrs, slog.Int64(obs.KeySeq, it.Seq))
 	}
 	if it.Stream != nil {
-		attrs = append(attrs, slog.String("stream_arn", it.Stream.ARN), slog.String("shard", it.Stream.Shard),
-			slog.String("start_seq", it.Stream.Start), slog.String("end_seq", it.Stream.End))
+		attrs = append(attrs, slog.String(obs.KeyStreamARN, it.Stream.ARN), slog.String(obs.KeyShard, it.Stream.Shard),
+			slog.String(obs.KeyStartSeq, it.Stream.Start), slog.String(obs.KeyEndSeq, it.Stream.End))
 	}
 	if it.Outcome == Fixed {
 		r.cfg.Logger.InfoContext(ctx, "repaired", attrs...)

@@ -117,7 +117,7 @@ func (r *Repairer) drainRetire(ctx context.Context, sr *SourceReport, rep *Repor
 					}
 					rows[sub] = u
 					r.cfg.Logger.WarnContext(ctx, "a DURABLE subscription with state is no longer declared: dlq-repair retires it after the grace period",
-						slog.String(obs.KeySubscription, sub), slog.Time("undeclared_since", u.Since), slog.Time("retire_after", u.Since.Add(r.cfg.RetireGrace)))
+						slog.String(obs.KeySubscription, sub), slog.Time(obs.KeyUndeclaredSince, u.Since), slog.Time(obs.KeyRetireAfter, u.Since.Add(r.cfg.RetireGrace)))
 				}
 			}
 			for sub, u := range rows {
@@ -146,7 +146,7 @@ func (r *Repairer) drainRetire(ctx context.Context, sr *SourceReport, rep *Repor
 				r.record(ctx, sr, it)
 				r.cfg.Metrics.Count(keys.MetricSubscriptionRetired, 1, "Subscription", sub)
 				r.cfg.Logger.InfoContext(ctx, "retired a subscription's state of a tenant", slog.String(obs.KeySubscription, sub),
-					slog.String(obs.KeyTenant, tenant), slog.String("removed", got.String()), slog.Time("undeclared_since", u.Since))
+					slog.String(obs.KeyTenant, tenant), slog.String(obs.KeyRemoved, got.String()), slog.Time(obs.KeyUndeclaredSince, u.Since))
 			}
 		}
 		if next == "" || !complete {
@@ -176,7 +176,7 @@ func (r *Repairer) drainRetire(ctx context.Context, sr *SourceReport, rep *Repor
 		rep.Retiring = append(rep.Retiring, ri)
 	}
 	if len(rep.Retiring) > 0 {
-		r.cfg.Logger.InfoContext(ctx, "undeclared subscriptions", slog.Any("retiring", rep.Retiring), slog.Bool("complete", complete))
+		r.cfg.Logger.InfoContext(ctx, "undeclared subscriptions", slog.Any(obs.KeyRetiring, rep.Retiring), slog.Bool(obs.KeyComplete, complete))
 	}
 	return complete, nil
 }

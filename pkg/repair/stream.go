@@ -267,7 +267,7 @@ func (r *Repairer) redeliverRecords(ctx context.Context, it *Item, recs []stream
 	defer func() {
 		for tenant, seqs := range settled {
 			if _, err := r.cfg.Deliverer.Settled(ctx, tenant, seqs); err != nil {
-				r.cfg.Logger.WarnContext(ctx, "redelivered from the stream, but the delivery watermarks could not be moved; the unsettled source moves them", slog.Any(obs.KeyErr, err))
+				r.cfg.Logger.WarnContext(ctx, "redelivered from the stream, but the delivery watermarks could not be moved; the unsettled source moves them", obs.Err(err))
 			}
 		}
 	}()
@@ -349,7 +349,7 @@ func (r *Repairer) itemsFromTable(ctx context.Context, table, messageID string) 
 			return 0, "", err
 		}
 		if from != nil {
-			r.cfg.Logger.InfoContext(ctx, "resuming a table re-read where an earlier run stopped", slog.String("table", table), slog.String("message_id", messageID))
+			r.cfg.Logger.InfoContext(ctx, "resuming a table re-read where an earlier run stopped", slog.String(obs.KeyTable, table), slog.String(obs.KeyMessageID, messageID))
 		}
 		in.ExclusiveStartKey = from
 		r.onPage = func(next map[string]types.AttributeValue) error {
@@ -364,7 +364,7 @@ func (r *Repairer) itemsFromTable(ctx context.Context, table, messageID string) 
 				errs = append(errs, err)
 				return
 			}
-			r.cfg.Logger.WarnContext(ctx, "item re-read from its table is not a change event; skipped", slog.String("table", table), slog.Any(obs.KeyErr, err))
+			r.cfg.Logger.WarnContext(ctx, "item re-read from its table is not a change event; skipped", slog.String(obs.KeyTable, table), obs.Err(err))
 			return
 		}
 		n++

@@ -10,16 +10,6 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
-// Log attribute keys of a tamper line (besides obs.KeyTenant and obs.KeySeq).
-const (
-	KeyChange        = "change"
-	KeyWhat          = "what"
-	KeyStreamName    = "stream_event_name"
-	KeyStreamEventID = "stream_event_id"
-	KeyStreamSeq     = "stream_seq"
-	KeyPrincipal     = "principal"
-)
-
 // Event is a DynamoDB stream event whose records are decoded one at a time,
 // so a record the decoder refuses is reported instead of failing the batch.
 type Event struct {
@@ -64,14 +54,14 @@ func (h *Handler) Handle(ctx context.Context, ev Event) error {
 		}
 		h.Metrics.Count(keys.MetricTamperDetected, 1, "Change", string(f.Change))
 		log.ErrorContext(ctx, fmt.Sprintf("log tampered: %s of tenant %q seq %s: %s", f.Change, f.Tenant, f.Seq, f.What),
-			slog.String(KeyChange, string(f.Change)),
+			slog.String(obs.KeyChange, string(f.Change)),
 			slog.String(obs.KeyTenant, f.Tenant),
 			slog.String(obs.KeySeq, f.Seq),
-			slog.String(KeyWhat, f.What),
-			slog.String(KeyStreamName, f.EventName),
-			slog.String(KeyStreamEventID, f.EventID),
-			slog.String(KeyStreamSeq, f.StreamSeq),
-			slog.String(KeyPrincipal, f.Principal))
+			slog.String(obs.KeyWhat, f.What),
+			slog.String(obs.KeyStreamEventName, f.EventName),
+			slog.String(obs.KeyStreamEventID, f.EventID),
+			slog.String(obs.KeyStreamSeq, f.StreamSeq),
+			slog.String(obs.KeyPrincipal, f.Principal))
 	}
 	return nil
 }

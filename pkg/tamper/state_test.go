@@ -128,7 +128,7 @@ func TestHandleRoutesStateRecords(t *testing.T) {
 		if err := json.Unmarshal(l, &m); err != nil {
 			t.Fatal(err)
 		}
-		changes = append(changes, m[tamper.KeyChange].(string))
+		changes = append(changes, m[obs.KeyChange].(string))
 		if m["level"] != "ERROR" || m[obs.KeyTenant] != "acme" {
 			t.Errorf("line %v, want ERROR for tenant acme", m)
 		}

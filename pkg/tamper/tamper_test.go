@@ -163,7 +163,7 @@ func TestHandleLogsAndCounts(t *testing.T) {
 	want := []struct{ change, seq string }{{"event_modified", "3"}, {"head_removed", "0"}}
 	for i, w := range want {
 		l := lines[i]
-		if l["level"] != "ERROR" || l[tamper.KeyChange] != w.change || l[obs.KeyTenant] != "acme" || l[obs.KeySeq] != w.seq {
+		if l["level"] != "ERROR" || l[obs.KeyChange] != w.change || l[obs.KeyTenant] != "acme" || l[obs.KeySeq] != w.seq {
 			t.Errorf("line %d = %v, want ERROR %s tenant acme seq %s", i, l, w.change, w.seq)
 		}
 		if msg, _ := l["msg"].(string); !strings.Contains(msg, `tenant "acme" seq `+w.seq) {
@@ -220,7 +220,7 @@ func TestHandleUnreadableRecordIsAFinding(t *testing.T) {
 		if m["level"] != "ERROR" {
 			t.Errorf("line %v, want ERROR", m)
 		}
-		changes = append(changes, fmt.Sprint(m[tamper.KeyChange]))
+		changes = append(changes, fmt.Sprint(m[obs.KeyChange]))
 	}
 	if want := []string{"event_modified", "unreadable", "unreadable"}; !slices.Equal(changes, want) {
 		t.Errorf("findings %v, want %v", changes, want)

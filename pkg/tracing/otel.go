@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/obs"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -36,7 +37,7 @@ var (
 func tracer() trace.Tracer {
 	providerOnce.Do(func() {
 		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-			slog.Warn("OpenTelemetry: "+err.Error(), slog.String(keyEndpoint, Endpoint()))
+			slog.Warn("OpenTelemetry reported an error", obs.Err(err), slog.String(obs.KeyEndpoint, Endpoint()))
 		}))
 		attrs := []attribute.KeyValue{attrCloud.String("aws")}
 		name := os.Getenv("AWS_LAMBDA_FUNCTION_NAME")
@@ -70,7 +71,7 @@ func flush(ctx context.Context) {
 	defer cancel()
 	if err := provider.ForceFlush(ctx); err != nil {
 		slog.WarnContext(ctx, "trace export failed; this invocation's spans are lost",
-			slog.String(keyEndpoint, Endpoint()), slog.String(keyErr, err.Error()))
+			slog.String(obs.KeyEndpoint, Endpoint()), obs.Err(err))
 	}
 }
 
@@ -80,6 +81,6 @@ func shutdown(ctx context.Context) {
 	}
 	if err := provider.Shutdown(ctx); err != nil {
 		slog.WarnContext(ctx, "trace export at shutdown failed",
-			slog.String(keyEndpoint, Endpoint()), slog.String(keyErr, err.Error()))
+			slog.String(obs.KeyEndpoint, Endpoint()), obs.Err(err))
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
 // ModeOTel is the value of FOURLANES_TRACING that turns OpenTelemetry on.
@@ -61,20 +62,20 @@ func Enabled() bool {
 	case Mode() == ModeOTel && !Available:
 		warnOnce.Do(func() {
 			slog.Warn("tracing requested but this binary was built with -tags notrace; nothing is traced",
-				slog.String(keyEnv, keys.EnvTracing))
+				slog.String(obs.KeyEnv, keys.EnvTracing))
 		})
 	case Mode() == ModeOTel && Endpoint() == "":
 		warnOnce.Do(func() {
 			slog.Warn("tracing requested but no exporter is configured; nothing is traced (set "+keys.EnvOTLPTracesEndpoint+
 				", e.g. http://localhost:4318/v1/traces for the ADOT collector layer)",
-				slog.String(keyEnv, keys.EnvTracing))
+				slog.String(obs.KeyEnv, keys.EnvTracing))
 		})
 	case Mode() == ModeOTel:
 		return true
 	case v != "" && v != ModeOff:
 		warnOnce.Do(func() {
 			slog.Warn("unknown tracing mode; nothing is traced (use \"otel\" or \"off\")",
-				slog.String(keyEnv, keys.EnvTracing), slog.String(keyValue, v))
+				slog.String(obs.KeyEnv, keys.EnvTracing), slog.String(obs.KeyValue, v))
 		})
 	}
 	return false
@@ -82,14 +83,6 @@ func Enabled() bool {
 
 // warnOnce: a misconfiguration is said once per process, not per call.
 var warnOnce sync.Once
-
-// Log keys of this package's lines.
-const (
-	keyEnv      = "env"
-	keyValue    = "value"
-	keyEndpoint = "endpoint"
-	keyErr      = "err"
-)
 
 // Instrument adds a client span per AWS SDK call to every client built from
 // cfg, and sends the call's trace context downstream (X-Amzn-Trace-Id), when

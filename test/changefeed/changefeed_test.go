@@ -563,7 +563,7 @@ func TestUnknownEventNameIsLoud(t *testing.T) {
 	if d.calls != 1 || d.got[0].Type != "record.deleted.ORDER" {
 		t.Errorf("dispatched %d, %v; want one record.deleted.ORDER", d.calls, d.got)
 	}
-	for _, want := range []string{`"level":"WARN"`, `event name the SDK does not know`, `"event_name":"EXPIRE"`, `"cause":"` + keys.ChangeCauseWrite + `"`} {
+	for _, want := range []string{`"level":"WARN"`, `event name the SDK does not know`, `"stream_event_name":"EXPIRE"`, `"cause":"` + keys.ChangeCauseWrite + `"`} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("logs lack %s:\n%s", want, logs.String())
 		}

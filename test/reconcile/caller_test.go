@@ -54,11 +54,11 @@ func TestHandlerLogsCaller(t *testing.T) {
 			if err := json.Unmarshal(first, &rec); err != nil {
 				t.Fatalf("first log line %q: %v", first, err)
 			}
-			if rec[reconcile.KeyCallerARN] != tt.caller || rec[reconcile.KeyUserAgent] != tt.userAgent || rec["method"] != "POST" {
+			if rec[obs.KeyCallerARN] != tt.caller || rec[obs.KeyUserAgent] != tt.userAgent || rec["method"] != "POST" {
 				t.Errorf("caller line %v, want caller %q user agent %q", rec, tt.caller, tt.userAgent)
 			}
-			if tt.caller != "" && rec[reconcile.KeyCallerAccount] != "123456789012" {
-				t.Errorf("caller account %v, want 123456789012", rec[reconcile.KeyCallerAccount])
+			if tt.caller != "" && rec[obs.KeyCallerAccount] != "123456789012" {
+				t.Errorf("caller account %v, want 123456789012", rec[obs.KeyCallerAccount])
 			}
 		})
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
 // Event types and subscriptions.
@@ -118,13 +119,13 @@ func (tr *Triager) OnOpened(ctx context.Context, e envelope.Envelope) error {
 	if err != nil {
 		return err
 	}
-	tr.Logger.InfoContext(ctx, LineTriaged, slog.String("ticket", p.Ticket), slog.String("followon_id", f.ID), slog.Int64("followon_seq", f.Seq))
+	tr.Logger.InfoContext(ctx, LineTriaged, slog.String(obs.KeyTicket, p.Ticket), slog.String(obs.KeyFollowonID, f.ID), slog.Int64(obs.KeyFollowonSeq, f.Seq))
 	return nil
 }
 
 // OnTriaged tallies a triaged ticket (LOCAL: in the process that emitted it).
 func (tr *Triager) OnTriaged(ctx context.Context, e envelope.Envelope) error {
-	tr.Logger.InfoContext(ctx, LineTallied, slog.String("triaged_id", e.ID), slog.String("caused_by", e.CausationID))
+	tr.Logger.InfoContext(ctx, LineTallied, slog.String(obs.KeyTriagedID, e.ID), slog.String(obs.KeyCausedBy, e.CausationID))
 	return nil
 }
 
@@ -148,8 +149,8 @@ func (pg *Pager) OnTriaged(ctx context.Context, e envelope.Envelope) error {
 		return delivery.Permanent(err)
 	}
 	return effect.Do(ctx, EffectPage, func(ctx context.Context, key string) error {
-		pg.Logger.InfoContext(ctx, LinePaged, slog.String("triaged_id", e.ID), slog.String("caused_by", e.CausationID),
-			slog.String("ticket", p.Ticket), slog.String("priority", p.Priority), slog.String("key", key))
+		pg.Logger.InfoContext(ctx, LinePaged, slog.String(obs.KeyTriagedID, e.ID), slog.String(obs.KeyCausedBy, e.CausationID),
+			slog.String(obs.KeyTicket, p.Ticket), slog.String(obs.KeyPriority, p.Priority), slog.String(obs.KeyKey, key))
 		return nil
 	})
 }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
 // Operation is one API action: it decodes its own input from body and returns the
@@ -115,7 +117,7 @@ func (db *DB) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var e *Error
 		if !errors.As(err, &e) {
-			db.log.Error("ddb: operation failed", "action", action, "err", err)
+			db.log.Error("ddb: operation failed", obs.KeyAction, action, obs.Err(err))
 			e = newError(http.StatusInternalServerError, CodeInternalServerError, "Internal server error: %v", err)
 		}
 		writeError(w, reqID, e)
@@ -123,7 +125,7 @@ func (db *DB) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
-		db.log.Error("ddb: encoding a response", "action", action, "err", err)
+		db.log.Error("ddb: encoding a response", obs.KeyAction, action, obs.Err(err))
 		writeError(w, reqID, newError(http.StatusInternalServerError, CodeInternalServerError, "encoding the response: %v", err))
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin/ddb/attr"
 )
 
@@ -45,7 +46,7 @@ func (b *background) start(db *DB) {
 				return
 			case <-tick.C:
 				if n := db.SweepTTL(); n > 0 {
-					db.log.Debug("ddb: TTL deleted expired items", "count", n)
+					db.log.Debug("ddb: TTL deleted expired items", obs.KeyCount, n)
 				}
 				db.streams.maintain(db.now())
 			}

@@ -19,6 +19,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin/ddb/attr"
 )
 
@@ -130,7 +131,7 @@ func (db *DB) commit(j *journal) error {
 		return nil
 	}
 	if err := j.p.append(j.buf); err != nil {
-		db.log.Error("ddb: writing the log", "dir", j.p.dir, "err", err)
+		db.log.Error("ddb: writing the log", obs.KeyDir, j.p.dir, obs.Err(err))
 		return newError(500, CodeInternalServerError, "Internal server error: the change could not be logged: %v", err)
 	}
 	return nil
@@ -249,7 +250,7 @@ func (p *persister) append(frame []byte) error {
 	if snap {
 		go func() {
 			if err := p.snapshot(); err != nil {
-				p.db.log.Error("ddb: writing a snapshot", "dir", p.dir, "err", err)
+				p.db.log.Error("ddb: writing a snapshot", obs.KeyDir, p.dir, obs.Err(err))
 			}
 		}()
 	}
@@ -265,7 +266,7 @@ func (p *persister) load() {
 	}
 	if err := p.loadDir(); err != nil {
 		p.broken = err
-		p.db.log.Error("ddb: loading the state; running without persistence", "dir", p.dir, "err", err)
+		p.db.log.Error("ddb: loading the state; running without persistence", obs.KeyDir, p.dir, obs.Err(err))
 		return
 	}
 	p.quit, p.done = make(chan struct{}), make(chan struct{})
@@ -393,7 +394,7 @@ func (p *persister) replay(gen int, last bool) error {
 		start := off + frameHeaderSize
 		if n > len(b)-start || crc32.ChecksumIEEE(b[start:start+n]) != binary.LittleEndian.Uint32(b[off+4:off+8]) {
 			if last {
-				p.db.log.Warn("ddb: the log ends in a torn frame; replay stops there", "file", walPath(p.dir, gen), "offset", off)
+				p.db.log.Warn("ddb: the log ends in a torn frame; replay stops there", obs.KeyFile, walPath(p.dir, gen), obs.KeyOffset, off)
 				return nil
 			}
 			return fmt.Errorf("frame at offset %d is damaged", off)
@@ -1093,6 +1094,6 @@ func (p *persister) upgradeJSON() (bool, error) {
 	if err := os.Rename(file, file+".upgraded"); err != nil {
 		return false, err
 	}
-	p.db.log.Info("ddb: upgraded the JSON state to a snapshot and a log; the old file can be removed", "file", file+".upgraded")
+	p.db.log.Info("ddb: upgraded the JSON state to a snapshot and a log; the old file can be removed", obs.KeyFile, file+".upgraded")
 	return true, nil
 }

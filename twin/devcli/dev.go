@@ -22,6 +22,7 @@ import (
 	"github.com/fourlanes/fourlanes/internal/cdkjson"
 	"github.com/fourlanes/fourlanes/pkg/cli"
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin"
 	"github.com/fourlanes/fourlanes/twin/cfn"
 	"github.com/fourlanes/fourlanes/twin/ddb"
@@ -239,7 +240,7 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 		where = "state kept in " + rel(root, o.data)
 	}
 	say("dev: starting the DynamoDB (%s) and ElasticMQ", where)
-	ddbSrv, err := localaws.ServeDynamoDB(ctx, "127.0.0.1:"+strconv.Itoa(o.ports.dynamoDB), ddb.Options{DataDir: o.data, Logger: twinLogger.With("server", "dynamodb")})
+	ddbSrv, err := localaws.ServeDynamoDB(ctx, "127.0.0.1:"+strconv.Itoa(o.ports.dynamoDB), ddb.Options{DataDir: o.data, Logger: twinLogger.With(obs.KeyServer, "dynamodb")})
 	if err != nil {
 		return 0, fmt.Errorf("%w (-dynamodb-port)", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	ilocal "github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/twin/ddb"
 )
 
@@ -88,7 +89,7 @@ func ServeDynamoDB(ctx context.Context, addr string, opts ddb.Options) (*Server,
 		<-served
 		if err := db.Close(); err != nil {
 			// With a DataDir, Close writes the state a last time; Stop has no caller to tell.
-			db.Options().Logger.Error("DynamoDB: close", "err", err)
+			db.Options().Logger.Error("DynamoDB: close", obs.Err(err))
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)

@@ -21,6 +21,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
 // Subscription is the name of reminders' one subscription.
@@ -62,8 +63,8 @@ func (r *Reminder) OnLoanEvent(ctx context.Context, e envelope.Envelope) error {
 		log = slog.Default()
 	}
 	return effect.Do(ctx, EffectReminder, func(ctx context.Context, key string) error {
-		log.InfoContext(ctx, Sent, slog.String("event_id", e.ID), slog.String("tenant", e.TenantID), slog.String("key", key),
-			slog.String("loan_id", p.LoanID), slog.String("member", p.Member), slog.String("to", p.Email), slog.String("subject", subject))
+		log.InfoContext(ctx, Sent, slog.String(obs.KeyEventID, e.ID), slog.String(obs.KeyTenant, e.TenantID), slog.String(obs.KeyKey, key),
+			slog.String(obs.KeyLoanID, p.LoanID), slog.String(obs.KeyMember, p.Member), slog.String(obs.KeyTo, p.Email), slog.String(obs.KeySubject, subject))
 		return nil
 	}, effect.WithMode(effect.AtMostOnce))
 }

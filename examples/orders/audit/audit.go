@@ -24,7 +24,7 @@ func (a *Auditor) OnOrderEvent(ctx context.Context, e envelope.Envelope) error {
 		log = slog.Default()
 	}
 	log.InfoContext(ctx, "audit", slog.String(obs.KeyEventType, e.Type), slog.Int64(obs.KeySeq, e.Seq),
-		slog.Any("order_id", e.Payload["order_id"]), slog.String("actor", e.ActorID))
+		slog.Any(obs.KeyOrderID, e.Payload["order_id"]), slog.String(obs.KeyActor, e.ActorID))
 	a.Metrics.Count(keys.MetricOrderEvents, 1, "Type", e.Type)
 	return nil
 }

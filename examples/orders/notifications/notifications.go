@@ -15,6 +15,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
 // EffectEmail names the email effect of each order event; its key is
@@ -44,7 +45,7 @@ func (l LogMailer) Send(ctx context.Context, m Email) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	log.InfoContext(ctx, "email sent", slog.String("to", m.To), slog.String("subject", m.Subject), slog.String("key", m.Key))
+	log.InfoContext(ctx, "email sent", slog.String(obs.KeyTo, m.To), slog.String(obs.KeySubject, m.Subject), slog.String(obs.KeyKey, m.Key))
 	return nil
 }
 

@@ -40,6 +40,6 @@ func Run() {
 		Metrics: b.Metrics,
 	})).Or(b, "notary")
 	b.Log.Info("notary reading the events stream; it alone signs checkpoints", slog.String(obs.KeyFunction, keys.FnNotary),
-		slog.String("events_table", env[keys.EnvEventsTable]), slog.String("bucket", signed.Bucket), slog.String("log", signed.Log))
+		slog.String(obs.KeyEventsTable, env[keys.EnvEventsTable]), slog.String(obs.KeyBucket, signed.Bucket), slog.String(obs.KeyLog, signed.Log))
 	boot.RunErr(b, n.Handle)
 }

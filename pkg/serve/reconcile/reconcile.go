@@ -53,9 +53,9 @@ func Run(a app.Application) {
 		Logger: b.Log,
 	})).Or(b, "reconciler")
 	b.Log.InfoContext(b.Ctx, "reconcile serving GET /?tenant=T and GET / (every tenant, paged) on its Function URL, and scheduled rounds (scheduled=true, direct invoke only)",
-		slog.String(obs.KeyFunction, keys.FnReconcile), slog.String("events_table", env[keys.EnvEventsTable]),
-		slog.String("state_table", env[keys.EnvStateTable]), slog.String("tracing", tracing.Mode()),
-		slog.Bool("tracing_compiled", tracing.Available))
+		slog.String(obs.KeyFunction, keys.FnReconcile), slog.String(obs.KeyEventsTable, env[keys.EnvEventsTable]),
+		slog.String(obs.KeyStateTable, env[keys.EnvStateTable]), slog.String(obs.KeyTracing, tracing.Mode()),
+		slog.Bool(obs.KeyTracingCompiled, tracing.Available))
 	access := boot.Get(rec.ParseTenantAccess(os.Getenv(keys.EnvReconcileAccess))).Or(b, "environment")
 	if access == nil {
 		b.Log.InfoContext(b.Ctx, "every caller the Function URL admits sees every tenant ("+keys.EnvReconcileAccess+" unset)")

@@ -28,6 +28,6 @@ func Run() {
 		h.StateTable, h.State = state, awsenv.DynamoDB(wire.AWS(b))
 	}
 	b.Log.Info("tamper-watch watching the state table's stream for deletes of dead letters, claims and watermarks", obs.KeyFunction, keys.FnTamperWatch,
-		"state_table", h.StateTable)
+		obs.KeyStateTable, h.StateTable)
 	boot.RunErr(b, h.Handle)
 }

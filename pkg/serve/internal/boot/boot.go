@@ -32,7 +32,7 @@ func Start(fn string) *Boot {
 // Fail logs why the function cannot start and exits 1: Lambda reports the
 // init failure, and the function's Errors alarm fires.
 func (b *Boot) Fail(what string, err error) {
-	b.Log.ErrorContext(b.Ctx, b.Fn+" cannot start: "+what, slog.String(obs.KeyErr, err.Error()))
+	b.Log.ErrorContext(b.Ctx, b.Fn+" cannot start: "+what, obs.Err(err))
 	os.Exit(1)
 }
 

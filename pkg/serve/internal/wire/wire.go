@@ -97,7 +97,7 @@ func FollowOn(b *boot.Boot, a app.Application, cat *catalog.Catalog, reg *catalo
 	store := boot.Get(eventstore.New(db, eventstore.Config{Table: eventsTable, Catalog: cat, Shards: a.ChainShards, Dispatcher: inproc})).Or(b, "event log")
 	if a.EmitsFollowOn() {
 		b.Log.InfoContext(b.Ctx, "DURABLE handlers may emit follow-on events; their INLINE and LOCAL subscribers bound here run in this function",
-			slog.Int("inline", len(reg.Served(catalog.Inline))), slog.Int("local", len(reg.Served(catalog.Local))))
+			slog.Int(obs.KeyInline, len(reg.Served(catalog.Inline))), slog.Int(obs.KeyLocal, len(reg.Served(catalog.Local))))
 	}
 	return inproc, store
 }
@@ -108,7 +108,7 @@ func Flushed[In, Out any](b *boot.Boot, h func(context.Context, In) (Out, error)
 	return func(ctx context.Context, in In) (Out, error) {
 		out, err := h(ctx, in)
 		if ferr := inproc.Flush(ctx); ferr != nil {
-			b.Log.ErrorContext(ctx, "LOCAL handlers still running when the invocation ends", slog.String(obs.KeyErr, ferr.Error()))
+			b.Log.ErrorContext(ctx, "LOCAL handlers still running when the invocation ends", obs.Err(ferr))
 		}
 		return out, err
 	}
