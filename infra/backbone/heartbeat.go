@@ -55,14 +55,23 @@ type Heartbeat struct {
 // (dynamodb:LeadingKeys; DynamoDB authorizes a transaction's Put as
 // PutItem, so the key condition holds there too).
 func heartbeatPermissions(events *string) []permission {
-	chain := map[string]any{"dynamodb:LeadingKeys": []string{tenancy.HeartbeatTenant}}
-	appendOnly := transactionOnly()
-	appendOnly["ForAllValues:StringEquals"] = chain
 	return []permission{
-		{sid: "AppendHeartbeatsInsideTransactWriteItems", actions: logAppendWrite, resources: []*string{events}, conditions: appendOnly},
+		{sid: "AppendHeartbeatsInsideTransactWriteItems", actions: logAppendWrite, resources: []*string{events}, conditions: heartbeatAppendOnly()},
 		{sid: "ReadTheHeartbeatHead", actions: logAppendRead, resources: []*string{events},
-			conditions: map[string]map[string]any{"ForAllValues:StringEquals": chain}},
+			conditions: map[string]map[string]any{"ForAllValues:StringEquals": heartbeatChain()}},
 	}
+}
+
+// heartbeatChain limits a statement to the heartbeat chain's items.
+func heartbeatChain() map[string]any {
+	return map[string]any{"dynamodb:LeadingKeys": []string{tenancy.HeartbeatTenant}}
+}
+
+// heartbeatAppendOnly is transactionOnly, on the heartbeat chain's items.
+func heartbeatAppendOnly() map[string]map[string]any {
+	c := transactionOnly()
+	c["ForAllValues:StringEquals"] = heartbeatChain()
+	return c
 }
 
 // NewHeartbeat creates the writer.
