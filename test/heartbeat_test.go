@@ -98,7 +98,8 @@ func delivered(t *testing.T, s *testkit.Stack, start time.Time, periods int) []f
 				Timestamp int64
 			} `json:"_aws"`
 			Lane string
-			N    float64 `json:"HeartbeatsDelivered"`
+			// One value, or the values of one invocation's flush.
+			N json.RawMessage `json:"HeartbeatsDelivered"`
 		}
 		if err := json.Unmarshal([]byte(l[strings.Index(l, "{"):]), &doc); err != nil {
 			t.Fatalf("EMF line %s: %v", l, err)
@@ -110,10 +111,20 @@ func delivered(t *testing.T, s *testkit.Stack, start time.Time, periods int) []f
 		if i < 0 || i >= periods {
 			continue
 		}
+		var vs []float64
+		if err := json.Unmarshal(doc.N, &vs); err != nil {
+			var v float64
+			if err := json.Unmarshal(doc.N, &v); err != nil {
+				t.Fatalf("EMF line %s: HeartbeatsDelivered is neither a number nor a list", l)
+			}
+			vs = []float64{v}
+		}
 		if math.IsNaN(out[i]) {
 			out[i] = 0
 		}
-		out[i] += doc.N
+		for _, v := range vs {
+			out[i] += v
+		}
 	}
 	return out
 }
