@@ -129,6 +129,24 @@ func delivered(t *testing.T, s *testkit.Stack, start time.Time, periods int) []f
 	return out
 }
 
+// lastDelivered is the time of the newest HeartbeatsDelivered line.
+func lastDelivered(t *testing.T, s *testkit.Stack) time.Time {
+	t.Helper()
+	var last time.Time
+	for _, l := range s.Lines(t, keys.FnDurableConsumer, `"`+keys.MetricHeartbeatsDelivered+`"`) {
+		var doc struct {
+			AWS struct{ Timestamp int64 } `json:"_aws"`
+		}
+		if err := json.Unmarshal([]byte(l[strings.Index(l, "{"):]), &doc); err != nil {
+			t.Fatalf("EMF line %s: %v", l, err)
+		}
+		if at := time.UnixMilli(doc.AWS.Timestamp); at.After(last) {
+			last = at
+		}
+	}
+	return last
+}
+
 func beatsWritten(t *testing.T, s *testkit.Stack) int {
 	return len(s.Lines(t, keys.FnHeartbeat, "heartbeat written"))
 }
@@ -174,11 +192,14 @@ func TestHeartbeatFlowsAndStopsAlarm(t *testing.T) {
 	if err := s.Twin.SetMappingEnabled(pipe, false); err != nil {
 		t.Fatal(err)
 	}
-	// What the Pipe had already sent is delivered first.
+	// What the Pipe had already read (a batch in flight) is delivered
+	// first: the window starts once the queue is empty and no beat has
+	// arrived for two periods while the writer went on.
 	queue := durableQueue(t, tmpl)
-	testkit.Eventually(t, time.Minute, "the DURABLE queue to drain", func() (bool, string) {
+	testkit.Eventually(t, time.Minute, "the DURABLE queue to drain and deliveries to stop", func() (bool, string) {
 		v, f, err := s.Twin.QueueDepth(t.Context(), queue)
-		return err == nil && v+f == 0, fmt.Sprintf("%d visible, %d in flight, %v", v, f, err)
+		last := lastDelivered(t, s)
+		return err == nil && v+f == 0 && time.Since(last) > 2*beatEvery, fmt.Sprintf("%d visible, %d in flight, %v; last beat handled %v ago", v, f, err, time.Since(last))
 	})
 	stopped, before := time.Now(), beatsWritten(t, s)
 	testkit.Eventually(t, time.Minute, "the alarm's periods to pass with the Pipe stopped", func() (bool, string) {
