@@ -27,6 +27,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/twin"
 	"github.com/fourlanes/fourlanes/twin/localaws"
 )
 
@@ -206,7 +207,9 @@ func tail(s string, n int) string {
 
 // coldResources creates what the functions' environments name, so each one
 // starts as it would in the stack: tables in the local DynamoDB, queues in
-// ElasticMQ (when there is one).
+// ElasticMQ (when there is one), and the checkpoint signing key and Object
+// Lock bucket on the twin's own KMS and S3 (what the stack gives the
+// notary and reconcile).
 func coldResources(ctx context.Context, env *benchEnv) (vars []string, cleanup func(), err error) {
 	var drops []func()
 	cleanup = func() {
@@ -263,6 +266,13 @@ func coldResources(ctx context.Context, env *benchEnv) (vars []string, cleanup f
 		}
 		vars = append(vars, q.env+"="+url)
 	}
+	checkpoints, closeCheckpoints, err := coldCheckpoints()
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	drops = append(drops, closeCheckpoints)
+	vars = append(vars, checkpoints...)
 	sqsEndpoint := env.sqsEndpoint
 	if sqsEndpoint == "" {
 		sqsEndpoint = "http://127.0.0.1:9"
@@ -278,6 +288,31 @@ func coldResources(ctx context.Context, env *benchEnv) (vars []string, cleanup f
 		"TZ=UTC", "PATH=/usr/bin:/bin",
 	)
 	return vars, cleanup, nil
+}
+
+// coldCheckpoints serves the twin's KMS and S3 on loopback with a signing
+// key and an Object Lock bucket, and returns the environment the stack gives
+// the functions that sign or read checkpoints (twin/functions.go does the
+// same for the twin's functions).
+func coldCheckpoints() (vars []string, closeAll func(), err error) {
+	k := twin.NewKMS()
+	_, keyARN, err := k.CreateSigningKey()
+	if err != nil {
+		return nil, nil, fmt.Errorf("checkpoint signing key: %w", err)
+	}
+	s := twin.NewS3(nil)
+	bucket := strings.ToLower(uniqueName("checkpoints"))
+	if err := s.CreateBucket(bucket, true, &twin.ObjectLock{Mode: "GOVERNANCE", Days: 1}); err != nil {
+		return nil, nil, fmt.Errorf("checkpoint bucket: %w", err)
+	}
+	kmsSrv, s3Srv := httptest.NewServer(k), httptest.NewServer(s)
+	return []string{
+			keys.EnvCheckpointBucket + "=" + bucket, keys.EnvCheckpointKey + "=" + keyARN, keys.EnvCheckpointLog + "=fourlanes/bench",
+			"AWS_ENDPOINT_URL_KMS=" + kmsSrv.URL, "AWS_ENDPOINT_URL_S3=" + s3Srv.URL,
+		}, func() {
+			kmsSrv.Close()
+			s3Srv.Close()
+		}, nil
 }
 
 // appTable is a table of the application's, keyed pk/sk, with a stream.
@@ -305,6 +340,13 @@ func coldPayload(root, fn string) []byte {
 			`"requestContext":{"requestId":"bench","http":{"method":"GET","path":"/","protocol":"HTTP/1.1","sourceIp":"127.0.0.1"}},"isBase64Encoded":false}`)
 	case keys.FnDLQRepair:
 		return []byte(`{"sources":["dead_letters"],"tenants":["tenant-cold"]}`)
+	case keys.FnNotary:
+		// A real DynamoDB stream batch of one emit (the event row at seq 1
+		// and its head): the notary checks the append and signs it.
+		if b, err := os.ReadFile(filepath.Join(root, "pkg", "notary", "testdata", "first-emit.json")); err == nil {
+			return b
+		}
+		return []byte(`{"Records":[]}`)
 	}
 	return []byte(`{}`)
 }

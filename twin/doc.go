@@ -52,6 +52,12 @@
 //	    queue of the stack), TargetParameters.SqsQueueParameters
 //	    (MessageGroupId, MessageDeduplicationId: static or JSON paths),
 //	    DesiredState. InputTemplate and other sources and targets are refused.
+//	AWS::Scheduler::Schedule
+//	    Only those Config.Schedules names (by the target function's code
+//	    folder) run: ScheduleExpression (rate() only, unless the period is
+//	    given), State, Target.Arn (a function of the stack), Target.Input.
+//	    The first run is one period after Up; RetryPolicy is not
+//	    reproduced (a failed run is journaled and logged).
 //
 //	AWS::KMS::Key
 //	    KeySpec ECC_NIST_P256 with KeyUsage SIGN_VERIFY only (others are

@@ -80,6 +80,12 @@ type Config struct {
 	Ports Ports
 	// Now is the clock the pollers read record ages with; nil means time.Now.
 	Now func() time.Time
+	// Schedules runs the template's EventBridge Scheduler schedules whose
+	// target is the function built from the named folder (keys.Fn*, e.g.
+	// "heartbeat"), every given period; zero takes the schedule's own
+	// rate(). Schedules whose target is not named do not run, so a test
+	// invokes reconcile and dlq-repair when it chooses.
+	Schedules map[string]time.Duration
 }
 
 // Ports are the loopback ports of a twin's own endpoints (Config.Ports).
@@ -131,7 +137,9 @@ type Twin struct {
 	wg      sync.WaitGroup
 	closers []func()
 	front   sqsFront // the SQS endpoint functions get (sqsfront.go)
-	local   localAWS // KMS and S3 (kms.go, s3.go)
+	// schedules are the schedules running (schedule.go), by logical ID.
+	schedules map[string]*schedule
+	local     localAWS // KMS and S3 (kms.go, s3.go)
 }
 
 // resource is one local resource and the identities its Ref and
@@ -196,6 +204,7 @@ func Up(ctx context.Context, cfg Config) (*Twin, error) {
 		streams:   localaws.NewDynamoDBStreams(cfg.DynamoDBEndpoint),
 		sqs:       localaws.NewSQS(cfg.SQSEndpoint),
 		resources: map[string]*resource{}, creating: map[string]bool{}, byName: map[string]*function{},
+		schedules: map[string]*schedule{},
 	}
 	tw.rv = &cfn.Resolver{T: cfg.Template, IDs: tw, Pseudo: cfn.Pseudo{
 		Region: localaws.Region, AccountID: localaws.AccountID, StackName: cfg.StackName,
@@ -249,7 +258,7 @@ func (tw *Twin) up(ctx context.Context) error {
 			r.poller.start(tw.ctx, &tw.wg)
 		}
 	}
-	return nil
+	return tw.startSchedules()
 }
 
 // Close stops the pollers, the servers and every function process. It

@@ -84,6 +84,9 @@ type AlarmsProps struct {
 	// Notary, when set, adds the notary's alarms (notary.go) and its
 	// function's.
 	Notary *Notary
+	// Heartbeat, when set, adds the heartbeat's alarms (heartbeat.go) and
+	// its function's.
+	Heartbeat *Heartbeat
 	// Topic is the topic every alarm notifies (ALARM and OK); nil creates
 	// one, pinned as LogicalAlarmTopic after the log's prefix.
 	Topic awssns.ITopic
@@ -122,6 +125,9 @@ func (p *AlarmsProps) functions() []Function {
 	}
 	if p.Notary != nil {
 		fns = append(fns, p.Notary.Function)
+	}
+	if p.Heartbeat != nil {
+		fns = append(fns, p.Heartbeat.Function)
 	}
 	return fns
 }
@@ -274,6 +280,10 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 	alarm("DeliveryWatermarkStalled",
 		"A DURABLE subscription's delivery watermark stopped while events wait: some tenant has an event more than 15 minutes old that the subscription has not settled (EMF UnsettledAgeSeconds, by Subscription, from reconcile). The event was lost between the stream and the handler, or the lane is stuck. Call reconcile for the tenants ('subscriptions' names the watermark, the unsettled count and the oldest unsettled seq), then run dlq-repair, which redelivers from the log whatever is above the watermark.",
 		emfQuery("MAX", keys.MetricUnsettledAge, fifteenMin), unsettledAgeThresholdS, 1)
+
+	if props.Heartbeat != nil {
+		all = append(all, a.heartbeatAlarms(c, action, alarm))
+	}
 
 	if props.Notary != nil {
 		for _, n := range props.Notary.alarms() {
@@ -428,6 +438,11 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 				graph("Function errors", errs...),
 				graph("Function throttles", throttles...),
 				graph("Integrity and best effort (EMF)", chainBreaks, tampered, rejected, emfQuery("SUM", keys.MetricBestEffortFailures, fiveMin), emfQuery("SUM", keys.MetricProjParked, fiveMin)),
+			},
+			{
+				wide("Heartbeats handled on the DURABLE lane, per minute", heartbeatsDelivered()),
+				wide("Heartbeat lag (ms): commit → handled, DURABLE lane", heartbeatLag("p50", oneMin).With(&awscloudwatch.MetricOptions{Label: jsii.String("p50")}),
+					heartbeatLag("Maximum", oneMin).With(&awscloudwatch.MetricOptions{Label: jsii.String("max")})),
 			},
 			{
 				wide("Delivery lag p50 (ms): commit → handler done, per subscription", lagP50...),

@@ -321,10 +321,10 @@ func TestAlarmActionsAndDashboard(t *testing.T) {
 		if d, _ := p["AlarmDescription"].(string); len(d) < 40 {
 			t.Errorf("%s: description %q does not say what to do", id, d)
 		}
-		// Only the stalled-round alarm treats silence as trouble: its metric
-		// comes from a schedule that must keep running.
+		// Only the stalled-round and heartbeat alarms treat silence as
+		// trouble: their metrics come from schedules that must keep running.
 		wantMissing := "notBreaching"
-		if id == s.id(s.stack.Alarms.ByName["ReconcileRoundStalled"]) {
+		if id == s.id(s.stack.Alarms.ByName["ReconcileRoundStalled"]) || id == s.id(s.stack.Alarms.ByName["HeartbeatMissing"]) {
 			wantMissing = "breaching"
 		}
 		if p["TreatMissingData"] != wantMissing {

@@ -182,8 +182,10 @@ type Backbone struct {
 	Repair      *Repair
 	Tamper      *TamperWatch
 	Notary      *Notary
-	Alarms      *Alarms
-	Schedules   *Schedules
+	// Heartbeat writes the stack's heartbeat every minute (heartbeat.go).
+	Heartbeat *Heartbeat
+	Alarms    *Alarms
+	Schedules *Schedules
 	// Erasure is the subject-keys table and data-key KMS key, made only
 	// when the application's catalog declares personal fields (nil
 	// otherwise).
@@ -296,6 +298,7 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 		b.Notary.Function.Role, // its own notary# rows only (notary.go)
 	}, p.StateOperators...)...)
 	b.ChangeFeed.OnlyBackboneSends(b.Repair.Function.Role)
+	b.Heartbeat = NewHeartbeat(c, "Heartbeat", &HeartbeatProps{Log: b.Log, Functions: fo})
 	b.Tamper = NewTamperWatch(c, "TamperWatch", &TamperWatchProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy, QueueKey: p.QueueKey})
 	b.grantKeys(&p)
 	b.tableKey = p.TableKey
@@ -333,13 +336,13 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 
 	b.Alarms = NewAlarms(c, "Alarms", &AlarmsProps{
 		Log: b.Log, Durable: b.Durable, ChangeFeed: b.ChangeFeed, Reconcile: b.Reconcile, Repair: b.Repair,
-		TamperWatch: b.Tamper, Notary: b.Notary, Topic: p.AlarmTopic, AlarmEmail: p.AlarmEmail, NoDestination: p.NoAlarmDestination,
+		TamperWatch: b.Tamper, Notary: b.Notary, Heartbeat: b.Heartbeat, Topic: p.AlarmTopic, AlarmEmail: p.AlarmEmail, NoDestination: p.NoAlarmDestination,
 		TrackedStreams: w.streams(p.App.Name), App: p.App, Subscriptions: w.subscriptions,
 	})
 	if p.AuditTrail {
 		b.Trail = NewAuditTrail(c, "AuditTrail", &AuditTrailProps{Log: b.Log, Checkpoints: b.Checkpoints})
 	}
-	b.Schedules = NewSchedules(c, "Schedules", &SchedulesProps{Reconcile: b.Reconcile, Repair: b.Repair})
+	b.Schedules = NewSchedules(c, "Schedules", &SchedulesProps{Reconcile: b.Reconcile, Repair: b.Repair, Heartbeat: b.Heartbeat})
 
 	out := func(name, description string, value *string) {
 		o := awscdk.NewCfnOutput(c, jsii.String(name), &awscdk.CfnOutputProps{Value: value, Description: jsii.String(description)})

@@ -282,6 +282,8 @@ func TestFunctions(t *testing.T) {
 			keys.EnvCheckpointLog:    map[string]any{"Fn::Join": []any{"", []any{"fourlanes/", ref("AWS::StackName")}}},
 		}}},
 		keys.FnTamperWatch: {st.Tamper.Function, fnSpec{env: map[string]any{keys.EnvStateTable: ref(LogicalStateTable)}}},
+		// One beat at a time, appended to the log: the events table only.
+		keys.FnHeartbeat: {st.Heartbeat.Function, fnSpec{reserved: 1.0, env: map[string]any{keys.EnvEventsTable: table(LogicalEventsTable)}}},
 		keys.FnNotary: {st.Notary.Function, fnSpec{env: map[string]any{
 			keys.EnvEventsTable: table(LogicalEventsTable),
 			keys.EnvStateTable:  table(LogicalStateTable),

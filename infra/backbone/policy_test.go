@@ -102,13 +102,15 @@ func TestNoPolicyRewritesTheLog(t *testing.T) {
 }
 
 // logPutters are the policies that may PutItem on the log: the emitter
-// policy and the bench's (GrantEmit), sorted.
+// policy, the bench's (GrantEmit) and the heartbeat writer's, sorted.
 func (s *synthesized) logPutters() []string {
-	return sorted([]string{s.id(s.stack.Log.EmitterPolicy), s.id(s.stack.Bench.Role().Node().TryFindChild(jsii.String("DefaultPolicy")))})
+	return sorted([]string{s.id(s.stack.Log.EmitterPolicy), s.id(s.stack.Bench.Role().Node().TryFindChild(jsii.String("DefaultPolicy"))),
+		s.id(s.stack.Heartbeat.Function.Role.Node().TryFindChild(jsii.String("DefaultPolicy")))})
 }
 
 // logPutters lists the policies with a statement that allows PutItem on the
-// log, sorted; each such statement must hold only inside TransactWriteItems.
+// log, sorted; each such statement must hold only inside TransactWriteItems
+// (the heartbeat writer's, also only on the heartbeat chain's items).
 func logPutters(t *testing.T, gs []grant) []string {
 	t.Helper()
 	var out []string
@@ -119,7 +121,7 @@ func logPutters(t *testing.T, gs []grant) []string {
 					continue
 				}
 				out = append(out, g.Policy)
-				if !cmp.Equal(g.Condition, anyJSON(transactionOnly())) {
+				if !cmp.Equal(g.Condition, anyJSON(transactionOnly())) && !cmp.Equal(g.Condition, anyJSON(heartbeatAppendOnly())) {
 					t.Errorf("%s allows PutItem on the log with condition %v, want only inside TransactWriteItems", g.Policy, g.Condition)
 				}
 			}
@@ -413,6 +415,8 @@ func TestRoleAccess(t *testing.T) {
 				fn = st.Reconcile.Function
 			case keys.FnDLQRepair:
 				fn = st.Repair.Function
+			case keys.FnHeartbeat:
+				fn = st.Heartbeat.Function
 			default:
 				t.Fatalf("a schedule role for %s", name)
 			}
@@ -428,8 +432,8 @@ func TestRoleAccess(t *testing.T) {
 			}
 		})
 	}
-	if len(st.Schedules.Roles) != 2 {
-		t.Errorf("%d scheduler roles, want 2 (reconcile, dlq-repair)", len(st.Schedules.Roles))
+	if len(st.Schedules.Roles) != 3 {
+		t.Errorf("%d scheduler roles, want 3 (reconcile, dlq-repair, heartbeat)", len(st.Schedules.Roles))
 	}
 
 	t.Run("pipe", func(t *testing.T) {

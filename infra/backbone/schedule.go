@@ -68,10 +68,12 @@ func reconcileRequest(q string) string {
 type SchedulesProps struct {
 	Reconcile *Reconcile
 	Repair    *Repair
+	// Heartbeat, when set, is invoked every HeartbeatEvery.
+	Heartbeat *Heartbeat
 }
 
-// Schedules run reconcile (incremental often, full daily) and dlq-repair by
-// themselves. Each target has its own role, allowed lambda:InvokeFunction on
+// Schedules run reconcile (incremental often, full daily), dlq-repair and
+// the heartbeat writer by themselves. Each target has its own role, allowed lambda:InvokeFunction on
 // that function only.
 type Schedules struct {
 	constructs.Construct
@@ -102,7 +104,11 @@ func NewSchedules(scope constructs.Construct, id string, props *SchedulesProps) 
 		s.Roles[f.name] = r
 		return r
 	}
-	schedule := func(name, description, expression string, f Function, input string) {
+	schedule := func(name, description, expression string, f Function, input string, maxAgeS ...float64) {
+		retry := &awsscheduler.CfnSchedule_RetryPolicyProperty{MaximumRetryAttempts: jsii.Number(2)}
+		if len(maxAgeS) > 0 {
+			retry.MaximumEventAgeInSeconds = jsii.Number(maxAgeS[0])
+		}
 		sc := awsscheduler.NewCfnSchedule(c, jsii.String(name), &awsscheduler.CfnScheduleProps{
 			Description:        jsii.String(description),
 			ScheduleExpression: jsii.String(expression),
@@ -113,7 +119,7 @@ func NewSchedules(scope constructs.Construct, id string, props *SchedulesProps) 
 				RoleArn: role(f).RoleArn(),
 				Input:   jsii.String(input),
 				// A missed run is made up by the next one.
-				RetryPolicy: &awsscheduler.CfnSchedule_RetryPolicyProperty{MaximumRetryAttempts: jsii.Number(2)},
+				RetryPolicy: retry,
 			},
 		})
 		s.ByName[name] = sc
@@ -125,5 +131,9 @@ func NewSchedules(scope constructs.Construct, id string, props *SchedulesProps) 
 	schedule("ReconcileFullContinue", "fourlanes: continue the daily from-genesis reconcile round until every tenant is done", ReconcileFullContinueAt,
 		props.Reconcile.Function, ReconcileFullContinueInput())
 	schedule("DLQRepair", "fourlanes: drain the dead-letter queues", RepairEvery, props.Repair.Function, "{}")
+	if props.Heartbeat != nil {
+		schedule("HeartbeatSchedule", "fourlanes: write the stack's heartbeat, so a stopped path alarms on an idle stack", HeartbeatEvery,
+			props.Heartbeat.Function, "{}", heartbeatMaxAgeS)
+	}
 	return s
 }

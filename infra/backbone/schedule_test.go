@@ -23,8 +23,8 @@ func TestSchedules(t *testing.T) {
 	s := synth(t)
 	st := s.stack
 	scheds := s.resources("AWS::Scheduler::Schedule")
-	if len(scheds) != 4 {
-		t.Fatalf("%d schedules, want 4", len(scheds))
+	if len(scheds) != 5 {
+		t.Fatalf("%d schedules, want 5 (with the heartbeat's, TestHeartbeatSchedule)", len(scheds))
 	}
 	type want struct {
 		expr   string

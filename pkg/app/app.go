@@ -10,6 +10,10 @@
 // changefeed and dlq-repair. Tracked entities (tables whose changes become
 // record.written/deleted.<ENTITY>) are declared by the modules themselves
 // (catalog.Module.Tracks); the construct is given their tables.
+//
+// Every application also carries the framework's own module after its own
+// (pkg/heartbeat: the stack's heartbeat and its DURABLE subscriber):
+// Catalog, Runs and RunsDurable include it.
 package app
 
 import (
@@ -99,8 +103,9 @@ var nameRe = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 // Catalog returns the application's catalog, built from every module's
 // declaration.
 func (a Application) Catalog() (*catalog.Catalog, error) {
-	specs := make([]catalog.Spec, len(a.Modules))
-	for i, m := range a.Modules {
+	mods := a.modules()
+	specs := make([]catalog.Spec, len(mods))
+	for i, m := range mods {
 		specs[i] = m.Spec
 	}
 	return catalog.New(specs...)
@@ -143,7 +148,7 @@ func (a Application) Check() (*catalog.Catalog, error) {
 // Runs returns the modules with a subscription on any of lanes, in order.
 func (a Application) Runs(lanes ...catalog.Lane) []Module {
 	var out []Module
-	for _, m := range a.Modules {
+	for _, m := range a.modules() {
 		if slices.ContainsFunc(m.Spec.Subscribes, func(s catalog.SubscriptionSpec) bool { return slices.Contains(lanes, s.Lane) }) {
 			out = append(out, m)
 		}
@@ -159,7 +164,7 @@ func (a Application) Runs(lanes ...catalog.Lane) []Module {
 // those events run in the process that emitted them, as in any service.
 func (a Application) RunsDurable() []Module {
 	var out []Module
-	for _, m := range a.Modules {
+	for _, m := range a.modules() {
 		in := func(lanes ...catalog.Lane) bool {
 			return slices.ContainsFunc(m.Spec.Subscribes, func(s catalog.SubscriptionSpec) bool { return slices.Contains(lanes, s.Lane) })
 		}
@@ -174,8 +179,9 @@ func (a Application) RunsDurable() []Module {
 // emit: some module with a DURABLE subscription declares event types. The
 // construct then lets the DURABLE lane's functions append to the log, only
 // inside TransactWriteItems, as Emit does.
+// The framework's own module (the heartbeat) emits nothing from its handler.
 func (a Application) EmitsFollowOn() bool {
-	return slices.ContainsFunc(a.Runs(catalog.Durable), func(m Module) bool { return len(m.Spec.Emits) > 0 })
+	return slices.ContainsFunc(a.Runs(catalog.Durable), func(m Module) bool { return m.Spec.Name != builtin.Spec.Name && len(m.Spec.Emits) > 0 })
 }
 
 // Env returns the environment variables the modules running on lanes read,

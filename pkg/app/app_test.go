@@ -11,6 +11,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
@@ -42,8 +43,19 @@ func TestValidate(t *testing.T) {
 	if cat, err := good.Check(); err != nil || cat == nil || !cat.Known("shop.sold") {
 		t.Fatalf("Check: catalog %v, %v; want the application's (shop.sold known)", cat, err)
 	}
-	if got := good.Runs(catalog.Durable, catalog.BestEffort); len(got) != 1 || got[0].Spec.Name != "mail" {
-		t.Errorf("Runs(DURABLE, BEST_EFFORT): got %d modules, want mail", len(got))
+	// The framework's module (the heartbeat's subscriber) runs after the
+	// application's own.
+	if got := good.Runs(catalog.Durable, catalog.BestEffort); len(got) != 2 || got[0].Spec.Name != "mail" || got[1].Spec.Name != keys.HeartbeatModule {
+		t.Errorf("Runs(DURABLE, BEST_EFFORT): got %d modules, want mail and %s", len(got), keys.HeartbeatModule)
+	}
+	if cat, _ := good.Check(); !cat.Known(keys.HeartbeatType) {
+		t.Errorf("Check: catalog does not know %s, want every application's catalog to declare it", keys.HeartbeatType)
+	}
+	// A team's module cannot take the framework's name.
+	clash := good
+	clash.Modules = append(slices.Clone(good.Modules), app.Module{Spec: catalog.Module[catalog.NoHandlers]{Name: keys.HeartbeatModule}.Spec()})
+	if err := clash.Validate(); err == nil {
+		t.Errorf("Validate: a module named %s accepted, want it refused", keys.HeartbeatModule)
 	}
 	if got := good.Env(catalog.Durable); !slices.Equal(got, []string{"MAIL_TABLE"}) {
 		t.Errorf("Env(DURABLE): got %v", got)
@@ -169,15 +181,17 @@ func TestRunsDurable(t *testing.T) {
 		{Spec: durable.Spec(), Bind: bindMail, Env: []string{"MAIL_TABLE"}},
 		{Spec: inline.Spec()}, // no Bind: bound only by the service that emits
 	}}
-	if got := names(a.RunsDurable()); !slices.Equal(got, []string{"mail"}) {
-		t.Errorf("RunsDurable without a bound INLINE module: %v, want [mail]", got)
+	if got := names(a.RunsDurable()); !slices.Equal(got, []string{"mail", keys.HeartbeatModule}) {
+		t.Errorf("RunsDurable without a bound INLINE module: %v, want [mail %s]", got, keys.HeartbeatModule)
 	}
+	// The heartbeat's module declares a type but its handler emits nothing:
+	// it must not give the DURABLE lane the right to append.
 	if a.EmitsFollowOn() {
 		t.Error("EmitsFollowOn: mail declares no type, want false")
 	}
 	a.Modules[2] = app.Module{Spec: inline.Spec(), Bind: bindStock, Env: []string{"STOCK_TABLE"}}
-	if got := names(a.RunsDurable()); !slices.Equal(got, []string{"mail", "stock"}) {
-		t.Errorf("RunsDurable: %v, want [mail stock]", got)
+	if got := names(a.RunsDurable()); !slices.Equal(got, []string{"mail", "stock", keys.HeartbeatModule}) {
+		t.Errorf("RunsDurable: %v, want [mail stock %s]", got, keys.HeartbeatModule)
 	}
 	if got := app.EnvOf(a.RunsDurable()); !slices.Equal(got, []string{"MAIL_TABLE", "STOCK_TABLE"}) {
 		t.Errorf("EnvOf(RunsDurable): %v", got)

@@ -94,7 +94,7 @@ const (
 const EnvFunction = "FOURLANES_FUNCTION"
 
 // Functions lists every Lambda function in build order.
-var Functions = []string{FnStreamFilter, FnDurableConsumer, FnChangefeed, FnReconcile, FnDLQRepair, FnTamperWatch, FnNotary}
+var Functions = []string{FnStreamFilter, FnDurableConsumer, FnChangefeed, FnReconcile, FnDLQRepair, FnTamperWatch, FnNotary, FnHeartbeat}
 
 // MetricNamespace is the CloudWatch namespace of every EMF metric.
 const MetricNamespace = "fourlanes"

@@ -22,6 +22,7 @@ const (
 	KeyReason       = "reason"
 	KeyFunction     = "function"
 	KeyCount        = "count"
+	KeyLagMS        = "lag_ms" // commit → handled, milliseconds
 	// In a Lambda invocation: AWS_LAMBDA_FUNCTION_NAME, whether this is the
 	// process's first invocation, and the X-Ray trace id (the Root of the
 	// invocation's trace header).

@@ -1,7 +1,7 @@
 // Package serve runs any of fourlanes' functions from one binary: each
 // entry point here calls the function's own package under pkg/serve
 // (streamfilter, durableconsumer, changefeed, reconcile, dlqrepair,
-// tamperwatch). A binary that imports serve links every function's AWS
+// tamperwatch, notary, heartbeat). A binary that imports serve links every function's AWS
 // clients (KMS, S3, SQS, DynamoDB Streams); a Lambda function's main
 // imports its own package instead, so it links only what it uses:
 //
@@ -20,6 +20,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/serve/changefeed"
 	"github.com/fourlanes/fourlanes/pkg/serve/dlqrepair"
 	"github.com/fourlanes/fourlanes/pkg/serve/durableconsumer"
+	"github.com/fourlanes/fourlanes/pkg/serve/heartbeat"
 	"github.com/fourlanes/fourlanes/pkg/serve/notary"
 	"github.com/fourlanes/fourlanes/pkg/serve/reconcile"
 	"github.com/fourlanes/fourlanes/pkg/serve/streamfilter"
@@ -46,3 +47,6 @@ func TamperWatch() { tamperwatch.Run() }
 
 // Notary runs the notary (notary.Run).
 func Notary() { notary.Run() }
+
+// Heartbeat runs the heartbeat writer (heartbeat.Run).
+func Heartbeat() { heartbeat.Run() }

@@ -85,9 +85,13 @@ func digitSuffix(name string) (int, string) {
 // CheckChain returns nil for a chain's name: a tenant id the edge accepts
 // (CheckTenant), or such a tenant id followed by "~<k>" for a shard k from 1
 // to MaxShards−1 (Chain's form), within the tenant id rule's 128
-// characters. Operator entry points that name a chain (reconcile's tenant
-// parameter, fourlanes export and watermarks) accept either.
+// characters; or one of the framework's own chains (Framework). Operator
+// entry points that name a chain (reconcile's tenant parameter, fourlanes
+// export and watermarks) accept each of them.
 func CheckChain(chain string) error {
+	if Framework(chain) {
+		return nil
+	}
 	if !ValidTenant(chain) {
 		return CheckTenant(chain)
 	}

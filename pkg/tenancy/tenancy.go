@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -33,7 +34,8 @@ const MaxTenantLen = 128
 // bytes); the first is the stricter, so it is the rule.
 const TenantRule = "a tenant id is 1 to 128 characters, each an ASCII letter, digit or punctuation " +
 	"mark !\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~ (the SQS FIFO MessageGroupId rule: no space, " +
-	"no control character, nothing outside ASCII), not ending in ~ and digits (reserved for chain shards)"
+	"no control character, nothing outside ASCII), not ending in ~ and digits (reserved for chain shards), " +
+	"not starting with " + ReservedPrefix + " (reserved for the framework's own chains)"
 
 // TenantError names a tenant id that breaks the rule, and how.
 type TenantError struct {
@@ -72,6 +74,10 @@ func ValidTenant[T string | []byte](tenant T) bool {
 // empty one also matches ErrNoTenant).
 func CheckTenant(tenant string) error {
 	if ValidTenant(tenant) {
+		if strings.HasPrefix(tenant, ReservedPrefix) {
+			return &TenantError{Tenant: tenant, Reason: fmt.Sprintf("starts with %q: that prefix is reserved for the framework's own chains "+
+				"(the heartbeat's is %s); choose a tenant id that does not start so", ReservedPrefix, HeartbeatTenant)}
+		}
 		if i, _ := digitSuffix(tenant); i >= 0 {
 			return &TenantError{Tenant: tenant, Reason: fmt.Sprintf("ends in %q, %q and digits: that form is reserved for a chain shard's name "+
 				"(shard k of tenant T is T~k); choose a tenant id that does not end so",
@@ -94,6 +100,30 @@ func CheckTenant(tenant string) error {
 		i += size
 	}
 	return &TenantError{Tenant: tenant, Reason: fmt.Sprintf("is %d characters, more than %d", len(tenant), MaxTenantLen)}
+}
+
+// The framework's own chains. A tenant id starting with ReservedPrefix is
+// refused at the edge (CheckTenant, WithTenant), so no team's tenant can
+// ever share a chain, a FIFO message group, watermarks or checkpoints with
+// one of them. CheckChain and WithChain accept the ones named here, so
+// consumers deliver their events and operators reconcile them like any
+// other chain.
+const (
+	// ReservedPrefix begins every framework chain's name.
+	ReservedPrefix = "~fourlanes."
+	// HeartbeatTenant is the chain of the stack's heartbeat (pkg/heartbeat):
+	// one synthetic event on a schedule, through the same path as every
+	// event, so a stopped Pipe, mapping or consumer alarms on an idle stack.
+	HeartbeatTenant = ReservedPrefix + "heartbeat"
+)
+
+// Framework reports whether chain is one of the framework's own chains.
+func Framework(chain string) bool { return chain == HeartbeatTenant }
+
+// WithHeartbeat binds the heartbeat's chain (HeartbeatTenant), which
+// WithTenant refuses: only the heartbeat writer emits there.
+func WithHeartbeat(ctx context.Context) context.Context {
+	return context.WithValue(ctx, tenantKey, HeartbeatTenant)
 }
 
 type ctxKey int

@@ -100,3 +100,34 @@ func TestTenantRule(t *testing.T) {
 		}
 	}
 }
+
+// The heartbeat's chain can never be a team's tenant: the edge refuses it
+// and every id of its reserved prefix, while consumers and operators, which
+// name chains, accept it.
+func TestReservedFrameworkChains(t *testing.T) {
+	for _, id := range []string{tenancy.HeartbeatTenant, tenancy.ReservedPrefix + "x", tenancy.ReservedPrefix} {
+		_, err := tenancy.WithTenant(context.Background(), id)
+		if !errors.Is(err, tenancy.ErrInvalidTenant) || !strings.Contains(err.Error(), "reserved for the framework") {
+			t.Errorf("WithTenant(%q): got %v, want a *TenantError naming the reserved prefix", id, err)
+		}
+	}
+	if err := tenancy.CheckChain(tenancy.HeartbeatTenant); err != nil {
+		t.Errorf("CheckChain(%q) = %v, want nil", tenancy.HeartbeatTenant, err)
+	}
+	if err := tenancy.CheckChain(tenancy.ReservedPrefix + "x"); err == nil {
+		t.Errorf("CheckChain(%q) = nil, want the reserved prefix refused", tenancy.ReservedPrefix+"x")
+	}
+	ctx, err := tenancy.WithChain(context.Background(), tenancy.HeartbeatTenant)
+	if got, _ := tenancy.Tenant(ctx); err != nil || got != tenancy.HeartbeatTenant {
+		t.Errorf("WithChain(heartbeat): tenant %q, err %v; want %q", got, err, tenancy.HeartbeatTenant)
+	}
+	if got, _ := tenancy.Tenant(tenancy.WithHeartbeat(context.Background())); got != tenancy.HeartbeatTenant {
+		t.Errorf("WithHeartbeat: tenant %q, want %q", got, tenancy.HeartbeatTenant)
+	}
+	// Ids that merely contain the prefix's characters stay a team's.
+	for _, id := range []string{"~fourlanes", "fourlanes.heartbeat", "~acme"} {
+		if _, err := tenancy.WithTenant(context.Background(), id); err != nil {
+			t.Errorf("WithTenant(%q): %v, want it accepted", id, err)
+		}
+	}
+}

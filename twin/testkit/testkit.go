@@ -74,6 +74,10 @@ type Options struct {
 	// PollInterval is how often idle streams and queues are polled
 	// (default 25 ms: faster than AWS, so that tests are quick).
 	PollInterval time.Duration
+	// Schedules runs the template's schedules whose target is the named
+	// function (keys.Fn*) every given period (twin.Config.Schedules), e.g.
+	// {keys.FnHeartbeat: 200 * time.Millisecond}. Others do not run.
+	Schedules map[string]time.Duration
 }
 
 // Stack is an application's stack running on the twin for one test; it stops
@@ -182,6 +186,7 @@ func Up(t *testing.T, o Options) *Stack {
 		PollInterval:   o.PollInterval,
 		RetryDelay:     func(int) time.Duration { return 20 * time.Millisecond },
 		OnFunctionLine: s.line,
+		Schedules:      o.Schedules,
 	})
 	if err != nil {
 		t.Fatalf("twin up: %v", err)

@@ -1,4 +1,4 @@
-// Command allinone is the orders example's seven functions in one binary, the
+// Command allinone is the orders example's eight functions in one binary, the
 // role chosen by $FOURLANES_FUNCTION (keys.Fn*). The stack deploys one
 // binary per role (examples/orders/functions); make bench builds this one
 // beside them to measure what one binary for every role would cost in size
@@ -30,6 +30,8 @@ func main() {
 		serve.TamperWatch()
 	case keys.FnNotary:
 		serve.Notary()
+	case keys.FnHeartbeat:
+		serve.Heartbeat()
 	default:
 		fmt.Fprintf(os.Stderr, "allinone: %s=%q: want one of %v\n", keys.EnvFunction, fn, keys.Functions)
 		os.Exit(1)
