@@ -36,17 +36,18 @@ const (
 // live, recorded once by the first consumer or dlq-repair that serves it (a
 // conditional write, so concurrent ones agree).
 //
-//	subscription start   pk substart#<subscription>   sk "start"
+//	subscription start   pk substart   sk <subscription>
 //
 // Attributes: AttrSubscription, AttrStartedAt (S, RFC 3339: when it went
 // live), AttrStart (S: the start declared then, catalog.Start.String(), or
-// StartExisting).
+// StartExisting). Query pk = substart lists every subscription that went
+// live in one request (dlq-repair finds a removed subscription that left
+// nothing but its start).
 //
 // A watermark row also records AttrStartSeq (N): the seq its tenant's
 // watermark began at (its start resolved for that tenant).
 const (
-	StateSubStartPrefix = "substart#"
-	StateSubStartSK     = "start"
+	StateSubStartPK = "substart"
 
 	AttrStartedAt = "started_at"
 	AttrStart     = "start"
