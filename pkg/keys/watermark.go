@@ -169,6 +169,11 @@ const (
 	// RetireGraceHours is how long a subscription must stay undeclared
 	// before dlq-repair retires it.
 	RetireGraceHours = 24
+	// EnvRetireGrace overrides the grace period of dlq-repair: a Go
+	// duration ("1h", "90s"), at least MinRetireGraceSeconds. A test stack
+	// shortens it; production keeps the default.
+	EnvRetireGrace        = "FOURLANES_RETIRE_GRACE"
+	MinRetireGraceSeconds = 1
 
 	// MetricSubscriptionRetired counts, per Subscription, the tenants whose
 	// state of a retired subscription dlq-repair removed.

@@ -46,6 +46,20 @@ type Retirer interface {
 
 var _ Retirer = (*delivery.DynamoStore)(nil)
 
+// ParseRetireGrace reads the grace period from v, the value of
+// keys.EnvRetireGrace: empty is the default (keys.RetireGraceHours).
+func ParseRetireGrace(v string) (time.Duration, error) {
+	if v == "" {
+		return keys.RetireGraceHours * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < keys.MinRetireGraceSeconds*time.Second {
+		return 0, fmt.Errorf("%s=%q: want a duration of at least %ds such as \"24h\" or \"90s\", or leave it unset for %dh",
+			keys.EnvRetireGrace, v, keys.MinRetireGraceSeconds, keys.RetireGraceHours)
+	}
+	return d, nil
+}
+
 // Retiring is, in a run's report, a subscription the application no longer
 // declares.
 type Retiring struct {
