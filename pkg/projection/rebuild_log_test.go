@@ -200,3 +200,39 @@ func TestRebuildFromTheLog(t *testing.T) {
 		t.Errorf("a switch from a version that is not active: %v; want ErrSwitchRaced", err)
 	}
 }
+
+// TestRebuildFromTheLogStopsAtAnEventItCannotProject: FromEvent refusing
+// an event stops the replay there, loudly, naming the tenant and seq; the
+// cursor keeps its place (the next run stops there again, nothing skipped)
+// and the switch never happens.
+func TestRebuildFromTheLogStopsAtAnEventItCannotProject(t *testing.T) {
+	ctx := context.Background()
+	log := loanLog(t)
+	db := localaws.DynamoDB(t)
+	state := table(t, db, "state")
+	v1 := &projection.Table{DB: db, Table: table(t, db, "v1"), StateTable: state, Entity: "LOAN", Name: "v1"}
+	v2 := &projection.Table{DB: db, Table: table(t, db, "v2"), StateTable: state, Entity: "LOAN", Name: "v2"}
+	active := &projection.Active{DB: db, Table: state, Projection: "shelf", Default: "v1"}
+	refuse := func(e envelope.Envelope) ([]projection.Change, error) {
+		if e.TenantID == "t1" && e.Seq == 7 {
+			return nil, errors.New("status \"lost\" is not a shelf status")
+		}
+		return loanChanges(e)
+	}
+	logs, metrics := &bytes.Buffer{}, &bytes.Buffer{}
+	p := &projection.Projector{Name: "shelf", Entity: "LOAN", Store: v1, Shadow: v2, Logger: obs.NewLogger(logs, "info"), Metrics: obs.NewMetrics(metrics)}
+	opts := projection.RebuildOptions{Log: log, FromEvent: refuse, Shadow: v2, Cursors: &projection.StateCursors{DB: db, Table: state}, PageSize: 5,
+		Active: active, From: "v1", To: "v2"}
+	for run := range 2 {
+		rep, err := p.Rebuild(ctx, opts)
+		if err == nil || rep.Done || !strings.Contains(err.Error(), "replay tenant t1 seq 7") || !strings.Contains(err.Error(), `"lost"`) {
+			t.Fatalf("run %d: %+v, %v; want a failure naming tenant t1, seq 7 and why", run, rep, err)
+		}
+		if v, err := active.Read(ctx); err != nil || v != "v1" {
+			t.Errorf("run %d: active version %q, %v; want v1", run, v, err)
+		}
+	}
+	if n := strings.Count(logs.String(), `"msg":"projection rebuild failed`); n != 2 || !strings.Contains(metrics.String(), keys.MetricProjRunFailed) {
+		t.Errorf("%d ERROR lines, metrics %s; want 2 lines and %s", n, metrics, keys.MetricProjRunFailed)
+	}
+}
