@@ -93,6 +93,9 @@ func TestCatalogUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read CATALOG.md: %v; generate it with make catalog", err)
 	}
+	for _, v := range runGate(t).StartChanges(want, "CATALOG.md") {
+		t.Error(v)
+	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("CATALOG.md is stale; regenerate it with make catalog.\nfirst difference:\n%s", firstDiff(string(want), string(got)))
 	}

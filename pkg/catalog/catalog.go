@@ -59,9 +59,6 @@ func New(modules ...Spec) (*Catalog, error) {
 			if s.Takes != nil {
 				ps = append(ps, typedProblems(s, types, changeTypes)...)
 			}
-			if msg := s.Start.check(s.Lane); msg != "" {
-				ps = append(ps, Problem{Kind: "subscription", Name: s.Name, Msg: msg})
-			}
 		}
 	}
 	if len(ps) > 0 {

@@ -115,6 +115,8 @@ func Validate(mods []Spec) []Problem {
 			subOwner[s.Name] = m.Name
 			if !s.Lane.Valid() {
 				add(0, "subscription", s.Name, "lane %q is not one of INLINE, LOCAL, DURABLE, BEST_EFFORT", s.Lane)
+			} else if msg := s.Start.check(s.Lane); msg != "" {
+				add(0, "subscription", s.Name, "%s", msg)
 			}
 			if len(s.Reads) == 0 {
 				add(0, "subscription", s.Name, "reads no schema version; list the versions its handler can decode in Reads")

@@ -31,7 +31,9 @@ func (a *allowFlag) Set(v string) error {
 // packages, as CI does: every violation is a line file:line:col, and the
 // exit status is 3 when there is one. -catalog writes the generated catalog
 // (Markdown); -check-catalog fails when that file is not what the source
-// generates. -schemas checks each version's payload against its published
+// generates, and names each DURABLE subscription whose Start differs from
+// the one the file records (check 6: a backfill delivers history, not a
+// changed start). -schemas checks each version's payload against its published
 // JSON Schema in DIR (check 5); -write-schemas writes the missing and the
 // compatibly changed ones first.
 const gateSynopsis = "[-C DIR] [-allow TYPE=REASON]... [-catalog FILE | -check-catalog FILE] [-schemas DIR [-write-schemas]] [-json] [PACKAGES (default ./...)]"
@@ -120,6 +122,13 @@ func runGate(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		got, err := os.ReadFile(*check)
 		if err != nil {
 			return 0, fmt.Errorf("-check-catalog: %w", err)
+		}
+		for _, v := range r.StartChanges(got, filepath.ToSlash(*check)) {
+			rep.Violations = append(rep.Violations, gateViolation{File: v.Pos.Filename, Line: v.Pos.Line, Column: v.Pos.Column, Check: v.Check, Message: v.Msg})
+			if !*asJSON {
+				fmt.Fprintln(stdout, v.String())
+			}
+			code = ExitFinding
 		}
 		rep.Catalog = &gateCatalog{File: *check, Fresh: bytes.Equal(got, md)}
 		if !rep.Catalog.Fresh {

@@ -53,6 +53,16 @@ func TestGateCommand(t *testing.T) {
 	if code, out, _ := runCLI(t, "gate", "-C", root, "-check-catalog", md, "./examples/library/..."); code != ExitOK {
 		t.Errorf("gate -check-catalog on the catalog it just wrote: exit %d, stdout %q", code, out)
 	}
+	// The catalog recorded reminders.member as starting from all history:
+	// its Start was changed since, which a stale file alone does not say.
+	if err := os.WriteFile(md, []byte(strings.Replace(string(b), "| `live` |", "| `all` |", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := runCLI(t, "gate", "-C", root, "-check-catalog", md, "./examples/library/..."); code != ExitFinding ||
+		!strings.Contains(out, "examples/library/") || !strings.Contains(out, "(6) subscription reminders.member: Start changed from all") ||
+		!strings.Contains(out, "fourlanes backfill -subscription reminders.member") {
+		t.Errorf("gate -check-catalog on a catalog that records another start: exit %d, stdout %q; want exit %d, check 6 at the declaration, naming the backfill", code, out, ExitFinding)
+	}
 	if err := os.WriteFile(md, append(b, "stale\n"...), 0o644); err != nil {
 		t.Fatal(err)
 	}

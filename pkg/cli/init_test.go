@@ -26,7 +26,7 @@ func TestInitWrites(t *testing.T) {
 		"tasks/tasks.go", "tasks/notify.go", "tasks/board.go", "infra/main.go", "cmd/task-board/main.go",
 		"functions/stream-filter/main.go", "functions/durable-consumer/main.go", "functions/changefeed/main.go",
 		"functions/reconcile/main.go", "functions/dlq-repair/main.go", "functions/tamper-watch/main.go", "functions/notary/main.go", "functions/heartbeat/main.go",
-		"schemas/task.created/v1.json", "schemas/task.done/v1.json"} {
+		"schemas/task.created/v1.json", "schemas/task.done/v1.json", "schemas/starts.json"} {
 		p := filepath.Join(dir, f)
 		b, err := os.ReadFile(p)
 		if err != nil {

@@ -303,7 +303,18 @@ func (d *Deliverer) beginWatermark(ctx context.Context, tenant, sub string) (boo
 // ---- DynamoStore ----
 
 func subStartKey(sub string) map[string]av {
-	return map[string]av{keys.AttrPK: s(keys.StateSubStartPrefix + sub), keys.AttrSK: s(keys.StateSubStartSK)}
+	return map[string]av{keys.AttrPK: s(keys.StateSubStartPK), keys.AttrSK: s(sub)}
+}
+
+// StartedSubscriptions lists the subscriptions with a recorded start, in
+// order: one Query (paged).
+func (d *DynamoStore) StartedSubscriptions(ctx context.Context) ([]string, error) {
+	var out []string
+	err := d.queryAll(ctx, keys.StateSubStartPK, "", func(it map[string]av) { out = append(out, str(it, keys.AttrSK)) })
+	if err != nil {
+		return nil, fmt.Errorf("list the subscription starts: %w", err)
+	}
+	return out, nil
 }
 
 func encodeStart(st SubStart) string {

@@ -36,17 +36,18 @@ const (
 // live, recorded once by the first consumer or dlq-repair that serves it (a
 // conditional write, so concurrent ones agree).
 //
-//	subscription start   pk substart#<subscription>   sk "start"
+//	subscription start   pk substart   sk <subscription>
 //
 // Attributes: AttrSubscription, AttrStartedAt (S, RFC 3339: when it went
 // live), AttrStart (S: the start declared then, catalog.Start.String(), or
-// StartExisting).
+// StartExisting). Query pk = substart lists every subscription that went
+// live in one request (dlq-repair finds a removed subscription that left
+// nothing but its start).
 //
 // A watermark row also records AttrStartSeq (N): the seq its tenant's
 // watermark began at (its start resolved for that tenant).
 const (
-	StateSubStartPrefix = "substart#"
-	StateSubStartSK     = "start"
+	StateSubStartPK = "substart"
 
 	AttrStartedAt = "started_at"
 	AttrStart     = "start"
@@ -168,6 +169,11 @@ const (
 	// RetireGraceHours is how long a subscription must stay undeclared
 	// before dlq-repair retires it.
 	RetireGraceHours = 24
+	// EnvRetireGrace overrides the grace period of dlq-repair: a Go
+	// duration ("1h", "90s"), at least MinRetireGraceSeconds. A test stack
+	// shortens it; production keeps the default.
+	EnvRetireGrace        = "FOURLANES_RETIRE_GRACE"
+	MinRetireGraceSeconds = 1
 
 	// MetricSubscriptionRetired counts, per Subscription, the tenants whose
 	// state of a retired subscription dlq-repair removed.

@@ -117,6 +117,7 @@ const (
 	KeyFollowonID              = "followon_id"
 	KeyFollowonSeq             = "followon_seq"
 	KeyFrom                    = "from"
+	KeyFound                   = "found"
 	KeyGot                     = "got"
 	KeyGroup                   = "group"
 	KeyHandlerErr              = "handler_err"

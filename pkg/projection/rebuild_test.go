@@ -108,6 +108,10 @@ func TestRebuildRefusesMissingOptions(t *testing.T) {
 		{projection.RebuildOptions{Shadow: projection.NewMemory(), Cursors: &projection.MemoryCursors{}}, "Source is required"},
 		{projection.RebuildOptions{Source: &source{}, Cursors: &projection.MemoryCursors{}}, "Shadow is required"},
 		{projection.RebuildOptions{Source: &source{}, Shadow: projection.NewMemory()}, "Cursors is required"},
+		{projection.RebuildOptions{Source: &source{}, Log: &flakyLog{}, Shadow: projection.NewMemory(), Cursors: &projection.MemoryCursors{}}, "Source and Log are both set"},
+		{projection.RebuildOptions{Log: &flakyLog{}, Shadow: projection.NewMemory(), Cursors: &projection.MemoryCursors{}}, "FromEvent is required"},
+		{projection.RebuildOptions{Source: &source{}, Shadow: projection.NewMemory(), Cursors: &projection.MemoryCursors{}, Active: &projection.Active{}, From: "v1"},
+			"From and To are required with Active"},
 	} {
 		if _, err := p.Rebuild(context.Background(), tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("got %v, want an error saying %q", err, tc.want)

@@ -36,9 +36,29 @@ type Retirer interface {
 	Redeclared(ctx context.Context, sub string) error
 	RetireTenant(ctx context.Context, tenant, sub string, now time.Time, limit int) (delivery.Retired, bool, error)
 	RetireStart(ctx context.Context, sub string, now time.Time) error
+	// StartedSubscriptions and the dead-letter index (DeadLetterTenants,
+	// then each such tenant's DeadLetters) find a removed subscription
+	// that left no watermark: only its start, or only dead letters.
+	StartedSubscriptions(ctx context.Context) ([]string, error)
+	DeadLetterTenants(ctx context.Context, cursor string, limit int) ([]string, string, error)
+	DeadLetters(ctx context.Context, tenant, cursor string, limit int32) ([]delivery.DeadLetter, string, error)
 }
 
 var _ Retirer = (*delivery.DynamoStore)(nil)
+
+// ParseRetireGrace reads the grace period from v, the value of
+// keys.EnvRetireGrace: empty is the default (keys.RetireGraceHours).
+func ParseRetireGrace(v string) (time.Duration, error) {
+	if v == "" {
+		return keys.RetireGraceHours * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < keys.MinRetireGraceSeconds*time.Second {
+		return 0, fmt.Errorf("%s=%q: want a duration of at least %ds such as \"24h\" or \"90s\", or leave it unset for %dh",
+			keys.EnvRetireGrace, v, keys.MinRetireGraceSeconds, keys.RetireGraceHours)
+	}
+	return d, nil
+}
 
 // Retiring is, in a run's report, a subscription the application no longer
 // declares.
@@ -57,9 +77,11 @@ type Retiring struct {
 // in one run; the rest are resolved on the next.
 const retireLimit = 500
 
-// drainRetire finds subscriptions with watermarks that the application no
-// longer declares and retires those undeclared for longer than the grace
-// period.
+// drainRetire finds subscriptions with state that the application no
+// longer declares (a start row, a dead letter or a watermark of one) and
+// retires those undeclared for longer than the grace period. It reads
+// starts with one Query, dead letters through the dead-letter index, and
+// each tenant's watermarks with one Query: never a Scan.
 func (r *Repairer) drainRetire(ctx context.Context, sr *SourceReport, rep *Report) (bool, error) {
 	if r.cfg.Retirer == nil || r.cfg.Declared == nil {
 		// Without the catalog nothing is known to be undeclared: nothing to do.
@@ -84,6 +106,39 @@ func (r *Repairer) drainRetire(ctx context.Context, sr *SourceReport, rep *Repor
 			delete(rows, sub)
 		}
 	}
+	mark := func(sub, found string) error {
+		if declared[sub] {
+			return nil
+		}
+		if _, ok := rows[sub]; ok {
+			return nil
+		}
+		u, err := r.cfg.Retirer.MarkUndeclared(ctx, sub, now)
+		if err != nil {
+			return err
+		}
+		rows[sub] = u
+		r.cfg.Logger.WarnContext(ctx, "a DURABLE subscription with state is no longer declared: dlq-repair retires it after the grace period",
+			slog.String(obs.KeySubscription, sub), slog.String(obs.KeyFound, found), slog.Time(obs.KeyUndeclaredSince, u.Since),
+			slog.Time(obs.KeyRetireAfter, u.Since.Add(r.cfg.RetireGrace)))
+		return nil
+	}
+	started, err := r.cfg.Retirer.StartedSubscriptions(ctx)
+	if err != nil {
+		return false, err
+	}
+	// A start row of a subscription recorded retired came back (a stale
+	// consumer began it again): it is removed again.
+	startLeft := map[string]bool{}
+	for _, sub := range started {
+		startLeft[sub] = true
+		if err := mark(sub, "its start"); err != nil {
+			return false, err
+		}
+	}
+	if err := r.deadLetterSubscriptions(ctx, func(sub string) error { return mark(sub, "its dead letters") }); err != nil {
+		return false, err
+	}
 	due := func(u delivery.Undeclared) bool { return now.Sub(u.Since) >= r.cfg.RetireGrace }
 	retired := map[string]int{}
 	complete := true
@@ -107,17 +162,8 @@ func (r *Repairer) drainRetire(ctx context.Context, sr *SourceReport, rep *Repor
 				return false, err
 			}
 			for sub := range marks {
-				if declared[sub] {
-					continue
-				}
-				if _, ok := rows[sub]; !ok {
-					u, err := r.cfg.Retirer.MarkUndeclared(ctx, sub, now)
-					if err != nil {
-						return false, err
-					}
-					rows[sub] = u
-					r.cfg.Logger.WarnContext(ctx, "a DURABLE subscription with state is no longer declared: dlq-repair retires it after the grace period",
-						slog.String(obs.KeySubscription, sub), slog.Time(obs.KeyUndeclaredSince, u.Since), slog.Time(obs.KeyRetireAfter, u.Since.Add(r.cfg.RetireGrace)))
+				if err := mark(sub, "its watermark of tenant "+tenant); err != nil {
+					return false, err
 				}
 			}
 			for sub, u := range rows {
@@ -161,7 +207,7 @@ func (r *Repairer) drainRetire(ctx context.Context, sr *SourceReport, rep *Repor
 	slices.Sort(names)
 	for _, sub := range names {
 		u := rows[sub]
-		if complete && due(u) && u.RetiredAt.IsZero() {
+		if complete && due(u) && (u.RetiredAt.IsZero() || startLeft[sub]) {
 			if err := r.cfg.Retirer.RetireStart(ctx, sub, now); err != nil {
 				return false, err
 			}
@@ -179,6 +225,45 @@ func (r *Repairer) drainRetire(ctx context.Context, sr *SourceReport, rep *Repor
 		r.cfg.Logger.InfoContext(ctx, "undeclared subscriptions", slog.Any(obs.KeyRetiring, rep.Retiring), slog.Bool(obs.KeyComplete, complete))
 	}
 	return complete, nil
+}
+
+// deadLetterSubscriptions calls each with every subscription that has an
+// open dead letter, once: the tenants from the dead-letter index, then a
+// Query of each one's dead letters.
+func (r *Repairer) deadLetterSubscriptions(ctx context.Context, each func(sub string) error) error {
+	seen := map[string]bool{}
+	cursor := ""
+	for {
+		tenants, next, err := r.cfg.Retirer.DeadLetterTenants(ctx, cursor, 100)
+		if err != nil {
+			return err
+		}
+		for _, tenant := range tenants {
+			page := ""
+			for {
+				dls, more, err := r.cfg.Retirer.DeadLetters(ctx, tenant, page, 100)
+				if err != nil {
+					return err
+				}
+				for _, dl := range dls {
+					if !seen[dl.Subscription] {
+						seen[dl.Subscription] = true
+						if err := each(dl.Subscription); err != nil {
+							return err
+						}
+					}
+				}
+				if more == "" {
+					break
+				}
+				page = more
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		cursor = next
+	}
 }
 
 // String is a one-line summary.

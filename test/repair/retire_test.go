@@ -2,9 +2,13 @@ package repair_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -142,5 +146,129 @@ func TestSubscriptionRetired(t *testing.T) {
 	rep = retire(v1, declaredV1, t1.Add(26*time.Hour))
 	if sr := rep.Sources[repair.SourceRetire]; sr.Fixed != 0 || sr.Open != 0 || len(rep.Retiring) != 1 || rep.Retiring[0].RetiredAt == "" {
 		t.Errorf("run after the retirement: %+v, retiring %+v; want nothing done, reported retired", sr, rep.Retiring)
+	}
+}
+
+// scanCountingDB is the state table's client of a Retirer, counting Scans.
+type scanCountingDB struct {
+	*dynamodb.Client
+	scans atomic.Int32
+}
+
+func (c *scanCountingDB) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	c.scans.Add(1)
+	return c.Client.Scan(ctx, in, o...)
+}
+
+// TestRetireFindsStateWithoutWatermark: a removed subscription that left
+// only its start row (it went live, never delivered), and one that left
+// only dead letters (no watermark), are found by dlq-repair, through the
+// start rows' partition and the dead-letter index with no Scan, kept through
+// the grace period and then retired: the start deleted, the dead letter
+// resolved into the history as retired. Declared again later, the first
+// has a new start, not the old one (which would replay everything since).
+func TestRetireFindsStateWithoutWatermark(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rg := newRig(t)
+	const tenant = "tenant-1"
+	const onlyStart, onlyDead = "gone.only-start", "gone.only-dead"
+	placeN(t, rg, tenant, 2)
+	counting := &scanCountingDB{Client: rg.db}
+	store := delivery.NewDynamoStore(counting, rg.stateTbl)
+	scans := &countingScanner{Scanner: rg.cfg.DB}
+	t0 := time.Now().UTC().Truncate(time.Second)
+	if _, err := store.BeginSubscription(ctx, delivery.SubStart{Subscription: onlyStart, StartedAt: t0.Add(-time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	e1 := rg.event(t, tenant, 1)
+	k := delivery.Key{EventID: e1.ID, Subscription: onlyDead}
+	if c, err := store.Claim(ctx, delivery.ClaimRequest{Key: k, Tenant: tenant, Type: e1.Type, Seq: 1, SchemaVersion: 1, Token: "d",
+		Now: t0, LeaseUntil: t0.Add(time.Minute), ExpiresAt: t0.Add(time.Hour)}); err != nil || !c.Acquired {
+		t.Fatal(c, err)
+	}
+	if err := store.Kill(ctx, k, "d", delivery.DeadLetter{Tenant: tenant, EventID: e1.ID, Subscription: onlyDead, Type: e1.Type, Seq: 1,
+		SchemaVersion: 1, Error: "handler failed", DeadAt: t0}, false); err != nil {
+		t.Fatal(err)
+	}
+	if marks, err := store.Watermarks(ctx, tenant); err != nil || len(marks) != 0 {
+		t.Fatalf("watermarks %v, %v; want none: the test is of state without one", marks, err)
+	}
+	declared := append([]string{}, delivery.DurableSubscriptions(rg.build(t, nil).reg.Catalog())...)
+	retire := func(at time.Time) repair.Report {
+		t.Helper()
+		old := rg.cfg
+		defer func() { rg.cfg = old }()
+		rg.cfg.DB, rg.cfg.Retirer, rg.cfg.Declared, rg.cfg.Now = scans, store, declared, func() time.Time { return at }
+		return rg.run(t, repair.Request{Sources: []string{repair.SourceRetire}})
+	}
+	state := func() (started bool, dead, retired int) {
+		t.Helper()
+		_, started, err := store.SubscriptionStart(ctx, onlyStart)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dls, _, err := store.DeadLetters(ctx, tenant, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hist, _, err := store.ResolvedDeadLetters(ctx, tenant, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hist {
+			if h.Subscription == onlyDead && h.How == keys.ResolvedRetired && h.EventID == e1.ID {
+				retired++
+			}
+		}
+		return started, len(dls), retired
+	}
+	retiring := func(rep repair.Report) map[string]repair.Retiring {
+		out := map[string]repair.Retiring{}
+		for _, r := range rep.Retiring {
+			out[r.Subscription] = r
+		}
+		return out
+	}
+
+	rep := retire(t0)
+	got := retiring(rep)
+	if len(got) != 2 || got[onlyStart].RetiredAt != "" || got[onlyDead].RetiredAt != "" {
+		t.Fatalf("first run: retiring %+v; want %s and %s found, in their grace period", rep.Retiring, onlyStart, onlyDead)
+	}
+	if s, d, _ := state(); !s || d != 1 {
+		t.Fatalf("first run: start %v, dead letters %d; want both kept through the grace period", s, d)
+	}
+	warned := 0
+	for _, l := range rg.logs.Lines() {
+		var f map[string]any
+		if json.Unmarshal([]byte(l), &f) == nil && f["level"] == "WARN" && f["subscription"] == onlyDead && f["found"] == "its dead letters" {
+			warned++
+		}
+	}
+	if warned != 1 {
+		t.Errorf("%d WARN lines naming %s found by its dead letters, want 1", warned, onlyDead)
+	}
+
+	rep = retire(t0.Add(25 * time.Hour))
+	got = retiring(rep)
+	if got[onlyStart].RetiredAt == "" || got[onlyDead].RetiredAt == "" {
+		t.Errorf("after the grace period: retiring %+v; want both retired", rep.Retiring)
+	}
+	if s, d, r := state(); s || d != 0 || r != 1 {
+		t.Errorf("after the grace period: start %v, open dead letters %d, retired in the history %d; want no start, none open, 1 retired", s, d, r)
+	}
+	if sr := rep.Sources[repair.SourceRetire]; sr.Fixed != 1 || sr.Open != 0 || !sr.Complete {
+		t.Errorf("retiring run: %+v; want the tenant's dead letter fixed, complete", sr)
+	}
+	if n := counting.scans.Load() + int32(scans.count()); n != 0 {
+		t.Errorf("retirement issued %d Scans, want none", n)
+	}
+
+	// Declared again: it goes live anew, not from its old start.
+	t2 := t0.Add(26 * time.Hour)
+	st, err := store.BeginSubscription(ctx, delivery.SubStart{Subscription: onlyStart, StartedAt: t2})
+	if err != nil || !st.StartedAt.Equal(t2) {
+		t.Errorf("declared again: start %+v, %v; want live since %s", st, err, t2)
 	}
 }

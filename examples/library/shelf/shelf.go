@@ -65,11 +65,34 @@ type Row struct {
 
 // Get reads the projected row of loan id.
 func Get(ctx context.Context, db projection.DynamoDB, table, tenant, id string) (Row, bool, error) {
-	r, ok, err := store(db, table).Get(ctx, tenant, loans.Entity, id)
+	return decode(store(db, table).Get(ctx, tenant, loans.Entity, id))
+}
+
+func decode(r projection.Row, ok bool, err error) (Row, bool, error) {
 	if err != nil || !ok {
 		return Row{}, ok, err
 	}
 	book, _ := r.Item[AttrBook].(string)
 	onShelf, _ := r.Item[AttrOnShelf].(bool)
 	return Row{Version: r.Version, Book: book, OnShelf: onShelf, Deleted: r.Deleted}, true, nil
+}
+
+// Reader reads the shelf through its active-version pointer
+// (projection.Active, in the state table): after a rebuild switches it to
+// a new shelf table, every Reader reads that table within CacheFor.
+type Reader struct{ Versions *projection.Versions }
+
+// NewReader reads the shelf tables named by version; current is the one
+// active before any switch.
+func NewReader(db projection.DynamoDB, stateTable, current string, tables map[string]string) *Reader {
+	stores := map[string]projection.Store{}
+	for v, tbl := range tables {
+		stores[v] = store(db, tbl)
+	}
+	return &Reader{Versions: &projection.Versions{Active: &projection.Active{DB: db, Table: stateTable, Projection: "shelf", Default: current}, Stores: stores}}
+}
+
+// Get reads the projected row of loan id from the active shelf table.
+func (r *Reader) Get(ctx context.Context, tenant, id string) (Row, bool, error) {
+	return decode(r.Versions.Get(ctx, tenant, loans.Entity, id))
 }

@@ -79,3 +79,41 @@ func TestShelfRefusesALoanWithoutABook(t *testing.T) {
 		t.Errorf("a row was written (%v, %v)", ok, err)
 	}
 }
+
+// TestReaderFollowsTheActiveShelf: a Reader reads the shelf table active
+// before any switch, and the rebuilt one once a rebuild (here the switch
+// alone) moves the pointer; an unknown version is an error naming it.
+func TestReaderFollowsTheActiveShelf(t *testing.T) {
+	db := localaws.DynamoDB(t)
+	v1, v2 := shelfTable(t, db), shelfTable(t, db)
+	state := aws.ToString(localaws.CreateTable(t, db, keys.PKSKTable(localaws.UniqueName(t, "state"))).TableName)
+	ctx := context.Background()
+	for tbl, status := range map[string]string{v1: loans.StatusOpen, v2: loans.StatusReturned} {
+		if err := shelf.New(db, tbl, state).Repair(ctx, "t1", loans.Entity, "l1", 1,
+			map[string]any{loans.AttrID: "l1", loans.AttrBook: "Dune", loans.AttrStatus: status}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	onShelf := func(r *shelf.Reader) bool {
+		t.Helper()
+		row, ok, err := r.Get(ctx, "t1", "l1")
+		if err != nil || !ok {
+			t.Fatalf("reader: %+v, %v, %v", row, ok, err)
+		}
+		return row.OnShelf
+	}
+	tables := map[string]string{"v1": v1, "v2": v2}
+	if onShelf(shelf.NewReader(db, state, "v1", tables)) {
+		t.Fatal("before the switch: read v2's row; want v1's (on loan)")
+	}
+	r := shelf.NewReader(db, state, "v1", tables)
+	if err := r.Versions.Active.Switch(ctx, "v1", "v2"); err != nil {
+		t.Fatal(err)
+	}
+	if !onShelf(shelf.NewReader(db, state, "v1", tables)) {
+		t.Error("after the switch: read v1's row; want v2's (on the shelf)")
+	}
+	if _, _, err := shelf.NewReader(db, state, "v1", map[string]string{"v1": v1}).Get(ctx, "t1", "l1"); err == nil || !strings.Contains(err.Error(), `"v2"`) {
+		t.Errorf("a reader without the active version's table: %v; want an error naming v2", err)
+	}
+}

@@ -21,7 +21,16 @@
 //     next version; an added optional field is compatible (the file is then
 //     stale: Config.WriteSchemas, `fourlanes gate -write-schemas`, refreshes
 //     it, and never rewrites an incompatible one). A published schema whose
-//     version is no longer declared is a violation too.
+//     version is no longer declared is a violation too;
+//  6. every DURABLE subscription's Start (read from source: catalog.FromSeq,
+//     FromTime with a constant time.Date, FromAll, or none) is the one
+//     recorded in <Config.Schemas>/starts.json (StartsFile) and, with
+//     `-check-catalog`, in CATALOG.md (Report.StartChanges). A start is
+//     recorded on the stack when the subscription first goes live, so a
+//     changed Start either does nothing or silently changes the history a
+//     subscription is given: the violation names the subscription and tells
+//     the author to keep it and run a backfill. Config.WriteSchemas records
+//     subscriptions added and forgets those removed, never a changed start.
 //
 // Declarations are catalog.Module composite literals; their names, globs and
 // lanes must be constants. An Emit is any call of a method named Emit whose

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"golang.org/x/tools/go/packages"
 
@@ -175,6 +176,9 @@ func Run(cfg Config) (*Report, error) {
 			sdir = filepath.Join(dir, sdir)
 		}
 		if err := r.checkSchemas(dir, sdir, cfg.WriteSchemas); err != nil {
+			return nil, err
+		}
+		if err := r.checkStarts(dir, sdir, cfg.WriteSchemas); err != nil {
 			return nil, err
 		}
 	}
@@ -420,6 +424,9 @@ func (x *extractor) module(lit *ast.CompositeLit) {
 			if re, ok := sf["Reads"]; ok {
 				s.Reads = x.ints(re, "Subscription.Reads")
 			}
+			if st, ok := sf["Start"]; ok {
+				s.Start = x.start(st)
+			}
 			if h, ok := sf["Handler"]; ok {
 				m.Handlers[s.Name] = types.ExprString(h)
 			}
@@ -433,6 +440,84 @@ func (x *extractor) module(lit *ast.CompositeLit) {
 		}
 	}
 	x.r.Modules = append(x.r.Modules, m)
+}
+
+// catalogPkg is the import path of package catalog.
+const catalogPkg = "github.com/fourlanes/fourlanes/pkg/catalog"
+
+// startForms is what a violation about an unreadable Start asks for.
+const startForms = "write it as catalog.FromSeq(N), catalog.FromTime(time.Date(…constants…, time.UTC)) or catalog.FromAll() (or leave it out: live) so the gate can record and check it"
+
+// start reads a Subscription.Start: a call of catalog.FromSeq, FromTime or
+// FromAll with constant arguments, or an empty catalog.Start{} (live).
+func (x *extractor) start(e ast.Expr) catalog.Start {
+	if lit, ok := e.(*ast.CompositeLit); ok && len(lit.Elts) == 0 && x.isCatalog(lit.Type, "Start") {
+		return catalog.Start{}
+	}
+	call, ok := e.(*ast.CallExpr)
+	switch {
+	case ok && x.isCatalog(call.Fun, "FromAll") && len(call.Args) == 0:
+		return catalog.FromAll()
+	case ok && x.isCatalog(call.Fun, "FromSeq") && len(call.Args) == 1:
+		if n := x.ints(&ast.CompositeLit{Elts: call.Args}, "Subscription.Start's seq"); len(n) == 1 {
+			return catalog.FromSeq(int64(n[0]))
+		}
+		return catalog.Start{}
+	case ok && x.isCatalog(call.Fun, "FromTime") && len(call.Args) == 1:
+		if at, ok := x.date(call.Args[0]); ok {
+			return catalog.FromTime(at)
+		}
+	}
+	x.violate(e.Pos(), 0, "Subscription.Start %s is not a form the gate can read; %s", types.ExprString(e), startForms)
+	return catalog.Start{}
+}
+
+// isCatalog reports whether e names package catalog's object name.
+func (x *extractor) isCatalog(e ast.Expr, name string) bool {
+	var id *ast.Ident
+	switch f := e.(type) {
+	case *ast.SelectorExpr:
+		id = f.Sel
+	case *ast.Ident:
+		id = f
+	default:
+		return false
+	}
+	obj := x.pkg.TypesInfo.Uses[id]
+	return obj != nil && obj.Pkg() != nil && obj.Pkg().Path() == catalogPkg && obj.Name() == name
+}
+
+// date reads time.Date(y, mo, d, h, mi, s, ns, time.UTC) with constant
+// arguments.
+func (x *extractor) date(e ast.Expr) (time.Time, bool) {
+	call, ok := e.(*ast.CallExpr)
+	if !ok || len(call.Args) != 8 {
+		return time.Time{}, false
+	}
+	isTime := func(e ast.Expr, name string) bool {
+		sel, ok := e.(*ast.SelectorExpr)
+		if !ok {
+			return false
+		}
+		obj := x.pkg.TypesInfo.Uses[sel.Sel]
+		return obj != nil && obj.Pkg() != nil && obj.Pkg().Path() == "time" && obj.Name() == name
+	}
+	if !isTime(call.Fun, "Date") || !isTime(call.Args[7], "UTC") {
+		return time.Time{}, false
+	}
+	var n [7]int
+	for i, a := range call.Args[:7] {
+		tv := x.pkg.TypesInfo.Types[a]
+		if tv.Value == nil {
+			return time.Time{}, false
+		}
+		v, ok := constant.Int64Val(constant.ToInt(tv.Value))
+		if !ok {
+			return time.Time{}, false
+		}
+		n[i] = int(v)
+	}
+	return time.Date(n[0], time.Month(n[1]), n[2], n[3], n[4], n[5], n[6], time.UTC), true
 }
 
 // readVersion is one schema version as read from source.

@@ -154,3 +154,116 @@ func TestAllowlist(t *testing.T) {
 		})
 	}
 }
+
+// TestStartChanges: the generated catalog records each DURABLE
+// subscription's start; checked against a file that records another start,
+// the gate names the subscription at its declaration and tells the author
+// to keep the start and backfill. The file the gate wrote, or one written
+// before starts were recorded, has no change to report.
+func TestStartChanges(t *testing.T) {
+	r, err := gate.Run(gate.Config{Dir: repoRoot(t), Patterns: []string{"./pkg/catalog/gate/testdata/starts/..."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(r.Markdown())
+	for _, row := range []string{"| `widgets.seq` | widgets | `widget.made` | 1 | `H.On` | `seq:5` |", "| `widgets.live` | widgets | `widget.made` | 1 | `H.On` | `live` |",
+		"| `widgets.time` | widgets | `widget.made` | 1 | `H.On` | `time:2026-03-01T00:00:00Z` |", "| `widgets.all` | widgets | `widget.made` | 1 | `H.On` | `all` |"} {
+		if !strings.Contains(md, row) {
+			t.Errorf("catalog lacks the row %q:\n%s", row, md)
+		}
+	}
+	if vs := r.StartChanges([]byte(md), "CATALOG.md"); len(vs) != 0 {
+		t.Errorf("against the catalog it wrote: %v; want no change", vs)
+	}
+	// What the file recorded before the change: widgets.seq was live, and
+	// widgets.live started from all history.
+	old := strings.Replace(md, "| `H.On` | `seq:5` |", "| `H.On` | `live` |", 1)
+	old = strings.Replace(old, "| `widgets.live` | widgets | `widget.made` | 1 | `H.On` | `live` |", "| `widgets.live` | widgets | `widget.made` | 1 | `H.On` | `all` |", 1)
+	vs := r.StartChanges([]byte(old), "CATALOG.md")
+	if len(vs) != 2 {
+		t.Fatalf("start changes: %v; want widgets.live and widgets.seq", vs)
+	}
+	for i, want := range []struct{ sub, from, to string }{{"widgets.live", "all", "live"}, {"widgets.seq", "live", "seq:5"}} {
+		v := vs[i]
+		if v.Check != 6 || !strings.HasSuffix(v.Pos.Filename, "testdata/starts/module.go") || v.Pos.Line == 0 ||
+			!strings.Contains(v.Msg, "subscription "+want.sub+": Start changed from "+want.from+" (as CATALOG.md records it) to "+want.to) ||
+			!strings.Contains(v.Msg, "fourlanes backfill -subscription "+want.sub) {
+			t.Errorf("violation %d: %v; want check 6 at %s's declaration, from %s to %s, telling the author to backfill", i, v, want.sub, want.from, want.to)
+		}
+	}
+	// A catalog written before starts were recorded: nothing to compare.
+	noStarts := strings.ReplaceAll(old, " start |", " |")
+	if vs := r.StartChanges([]byte(noStarts), "CATALOG.md"); len(vs) != 0 {
+		t.Errorf("against a catalog without starts: %v; want none", vs)
+	}
+}
+
+// TestStartsRecorded: with a schemas folder, the gate records each DURABLE
+// subscription's start in starts.json (written with WriteSchemas, a
+// violation while missing or stale), and a start that differs from the
+// recorded one is a violation at the subscription's declaration telling the
+// author to backfill, which WriteSchemas never rewrites.
+func TestStartsRecorded(t *testing.T) {
+	root := repoRoot(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, gate.StartsFile)
+	run := func(write bool) []gate.Violation {
+		t.Helper()
+		r, err := gate.Run(gate.Config{Dir: root, Patterns: []string{"./pkg/catalog/gate/testdata/starts/..."}, Schemas: dir, WriteSchemas: write})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []gate.Violation
+		for _, v := range r.Violations {
+			if v.Check == 6 {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	if vs := run(false); len(vs) != 1 || !strings.Contains(vs[0].Msg, "no recorded starts") || !strings.Contains(vs[0].Msg, "-write-schemas") {
+		t.Fatalf("without starts.json: %v; want one violation asking to write it", vs)
+	}
+	if vs := run(true); len(vs) != 0 {
+		t.Fatalf("writing starts.json: %v", vs)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil || !strings.Contains(string(b), `"widgets.seq": "seq:5"`) || !strings.Contains(string(b), `"widgets.time": "time:2026-03-01T00:00:00Z"`) ||
+		strings.Contains(string(b), "widgets.local") {
+		t.Fatalf("starts.json: %s (%v); want the DURABLE subscriptions' starts only", b, err)
+	}
+	if vs := run(false); len(vs) != 0 {
+		t.Fatalf("against the starts it wrote: %v; want none", vs)
+	}
+
+	// The file recorded widgets.seq as live: its Start was edited since.
+	edited := strings.Replace(string(b), `"widgets.seq": "seq:5"`, `"widgets.seq": "live"`, 1)
+	if err := os.WriteFile(file, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, write := range []bool{false, true} {
+		vs := run(write)
+		if len(vs) != 1 || !strings.HasSuffix(vs[0].Pos.Filename, "testdata/starts/module.go") || vs[0].Pos.Line == 0 ||
+			!strings.Contains(vs[0].Msg, "subscription widgets.seq: Start changed from live") || !strings.Contains(vs[0].Msg, "to seq:5") ||
+			!strings.Contains(vs[0].Msg, "fourlanes backfill -subscription widgets.seq") {
+			t.Errorf("a changed start (write %v): %v; want one violation at widgets.seq's declaration telling the author to backfill", write, vs)
+		}
+		if got, _ := os.ReadFile(file); string(got) != edited {
+			t.Errorf("a changed start (write %v) rewrote starts.json:\n%s", write, got)
+		}
+	}
+
+	// A subscription added since the file was written: stale until written.
+	if err := os.WriteFile(file, []byte(strings.Replace(string(b), `    "widgets.all": "all",`+"\n", "", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if vs := run(false); len(vs) != 1 || !strings.Contains(vs[0].Msg, "is stale (declared since: widgets.all)") {
+		t.Errorf("a subscription added: %v; want starts.json stale naming widgets.all", vs)
+	}
+	if vs := run(true); len(vs) != 0 {
+		t.Errorf("recording the added subscription: %v", vs)
+	}
+	if got, _ := os.ReadFile(file); string(got) != string(b) {
+		t.Errorf("after recording the added subscription: %s; want %s", got, b)
+	}
+}

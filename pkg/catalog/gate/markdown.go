@@ -168,7 +168,13 @@ func (r *Report) Markdown() []byte {
 			continue
 		}
 		sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
-		w("| subscription | module | types | reads | handler | matches |\n|---|---|---|---|---|---|\n")
+		if lane == catalog.Durable {
+			// The start is recorded so that a change of it is seen
+			// (StartChanges), not only a stale file.
+			w("| subscription | module | types | reads | handler | start | matches |\n|---|---|---|---|---|---|---|\n")
+		} else {
+			w("| subscription | module | types | reads | handler | matches |\n|---|---|---|---|---|---|\n")
+		}
 		for _, s := range rows {
 			var matches []string
 			for _, t := range types {
@@ -182,6 +188,10 @@ func (r *Report) Markdown() []byte {
 						matches = append(matches, "`"+t+"`")
 					}
 				}
+			}
+			if lane == catalog.Durable {
+				w("| `%s` | %s | `%s` | %s | `%s` | `%s` | %s |\n", s.Name, s.Module, s.Types, ints(s.Reads), handler[s.Name], s.Start, dash(matches))
+				continue
 			}
 			w("| `%s` | %s | `%s` | %s | `%s` | %s |\n", s.Name, s.Module, s.Types, ints(s.Reads), handler[s.Name], dash(matches))
 		}
@@ -211,4 +221,61 @@ func containsStr(xs []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// StartChanges compares the start of each DURABLE subscription with the one
+// old records (a catalog Markdown wrote, checked in): a subscription in both
+// whose start differs is a violation (check 6) at its declaration. A
+// subscription's start is recorded when it first goes live, so a changed
+// Start does nothing on a stack where it is live, and on one where it is not
+// yet live it silently changes what history it is given; history is
+// delivered with a backfill instead. A file written before starts were
+// recorded has none to compare.
+func (r *Report) StartChanges(old []byte, file string) []Violation {
+	recorded := recordedStarts(old)
+	var out []Violation
+	for _, m := range r.Modules {
+		for _, s := range m.Spec.Subscribes {
+			was, ok := recorded[s.Name]
+			if !ok || s.Lane != catalog.Durable || was == s.Start.String() {
+				continue
+			}
+			out = append(out, Violation{Pos: m.subPos[s.Name], Check: 6,
+				Msg: startChanged(s.Name, was, s.Start.String(), file, "regenerate "+file+" with `fourlanes gate -catalog "+file+"`")})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// recordedStarts reads the start column of the DURABLE table of a catalog
+// Markdown wrote: subscription → start.
+func recordedStarts(md []byte) map[string]string {
+	out := map[string]string{}
+	_, rest, ok := strings.Cut(string(md), "\n### "+string(catalog.Durable)+"\n")
+	if !ok {
+		return out
+	}
+	if end := strings.Index(rest, "\n### "); end >= 0 {
+		rest = rest[:end]
+	}
+	startCol := -1
+	for _, line := range strings.Split(rest, "\n") {
+		if !strings.HasPrefix(line, "| ") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "| "), " | ")
+		if startCol < 0 {
+			startCol = slices.Index(cells, "start")
+			if startCol < 0 {
+				return out // written before starts were recorded
+			}
+			continue
+		}
+		if len(cells) <= startCol {
+			continue
+		}
+		out[strings.Trim(cells[0], "`")] = strings.Trim(cells[startCol], "`")
+	}
+	return out
 }

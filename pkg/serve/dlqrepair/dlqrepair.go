@@ -70,11 +70,13 @@ func Run(a app.Application) {
 	for i, p := range re {
 		projections[i] = p
 	}
+	grace := boot.Get(repair.ParseRetireGrace(os.Getenv(keys.EnvRetireGrace))).Or(b, "environment")
 	r := boot.Get(repair.New(repair.Config{
 		SQS: sqs.NewFromConfig(cfg), Streams: dynamodbstreams.NewFromConfig(cfg), DB: db, Log: events, Deliverer: d, DeadLetters: claims,
 		Feed: feed, Projections: projections, Backfills: claims, Subscriptions: reg, Cursors: claims,
 		Retirer: claims, Declared: append([]string{}, delivery.DurableSubscriptions(cat)...), // non-nil: none declared retires all
-		DurableDLQ: env[keys.EnvDurableDLQURL], PipeDLQ: env[keys.EnvPipeDLQURL], ChangeFeedDLQ: env[keys.EnvChangeFeedDLQURL],
+		RetireGrace: grace,
+		DurableDLQ:  env[keys.EnvDurableDLQURL], PipeDLQ: env[keys.EnvPipeDLQURL], ChangeFeedDLQ: env[keys.EnvChangeFeedDLQURL],
 		EventsTable: env[keys.EnvEventsTable], StateTable: state,
 		Logger: b.Log, Metrics: b.Metrics,
 	})).Or(b, "repairer")
