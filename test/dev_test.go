@@ -201,7 +201,7 @@ func TestDevCommand(t *testing.T) {
 	ports := freePortFlags(t) // -dynamodb-port P0 -sqs-port P1 …, in devPortFlags' order
 	port := func(flag string) string { return ports[2*slices.Index(devPortFlags, flag)+1] }
 	d := startDev(t, ctx, cli, append([]string{"dev", "-tenants", "2", "-orders", "2", "-status-every", "250ms"}, ports...)...)
-	d.waitFor("dev: building 7 functions for this machine", time.Minute)
+	d.waitFor("dev: building 8 functions for this machine", time.Minute)
 	urlLine := d.waitFor("reconcile URL", 6*time.Minute)
 	if !strings.Contains(urlLine, "http://127.0.0.1:"+port("reconcile-port")+"/") {
 		t.Errorf("reconcile URL line: %q; want the port of -reconcile-port, %s", urlLine, port("reconcile-port"))
@@ -260,8 +260,21 @@ func TestDevCommand(t *testing.T) {
 	code, out, errOut = d.runWith(env, cli, "reconcile", "-tenant", "t8")
 	checkReconcileExit(t, code, out, errOut)
 	file := filepath.Join(t.TempDir(), "t8.jsonl")
-	if code, out, errOut := d.runWith(env, cli, "export", "-tenant", "t8", "-o", file, "-json"); code != 0 || !strings.Contains(out, `"checkpoint":{"file":"`+file+`.checkpoint"`) {
-		t.Fatalf("export with the exports of env -local: exit %d: %s%s", code, out, errOut)
+	// The notary signs t8's checkpoint as it reads the events stream, a
+	// moment after the commit: export until it finds one.
+	var exportOut string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		code, out, errOut := d.runWith(env, cli, "export", "-tenant", "t8", "-o", file, "-json")
+		if code != 0 {
+			t.Fatalf("export with the exports of env -local: exit %d: %s%s", code, out, errOut)
+		}
+		if exportOut = out; strings.Contains(out, `"checkpoint":{"file":"`+file+`.checkpoint"`) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.Contains(exportOut, `"checkpoint":{"file":"`+file+`.checkpoint"`) {
+		t.Fatalf("export with the exports of env -local found no checkpoint signed by the notary within 30s: %s", exportOut)
 	}
 	kc := kms.New(kms.Options{Region: vars["AWS_REGION"], BaseEndpoint: aws.String(vars["AWS_ENDPOINT_URL_KMS"]),
 		Credentials: credentials.NewStaticCredentialsProvider(vars["AWS_ACCESS_KEY_ID"], vars["AWS_SECRET_ACCESS_KEY"], "")})
