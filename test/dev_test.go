@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
 	"github.com/fourlanes/fourlanes/twin/localaws"
 	"github.com/fourlanes/fourlanes/twin/twintest"
 )
@@ -221,8 +222,14 @@ func TestDevCommand(t *testing.T) {
 	}
 	code, out, errOut := d.run(cli, "reconcile", "-local")
 	checkReconcileExit(t, code, out, errOut)
-	if strings.Count(out, `"chain_intact": true`) != 2 {
-		t.Errorf("reconcile -local: exit %d: %s", code, out)
+	// The demo's two chains, and the heartbeat's once its schedule (one
+	// minute, as in the template) has run.
+	want := 2
+	if strings.Contains(out, `"tenant": "`+tenancy.HeartbeatTenant+`"`) {
+		want = 3
+	}
+	if strings.Count(out, `"chain_intact": true`) != want {
+		t.Errorf("reconcile -local: exit %d: want %d chains intact: %s", code, want, out)
 	}
 	if code, out, errOut := d.run(cli, "emit", "-local", "-tenant", "t9", "-type", "order.paid",
 		"-payload", `{"order_id":"o1","customer_email":"a@b.example","amount_cents":100,"payment_ref":"p1"}`); code != 0 || !strings.Contains(out, `"seq": 1`) {
@@ -288,6 +295,26 @@ func TestDevCommand(t *testing.T) {
 	}
 	if code, out, errOut := d.runWith(env, cli, "verify", "-checkpoint", file+".checkpoint", "-origin", vars[keys.EnvCheckpointLog], "-key", der, file); code != 0 || !strings.Contains(out, "OK extends the checkpoint") {
 		t.Errorf("verify -checkpoint of the export: exit %d: %s%s", code, out, errOut)
+	}
+	// The heartbeat is scheduled on the twin as in the template (every
+	// minute), so an idle dev stack shows its pulse too.
+	twinLog, err := os.ReadFile(filepath.Join(d.dir, "twin.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheduled := false
+	for _, line := range bytes.Split(twinLog, []byte("\n")) {
+		var l struct {
+			Msg      string `json:"msg"`
+			Function string `json:"function"`
+			Every    int64  `json:"every"` // slog's JSON: nanoseconds
+		}
+		if json.Unmarshal(line, &l) == nil && l.Msg == "twin: schedule" && strings.HasPrefix(l.Function, "Heartbeat") && time.Duration(l.Every) == time.Minute {
+			scheduled = true
+		}
+	}
+	if !scheduled {
+		t.Errorf("dev's twin.log schedules no heartbeat every minute")
 	}
 	d.stop()
 }
