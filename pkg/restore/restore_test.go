@@ -77,7 +77,9 @@ func TestKindOfCoversEveryStatePrefix(t *testing.T) {
 }
 
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-func n(v int64) types.AttributeValue  { return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)} }
+func n(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
 
 func row(pk, sk string, attrs ...any) map[string]types.AttributeValue {
 	it := map[string]types.AttributeValue{keys.AttrPK: s(pk), keys.AttrSK: s(sk)}
