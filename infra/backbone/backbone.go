@@ -158,6 +158,14 @@ type Props struct {
 	// KEY` or `-done KEY`. Every other principal's writes are denied by the
 	// table's resource policy.
 	StateOperators []awsiam.IRole
+	// ReconcileAccess, when set, limits what each caller of reconcile's
+	// Function URL sees to its tenants (pkg/reconcile, TenantAccess: the
+	// function reads the caller's role from the SigV4-verified identity the
+	// URL hands it; keys.EnvReconcileAccess). A Role entry is granted the URL
+	// too. A caller not named sees nothing (403), so name every caller,
+	// operators with Tenants {"*"}. Unset: every caller the URL admits sees
+	// every tenant.
+	ReconcileAccess []ReconcileAccess
 	// FailOnTeamFindings makes cdk-nag's findings on the stack's other
 	// resources (the team's) errors that fail the synthesis, as findings on
 	// the backbone's own resources are. By default they are warnings, in the
@@ -287,6 +295,9 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	})
 	b.ChangeFeed = NewChangeFeed(c, "ChangeFeed", &ChangeFeedProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy, TableKey: p.TableKey, QueueKey: p.QueueKey})
 	b.Reconcile = NewReconcile(c, "Reconcile", &ReconcileProps{Log: b.Log, Functions: fo, ReservedConcurrency: reconcileRC})
+	for _, err := range b.Reconcile.limitAccess(p.ReconcileAccess) {
+		fail("%v", err)
+	}
 	b.Notary = NewNotary(c, "Notary", &NotaryProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy, QueueKey: p.QueueKey})
 	b.Checkpoints = NewCheckpoints(c, "Checkpoints", &CheckpointsProps{Log: b.Log, Reconcile: b.Reconcile, Notary: b.Notary})
 	b.Repair = NewRepair(c, "Repair", &RepairProps{
