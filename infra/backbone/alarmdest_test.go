@@ -407,6 +407,7 @@ func TestCatalogOwnerAlarms(t *testing.T) {
 	if len(ls.errors) > 0 {
 		t.Fatalf("synthesis errors: %v", ls.errors)
 	}
+	lintDoc(t, ls.doc)
 	tmpl := backbonetest.Template(ls.doc)
 	var deskTopic string
 	for id, sub := range tmpl.Resources("AWS::SNS::Subscription") {

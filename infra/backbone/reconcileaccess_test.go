@@ -85,6 +85,7 @@ func TestReconcileAccessFromProps(t *testing.T) {
 	if len(ls.errors) > 0 {
 		t.Fatalf("synthesis errors: %v", ls.errors)
 	}
+	lintDoc(t, ls.doc)
 	tmpl := backbonetest.Template(ls.doc)
 	raw := joined(t, reconcileEnv(t, tmpl)[keys.EnvReconcileAccess], map[string]string{roleID: "team-a-oncall"})
 	var got map[string][]string
