@@ -102,8 +102,11 @@ type AlarmsProps struct {
 	// descriptions (New: the application's tracked entities).
 	TrackedStreams string
 	// App is the application whose modules may name an owner to page
-	// (app.Module.AlarmTopicArn).
+	// (app.Module.AlarmTopicArn, or catalog Owner).
 	App app.Application
+	// Owners maps the owners the catalog names to their destinations
+	// (Props.Owners).
+	Owners map[string]OwnerDestination
 	// Subscriptions are the DURABLE and BEST_EFFORT subscriptions: each
 	// gets a delivery-lag alarm and its p50 and p99 on the dashboard.
 	Subscriptions []string
@@ -420,7 +423,7 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		pipeMetric(pipe, "ExecutionThrottled", "Sum"), 1, 1)
 
 	projectionAlarms(alarm)
-	a.ownerAlarms(props.App, topic)
+	a.ownerAlarms(props.App, props.Owners, topic)
 	// Commit → handler done, per subscription (EMF DeliveryLag with the
 	// Subscription dimension, from durable-consumer and changefeed).
 	// Percentiles need the metric itself: Metrics Insights has none.
