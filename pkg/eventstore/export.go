@@ -159,22 +159,29 @@ func (s *Store) exportRange(ctx context.Context, tenant string, lo, hi int64) ex
 		out.pages++
 		out.reads += int64(len(page.Items))
 		for _, it := range page.Items {
-			e, err := envelope.FromItem(it)
-			if err != nil {
-				out.err = fmt.Errorf("export tenant %q: event row after seq %d does not decode: %w", tenant, after, err)
+			// The line straight from the row; a row not certainly well
+			// formed is decoded, which names what is wrong with it.
+			lines, c, ok := envelope.AppendItemLine(out.lines, it)
+			seq := c.Seq
+			if !ok {
+				e, err := envelope.FromItem(it)
+				if err != nil {
+					out.err = fmt.Errorf("export tenant %q: event row after seq %d does not decode: %w", tenant, after, err)
+					return out
+				}
+				if lines, err = e.AppendCanonicalJSON(out.lines); err != nil {
+					out.err = fmt.Errorf("export tenant %q: seq %d: %w", tenant, e.Seq, err)
+					return out
+				}
+				seq = e.Seq
+			}
+			if seq <= after || seq > hi {
+				out.err = fmt.Errorf("export tenant %q: range seq %d to %d returned seq %d after seq %d", tenant, lo, hi, seq, after)
 				return out
 			}
-			if e.Seq <= after || e.Seq > hi {
-				out.err = fmt.Errorf("export tenant %q: range seq %d to %d returned seq %d after seq %d", tenant, lo, hi, e.Seq, after)
-				return out
-			}
-			if out.lines, err = e.AppendCanonicalJSON(out.lines); err != nil {
-				out.err = fmt.Errorf("export tenant %q: seq %d: %w", tenant, e.Seq, err)
-				return out
-			}
-			out.lines = append(out.lines, '\n')
+			out.lines = append(lines, '\n')
 			out.events++
-			after = e.Seq
+			after = seq
 		}
 		if page.LastEvaluatedKey == nil {
 			return out
