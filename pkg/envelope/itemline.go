@@ -137,7 +137,7 @@ func appendAV(b []byte, av types.AttributeValue, depth int) ([]byte, bool) {
 	case *types.AttributeValueMemberS:
 		return appendString(b, x.Value)
 	case *types.AttributeValueMemberN:
-		if !canonicalNumber(x.Value) {
+		if !canonicalNumber(x.Value) && (len(x.Value) > 32 || !isCanonicalNumber(x.Value)) {
 			return b, false // the decoding path canonicalizes (or refuses) it
 		}
 		return append(b, x.Value...), true
