@@ -31,8 +31,9 @@ type ExportOptions struct {
 	Parallel int
 	// RangeSeqs is how many seqs one range covers (default
 	// DefaultExportRangeSeqs). Ranges are handed to the readers in seq
-	// order, and at most 2 × Parallel of them are read ahead of the writer,
-	// so memory stays bounded by about 2 × Parallel × RangeSeqs events.
+	// order, and at most five ranges per reader are in memory at once (one
+	// being read, one read, one being encoded, two encoded), so memory stays
+	// bounded by about 5 × Parallel × RangeSeqs events.
 	RangeSeqs int64
 }
 
@@ -85,11 +86,31 @@ func (s *Store) ExportWith(ctx context.Context, tenant string, w io.Writer, o Ex
 	results := make([]chan exportRange, par)
 	for k := range results {
 		results[k] = make(chan exportRange, 2)
+		// Each reader is two stages: one goroutine reads its ranges and the
+		// other encodes them, so the next range's Query is in flight while
+		// the last one's rows are encoded.
+		fetched := make(chan exportRange, 1)
 		go func(k int) {
-			defer close(results[k])
+			defer close(fetched)
 			for r := int64(k); r < ranges; r += int64(par) {
 				lo, hi := r*size+1, min((r+1)*size, head.LastSeq)
-				got := s.exportRange(ctx, tenant, lo, hi)
+				got := s.fetchRange(ctx, tenant, lo, hi)
+				select {
+				case fetched <- got:
+				case <-ctx.Done():
+					return
+				}
+				if got.err != nil {
+					return
+				}
+			}
+		}(k)
+		go func(k int) {
+			defer close(results[k])
+			for got := range fetched {
+				if got.err == nil {
+					encodeRange(tenant, &got)
+				}
 				select {
 				case results[k] <- got:
 				case <-ctx.Done():
@@ -126,15 +147,16 @@ func (s *Store) ExportWith(ctx context.Context, tenant string, w io.Writer, o Ex
 // exportRange is one range of an export, read and encoded.
 type exportRange struct {
 	lo, hi       int64
-	lines        []byte // the events' lines, in seq order
+	items        []map[string]types.AttributeValue // the rows read, until encoded
+	lines        []byte                            // the events' lines, in seq order
 	events       int64
 	reads, pages int64
 	err          error
 }
 
-// exportRange reads tenant's events with lo ≤ seq ≤ hi and encodes them as
-// export lines.
-func (s *Store) exportRange(ctx context.Context, tenant string, lo, hi int64) exportRange {
+// fetchRange reads tenant's events with lo ≤ seq ≤ hi: one paginated
+// strongly consistent Query, no Limit (pages of up to 1 MB).
+func (s *Store) fetchRange(ctx context.Context, tenant string, lo, hi int64) exportRange {
 	out := exportRange{lo: lo, hi: hi}
 	in := &dynamodb.QueryInput{
 		TableName:              aws.String(s.cfg.Table),
@@ -149,43 +171,56 @@ func (s *Store) exportRange(ctx context.Context, tenant string, lo, hi int64) ex
 			":hi": &types.AttributeValueMemberN{Value: strconv.FormatInt(hi, 10)},
 		},
 	}
-	after := lo - 1
 	for {
 		page, err := s.db.Query(ctx, in)
 		if err != nil {
+			after := lo - 1
+			if n := len(out.items); n > 0 {
+				if v, ok := out.items[n-1][keys.AttrSeq].(*types.AttributeValueMemberN); ok {
+					after, _ = strconv.ParseInt(v.Value, 10, 64)
+				}
+			}
 			out.err = fmt.Errorf("export tenant %q: read seq %d to %d (after seq %d): %w", tenant, lo, hi, after, err)
 			return out
 		}
 		out.pages++
 		out.reads += int64(len(page.Items))
-		for _, it := range page.Items {
-			// The line straight from the row; a row not certainly well
-			// formed is decoded, which names what is wrong with it.
-			lines, c, ok := envelope.AppendItemLine(out.lines, it)
-			seq := c.Seq
-			if !ok {
-				e, err := envelope.FromItem(it)
-				if err != nil {
-					out.err = fmt.Errorf("export tenant %q: event row after seq %d does not decode: %w", tenant, after, err)
-					return out
-				}
-				if lines, err = e.AppendCanonicalJSON(out.lines); err != nil {
-					out.err = fmt.Errorf("export tenant %q: seq %d: %w", tenant, e.Seq, err)
-					return out
-				}
-				seq = e.Seq
-			}
-			if seq <= after || seq > hi {
-				out.err = fmt.Errorf("export tenant %q: range seq %d to %d returned seq %d after seq %d", tenant, lo, hi, seq, after)
-				return out
-			}
-			out.lines = append(lines, '\n')
-			out.events++
-			after = seq
-		}
+		out.items = append(out.items, page.Items...)
 		if page.LastEvaluatedKey == nil {
 			return out
 		}
 		in.ExclusiveStartKey = page.LastEvaluatedKey
 	}
+}
+
+// encodeRange turns a fetched range's rows into export lines, in seq order.
+func encodeRange(tenant string, out *exportRange) {
+	lo, hi := out.lo, out.hi
+	after := lo - 1
+	for _, it := range out.items {
+		// The line straight from the row; a row not certainly well
+		// formed is decoded, which names what is wrong with it.
+		lines, c, ok := envelope.AppendItemLine(out.lines, it)
+		seq := c.Seq
+		if !ok {
+			e, err := envelope.FromItem(it)
+			if err != nil {
+				out.err = fmt.Errorf("export tenant %q: event row after seq %d does not decode: %w", tenant, after, err)
+				return
+			}
+			if lines, err = e.AppendCanonicalJSON(out.lines); err != nil {
+				out.err = fmt.Errorf("export tenant %q: seq %d: %w", tenant, e.Seq, err)
+				return
+			}
+			seq = e.Seq
+		}
+		if seq <= after || seq > hi {
+			out.err = fmt.Errorf("export tenant %q: range seq %d to %d returned seq %d after seq %d", tenant, lo, hi, seq, after)
+			return
+		}
+		out.lines = append(lines, '\n')
+		out.events++
+		after = seq
+	}
+	out.items = nil
 }
