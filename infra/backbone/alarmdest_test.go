@@ -163,6 +163,40 @@ func TestNotaryStoppedAlarm(t *testing.T) {
 	}
 }
 
+// TestChangeFeedStoppedAlarm: a tracked table's change-feed mapping that
+// stops invokes nothing, and no heartbeat crosses a team's table, so the
+// alarm compares that table's writes with what its mapping polled.
+func TestChangeFeedStoppedAlarm(t *testing.T) {
+	s := synth(t)
+	esm := LogicalChangeFeedESM + widgetEntity
+	m := props(s.resources("AWS::Lambda::EventSourceMapping")[esm])
+	if b, _ := json.Marshal(m["MetricsConfig"]); string(b) != `{"Metrics":["EventCount"]}` {
+		t.Errorf("%s MetricsConfig %s, want EventCount", esm, b)
+	}
+	p, ok := s.alarmOnQuery("FILL(tpolled, 0) == 0")
+	if !ok {
+		t.Fatal("no alarm for a stopped change-feed mapping")
+	}
+	if d := p["AlarmDescription"].(string); !strings.Contains(d, widgetEntity) || !strings.Contains(d, "change-feed") {
+		t.Errorf("stopped change-feed alarm %q names neither the entity nor the change feed", d)
+	}
+	b, _ := json.Marshal(p["Metrics"])
+	for _, want := range []string{
+		`"MetricName":"ConsumedWriteCapacityUnits"`, `{"Name":"TableName","Value":{"Ref":"` + s.id(s.stack.Widgets) + `"}}`,
+		`"MetricName":"PolledEventCount"`, `{"Name":"EventSourceMappingUUID","Value":{"Ref":"` + esm + `"}}`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("stopped change-feed alarm metrics lack %s:\n%s", want, b)
+		}
+	}
+	if p["EvaluationPeriods"] != 2.0 || p["DatapointsToAlarm"] != 2.0 || p["TreatMissingData"] != "notBreaching" {
+		t.Errorf("alarm over %v/%v periods, missing data %v; want 2 of 2", p["DatapointsToAlarm"], p["EvaluationPeriods"], p["TreatMissingData"])
+	}
+	if len(list(p["AlarmActions"])) != 1 {
+		t.Errorf("alarm actions %v, want the alarm topic", p["AlarmActions"])
+	}
+}
+
 // TestTamperWatchStateStoppedAlarm: the same watch of the watcher on the
 // state table's stream.
 func TestTamperWatchStateStoppedAlarm(t *testing.T) {

@@ -297,6 +297,7 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 		b.Durable.DurableConsumer.Role, b.ChangeFeed.Changefeed.Role, b.Reconcile.Function.Role, b.Repair.Function.Role,
 		b.Notary.Function.Role, // its own notary# rows only (notary.go)
 	}, p.StateOperators...)...)
+	b.Log.ProtectNotaryRows(b.Notary.Function.Role)
 	b.ChangeFeed.OnlyBackboneSends(b.Repair.Function.Role)
 	b.Heartbeat = NewHeartbeat(c, "Heartbeat", &HeartbeatProps{Log: b.Log, Functions: fo})
 	b.Tamper = NewTamperWatch(c, "TamperWatch", &TamperWatchProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy, QueueKey: p.QueueKey})

@@ -184,7 +184,7 @@ func exportCheckpoint(ctx context.Context, fs *flag.FlagSet, tenant string, head
 		return nil, err
 	}
 	if note == nil {
-		fmt.Fprintf(stderr, "tenant %s has no signed checkpoint in %s: run reconcile\n", tenant, src.bucket)
+		fmt.Fprintf(stderr, "tenant %s has no signed checkpoint in %s yet: the notary signs one as it reads the events stream (seconds after a commit); if none appears, see the NotaryStopped and NotaryFinding alarms\n", tenant, src.bucket)
 		return nil, nil
 	}
 	if err := os.WriteFile(cpOut, note, 0o644); err != nil {

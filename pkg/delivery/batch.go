@@ -481,7 +481,7 @@ func (d *Deliverer) Prefetch(ctx context.Context, envs []envelope.Envelope) (*Pr
 				continue
 			}
 			seenT[e.TenantID] = true
-			for _, sub := range subs {
+			for _, sub := range ForChain(subs, e.TenantID) {
 				ms = append(ms, markKey{e.TenantID, sub})
 			}
 		}

@@ -190,7 +190,7 @@ func (d *Deliverer) Watermarks(ctx context.Context, tenant string) (map[string]W
 	if d.marks == nil {
 		return nil, ErrNoWatermarks
 	}
-	for _, sub := range d.Subscriptions() {
+	for _, sub := range d.subscriptionsOf(tenant) {
 		if _, err := d.beginWatermark(ctx, tenant, sub); err != nil {
 			return nil, err
 		}
@@ -200,7 +200,7 @@ func (d *Deliverer) Watermarks(ctx context.Context, tenant string) (map[string]W
 		return nil, err
 	}
 	out := map[string]Watermark{}
-	for _, sub := range d.Subscriptions() {
+	for _, sub := range d.subscriptionsOf(tenant) {
 		w, ok := got[sub]
 		if !ok {
 			w = Watermark{Tenant: tenant, Subscription: sub}
@@ -252,7 +252,7 @@ func (d *Deliverer) SettledWith(ctx context.Context, tenant string, seqs []int64
 	moved := map[string]int64{}
 	var errs []error
 	now := d.cfg.Now()
-	for _, sub := range d.Subscriptions() {
+	for _, sub := range d.subscriptionsOf(tenant) {
 		at, known := p.watermark(tenant, sub)
 		for _, r := range runs {
 			if known && r.to <= at {

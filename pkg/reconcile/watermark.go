@@ -108,6 +108,8 @@ func (r *Reconciler) deliveryAudit(ctx context.Context, tenant string, rep *Repo
 	known := map[string]bool{}
 	for _, sub := range r.cfg.Subscriptions {
 		known[sub] = true
+	}
+	for _, sub := range delivery.ForChain(r.cfg.Subscriptions, tenant) {
 		w, stored := marks[sub]
 		sd := SubscriptionDelivery{Subscription: sub, Watermark: w.Seq, StartSeq: w.StartSeq}
 		if err := r.startOf(ctx, tenant, rep.LastSeq, &sd, stored); err != nil {
