@@ -61,9 +61,9 @@ func (r *Reminder) OnLoanEvent(ctx context.Context, e app.Envelope) error {
 		log = slog.Default()
 	}
 	return app.Effect(ctx, EffectReminder, func(ctx context.Context, key string) error {
-		// The subject names the book; the event, its loan and member.
+		// The subject names the book; the event, its loan.
 		log.InfoContext(ctx, Sent, slog.String(obs.KeyEventID, e.ID), slog.String(obs.KeyTenant, e.TenantID),
-			slog.String(obs.KeyTo, p.Email), slog.String(obs.KeySubject, subject))
+			slog.String(obs.KeyMember, p.Member), slog.String(obs.KeyTo, p.Email), slog.String(obs.KeySubject, subject))
 		return nil
 	}, app.AtMostOnce)
 }
