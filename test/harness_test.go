@@ -64,12 +64,18 @@ func TestMain(m *testing.M) {
 		// The whole package: start every build now, so that they overlap the
 		// first (sequential) tests instead of holding up the test that
 		// needs them. A run of a few tests (-run) builds only what they use.
-		for _, o := range []testkit.Options{ordersApp, libraryApp, relayApp} {
-			testkit.Prepare(o)
-		}
-		for _, pkg := range []string{ordersCLI, libraryCLI, fourlanesCLI} {
-			go prebuildCLI(pkg)
-		}
+		// The orders example first: the sequential tests, which run first,
+		// need it; the rest builds beside them.
+		go func() {
+			wait := testkit.Prepare(ordersApp)
+			prebuildCLI(ordersCLI)
+			_ = wait() // its test reports an error
+			for _, o := range []testkit.Options{libraryApp, relayApp} {
+				testkit.Prepare(o)
+			}
+			prebuildCLI(libraryCLI)
+			prebuildCLI(fourlanesCLI)
+		}()
 	}
 	code := twintest.Run(m)
 	cleanup()

@@ -163,12 +163,15 @@ func assembly(o Options) *assembled {
 // Prepare starts building the application's functions and synthesizing its
 // CDK app in the background and returns at once, so that the build overlaps
 // whatever runs meanwhile (a TestMain calls it for each application its
-// tests bring up, then m.Run). Assemble and Up wait for it; an error is
-// theirs to report. Without Prepare, the first Assemble starts the build.
-func Prepare(o Options) {
-	if o.defaults() == nil {
-		assembly(o)
+// tests bring up, then m.Run). Assemble and Up wait for it; wait does too
+// and returns its error, for a TestMain that orders its builds. Without
+// Prepare, the first Assemble starts the build.
+func Prepare(o Options) (wait func() error) {
+	if err := o.defaults(); err != nil {
+		return func() error { return err }
 	}
+	a := assembly(o)
+	return func() error { <-a.done; return a.err }
 }
 
 // Assemble builds the application's functions for this machine and
