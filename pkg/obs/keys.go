@@ -135,7 +135,6 @@ const (
 	KeyLastEventID             = "last_event_id"
 	KeyLastSeq                 = "last_seq"
 	KeyLeaseUntil              = "lease_until"
-	KeyLoanID                  = "loan_id"
 	KeyLocal                   = "local"
 	KeyLog                     = "log"
 	KeyLogicalID               = "logical_id"
