@@ -42,7 +42,7 @@ func TestEveryCommandsHelp(t *testing.T) {
 		t.Fatalf("help: exit %d", code)
 	}
 	cmds := commandLine.FindAllStringSubmatch(usage, -1)
-	want := []string{"dev", "dynamodb", "init", "reconcile", "repair", "backfill", "export", "verify", "schema", "gate", "emit", "watermarks", "deadletters", "effects", "erase", "env", "version"}
+	want := []string{"dev", "dynamodb", "init", "reconcile", "repair", "backfill", "export", "verify", "schema", "gate", "emit", "watermarks", "deadletters", "effects", "restore-state", "erase", "env", "version"}
 	var names []string
 	for _, c := range cmds {
 		names = append(names, c[1])
