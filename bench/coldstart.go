@@ -547,9 +547,9 @@ func oneBinaryVerdict(targets []*coldTarget, runs map[*coldTarget][]coldRun) str
 	return fmt.Sprintf("One binary for every role (`examples/orders/cmd/allinone`, the role chosen by `%s`) against one "+
 		"binary per role, as the stack deploys: %.1f MB on linux/arm64 against %.1f–%.1f MB; start → response, median of "+
 		"the roles' medians, %s against %s: the single binary %s (slower for %d of %d roles). Kept: one binary per role, "+
-		"whatever a few milliseconds either way: every function would otherwise ship the code of all six (%.1f MB more "+
+		"whatever a few milliseconds either way: every function would otherwise ship the code of all %d (%.1f MB more "+
 		"than the smallest role), and a per-role binary keeps what each function can run as narrow as its IAM role.",
-		keys.EnvFunction, allMB, lo, hi, ms(time.Duration(ma)), ms(time.Duration(mp)), start, worse, n, allMB-lo)
+		keys.EnvFunction, allMB, lo, hi, ms(time.Duration(ma)), ms(time.Duration(mp)), start, worse, n, n, allMB-lo)
 }
 
 func okRuns(rs []coldRun) []coldRun {

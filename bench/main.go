@@ -65,6 +65,8 @@ type options struct {
 	coldReps   int             // cold starts per binary
 	reconcileN int             // events before the checkpoint
 	latencyN   int             // orders per poll period in the latency section
+	exportN    int             // events in the export section's chain
+	exportReps int             // interleaved rounds of the export section
 }
 
 func defaults() options {
@@ -80,6 +82,8 @@ func defaults() options {
 		coldReps:   9,
 		reconcileN: 1000,
 		latencyN:   300,
+		exportN:    20000,
+		exportReps: 5,
 	}
 }
 
@@ -89,9 +93,10 @@ func (o *options) quick() {
 	o.coldReps = 1
 	o.reconcileN = 30
 	o.latencyN = 20
+	o.exportN, o.exportReps = 2000, 1
 }
 
-var sections = []string{"emit", "verify", "reconcile", "delivery", "backfill", "coldstart", "eventpath", "soak", "latency"}
+var sections = []string{"emit", "verify", "export", "reconcile", "delivery", "backfill", "coldstart", "eventpath", "soak", "latency"}
 
 func main() {
 	exit := 0
@@ -179,7 +184,7 @@ func run(ctx context.Context, o options, quick bool) error {
 		return err
 	}
 	env := &benchEnv{root: root, ddbEndpoint: os.Getenv("FOURLANES_DYNAMODB_ENDPOINT"), sqsEndpoint: os.Getenv("FOURLANES_SQS_ENDPOINT")}
-	needDB := o.only["emit"] || o.only["reconcile"] || o.only["delivery"] || o.only["backfill"] || o.only["coldstart"] || o.only["eventpath"] || o.only["latency"]
+	needDB := o.only["emit"] || o.only["export"] || o.only["reconcile"] || o.only["delivery"] || o.only["backfill"] || o.only["coldstart"] || o.only["eventpath"] || o.only["latency"]
 	if needDB && env.ddbEndpoint == "" {
 		log.Print("FOURLANES_DYNAMODB_ENDPOINT is unset: serving a DynamoDB in this process")
 		srv, err := localaws.StartDynamoDB(ctx)
@@ -214,6 +219,8 @@ func run(ctx context.Context, o options, quick bool) error {
 			sec, err = benchEmit(ctx, env, o)
 		case "verify":
 			sec, err = benchVerify(o)
+		case "export":
+			sec, err = benchExport(ctx, env, o)
 		case "reconcile":
 			sec, err = benchReconcile(ctx, env, o)
 		case "delivery":

@@ -16,8 +16,8 @@ import (
 // once), ends done, and reconcile reports the subscription's start and the
 // backfill's position; the deadletters listing finds none.
 func TestBackfillOnTheTwin(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	s := startStack(t, nil)
-	t.Setenv("AWS_ENDPOINT_URL_LAMBDA", s.tw.InvokeEndpoint()) // for cli2; hence not parallel
 	evs := pastOrders(t, s, "acme", 3)
 	s.waitDelivered(t, evs)
 	eventually(t, 60*time.Second, "acme's watermark at its head", func() (bool, string) {

@@ -33,6 +33,7 @@ func (s *stack) cli2(args ...string) (int, string, string) {
 	s.t.Helper()
 	cmd := exec.CommandContext(s.t.Context(), s.cli, args...)
 	cmd.Env = append(os.Environ(), "AWS_ENDPOINT_URL_DYNAMODB="+s.ddbEndpoint(), "AWS_ENDPOINT_URL_S3="+s.tw.S3Endpoint(),
+		"AWS_ENDPOINT_URL_LAMBDA="+s.tw.InvokeEndpoint(),
 		"AWS_REGION="+localaws.Region, "AWS_ACCESS_KEY_ID=fourlanes", "AWS_SECRET_ACCESS_KEY=local",
 		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null")
 	var stdout, stderr bytes.Buffer
@@ -59,6 +60,7 @@ func (s *stack) ddbEndpoint() string {
 // fails `verify -checkpoint`; the checkpoint object cannot be deleted or
 // overwritten.
 func TestSignedCheckpointOnTwin(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	s := startStack(t, nil)
 	ctx := context.Background()
 	const tenant = "acme"

@@ -22,6 +22,7 @@ import (
 // not its event id, so it is undecodable and dead-lettered to the FIFO DLQ
 // at its first receive, its reason beside it.
 func TestSharedDedupIDIsDropped(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	s := startStack(t, func(tm *cfn.Template) {
 		for _, r := range tm.OfType(cfn.TypePipe) {
 			r.SetProp("$.tenant_id", "TargetParameters", "SqsQueueParameters", "MessageDeduplicationId")

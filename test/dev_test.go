@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
 	"github.com/fourlanes/fourlanes/twin/localaws"
 	"github.com/fourlanes/fourlanes/twin/twintest"
 )
@@ -201,7 +202,7 @@ func TestDevCommand(t *testing.T) {
 	ports := freePortFlags(t) // -dynamodb-port P0 -sqs-port P1 …, in devPortFlags' order
 	port := func(flag string) string { return ports[2*slices.Index(devPortFlags, flag)+1] }
 	d := startDev(t, ctx, cli, append([]string{"dev", "-tenants", "2", "-orders", "2", "-status-every", "250ms"}, ports...)...)
-	d.waitFor("dev: building 7 functions for this machine", time.Minute)
+	d.waitFor("dev: building 8 functions for this machine", time.Minute)
 	urlLine := d.waitFor("reconcile URL", 6*time.Minute)
 	if !strings.Contains(urlLine, "http://127.0.0.1:"+port("reconcile-port")+"/") {
 		t.Errorf("reconcile URL line: %q; want the port of -reconcile-port, %s", urlLine, port("reconcile-port"))
@@ -221,8 +222,14 @@ func TestDevCommand(t *testing.T) {
 	}
 	code, out, errOut := d.run(cli, "reconcile", "-local")
 	checkReconcileExit(t, code, out, errOut)
-	if strings.Count(out, `"chain_intact": true`) != 2 {
-		t.Errorf("reconcile -local: exit %d: %s", code, out)
+	// The demo's two chains, and the heartbeat's once its schedule (one
+	// minute, as in the template) has run.
+	want := 2
+	if strings.Contains(out, `"tenant": "`+tenancy.HeartbeatTenant+`"`) {
+		want = 3
+	}
+	if strings.Count(out, `"chain_intact": true`) != want {
+		t.Errorf("reconcile -local: exit %d: want %d chains intact: %s", code, want, out)
 	}
 	if code, out, errOut := d.run(cli, "emit", "-local", "-tenant", "t9", "-type", "order.paid",
 		"-payload", `{"order_id":"o1","customer_email":"a@b.example","amount_cents":100,"payment_ref":"p1"}`); code != 0 || !strings.Contains(out, `"seq": 1`) {
@@ -260,8 +267,21 @@ func TestDevCommand(t *testing.T) {
 	code, out, errOut = d.runWith(env, cli, "reconcile", "-tenant", "t8")
 	checkReconcileExit(t, code, out, errOut)
 	file := filepath.Join(t.TempDir(), "t8.jsonl")
-	if code, out, errOut := d.runWith(env, cli, "export", "-tenant", "t8", "-o", file, "-json"); code != 0 || !strings.Contains(out, `"checkpoint":{"file":"`+file+`.checkpoint"`) {
-		t.Fatalf("export with the exports of env -local: exit %d: %s%s", code, out, errOut)
+	// The notary signs t8's checkpoint as it reads the events stream, a
+	// moment after the commit: export until it finds one.
+	var exportOut string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		code, out, errOut := d.runWith(env, cli, "export", "-tenant", "t8", "-o", file, "-json")
+		if code != 0 {
+			t.Fatalf("export with the exports of env -local: exit %d: %s%s", code, out, errOut)
+		}
+		if exportOut = out; strings.Contains(out, `"checkpoint":{"file":"`+file+`.checkpoint"`) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.Contains(exportOut, `"checkpoint":{"file":"`+file+`.checkpoint"`) {
+		t.Fatalf("export with the exports of env -local found no checkpoint signed by the notary within 30s: %s", exportOut)
 	}
 	kc := kms.New(kms.Options{Region: vars["AWS_REGION"], BaseEndpoint: aws.String(vars["AWS_ENDPOINT_URL_KMS"]),
 		Credentials: credentials.NewStaticCredentialsProvider(vars["AWS_ACCESS_KEY_ID"], vars["AWS_SECRET_ACCESS_KEY"], "")})
@@ -275,6 +295,26 @@ func TestDevCommand(t *testing.T) {
 	}
 	if code, out, errOut := d.runWith(env, cli, "verify", "-checkpoint", file+".checkpoint", "-origin", vars[keys.EnvCheckpointLog], "-key", der, file); code != 0 || !strings.Contains(out, "OK extends the checkpoint") {
 		t.Errorf("verify -checkpoint of the export: exit %d: %s%s", code, out, errOut)
+	}
+	// The heartbeat is scheduled on the twin as in the template (every
+	// minute), so an idle dev stack shows its pulse too.
+	twinLog, err := os.ReadFile(filepath.Join(d.dir, "twin.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheduled := false
+	for _, line := range bytes.Split(twinLog, []byte("\n")) {
+		var l struct {
+			Msg      string `json:"msg"`
+			Function string `json:"function"`
+			Every    int64  `json:"every"` // slog's JSON: nanoseconds
+		}
+		if json.Unmarshal(line, &l) == nil && l.Msg == "twin: schedule" && strings.HasPrefix(l.Function, "Heartbeat") && time.Duration(l.Every) == time.Minute {
+			scheduled = true
+		}
+	}
+	if !scheduled {
+		t.Errorf("dev's twin.log schedules no heartbeat every minute")
 	}
 	d.stop()
 }

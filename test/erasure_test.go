@@ -69,6 +69,7 @@ func (s *stack) remindersTo() map[string][]string {
 // refused with nothing written; the export still verifies offline, bytes
 // unchanged, and reconcile finds the chain intact.
 func TestErasureOnTwin(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	s := startLibrary(t)
 	fs := newFaults(t)
 	ctx := context.Background()

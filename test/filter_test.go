@@ -36,6 +36,7 @@ func removePipeFilter(t *testing.T) func(*cfn.Template) {
 // bisects it down to the head row, retries it and dead-letters its
 // metadata, loudly; the events around it are delivered.
 func TestPipeFilterRemoved(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	s := startStack(t, removePipeFilter(t))
 	ctx := context.Background()
 	if _, err := s.app.Workload(ctx, []string{"acme", "globex"}, 2); err != nil {

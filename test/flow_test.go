@@ -20,6 +20,7 @@ const emailSub = "notifications.order-email"
 // search projection; reconcile finds every chain intact and counts exactly
 // the dead letters injected (payloads the subscriber cannot decode).
 func TestOrdersFlowEndToEnd(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	s := startStack(t, nil)
 	ctx := context.Background()
 	tenants := []string{"acme", "globex", "initech"}

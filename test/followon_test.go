@@ -27,7 +27,7 @@ var relayApp = testkit.Options{App: "./test/relay/infra", Functions: "test/relay
 func startRelay(t *testing.T, mutate func(*cfn.Template)) (*stack, *relay.Desk) {
 	t.Helper()
 	twintest.Endpoints(t) // skip before building when there are no servers
-	cli := buildCLI(t, "./cmd/fourlanes")
+	cli := buildCLI(t, fourlanesCLI)
 	s := upStack(t, relayApp, mutate, cli)
 	var err error
 	if s.env, err = s.tw.FunctionEnv(s.fn[keys.FnDLQRepair]); err != nil {
@@ -49,6 +49,7 @@ func startRelay(t *testing.T, mutate func(*cfn.Template)) (*stack, *relay.Desk) 
 // subscription settles. Without a kill, triage's LOCAL subscriber of the
 // follow-on runs in durable-consumer, once.
 func TestFollowOnChain(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	s, desk := startRelay(t, shortConsumer)
 	fs := newFaults(t)
 	ctx := context.Background()

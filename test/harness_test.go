@@ -7,25 +7,35 @@
 //
 // # parallel
 //
-// The tests that spend most of their time waiting (visibility timeouts,
-// batching windows, lease expiry) call t.Parallel(); Go runs every other
-// test of the package first, one at a time, and then these, at most
-// -parallel (GOMAXPROCS) at once. A test may run in parallel only if it
-// touches nothing another test's stack shares: the fault rules of the one
-// DynamoDB are shared, so a test that clears them (newFaults) stays
-// sequential; a rule scoped to the test's own table and consumed by it
-// (TestKillMidBatch's stall) does not clash.
+// Every test brings up a stack of its own (tables, queues and processes
+// named by a prefix of its own) on the run's shared DynamoDB and ElasticMQ,
+// so almost every test calls t.Parallel(), and TestMain runs up to
+// defaultParallel of them at once (they spend most of their time waiting:
+// visibility timeouts, batching windows, lease expiry), unless -parallel is
+// given. A test may run in parallel only if it touches nothing another
+// test's stack shares: its fault rules name its own tables and it lists and
+// clears only those (faults, ?table=); it sets no environment variable of
+// the process (t.Setenv) and changes no other global. Go runs the tests
+// that do not call t.Parallel() first, one at a time, then the others.
+// These stay sequential, each for a reason its comment gives:
+// TestKillStreamFilterMidInvocation (its kill must land in the
+// microseconds between a line and the answer), TestChaosSoak (its report
+// measures how fast the stack settles) and TestHeartbeatFlowsAndStopsAlarm
+// (a beat late by one 300 ms alarm period on a loaded machine is a breach).
 package e2e
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -48,9 +58,44 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	setDefaultParallel(defaultParallel)
+	if f := flag.Lookup("test.run"); f == nil || f.Value.String() == "" {
+		// The whole package: start every build now, so that they overlap the
+		// first (sequential) tests instead of holding up the test that
+		// needs them. A run of a few tests (-run) builds only what they use.
+		// The orders example first: the sequential tests, which run first,
+		// need it; the rest builds beside them.
+		go func() {
+			wait := testkit.Prepare(ordersApp)
+			prebuildCLI(ordersCLI)
+			_ = wait() // its test reports an error
+			for _, o := range []testkit.Options{libraryApp, relayApp} {
+				testkit.Prepare(o)
+			}
+			prebuildCLI(libraryCLI)
+			prebuildCLI(fourlanesCLI)
+		}()
+	}
 	code := twintest.Run(m)
 	cleanup()
 	os.Exit(code)
+}
+
+// defaultParallel is how many tests run at once unless -parallel says
+// otherwise: more than the cores, since the tests mostly wait.
+var defaultParallel = max(4, runtime.GOMAXPROCS(0))
+
+// setDefaultParallel sets -test.parallel to n unless the command line set it
+// (go test -parallel N passes -test.parallel=N).
+func setDefaultParallel(n int) {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
+			panic(err)
+		}
+	}
 }
 
 // The e2e suites bring their stacks up with the public test kit
@@ -58,6 +103,13 @@ func TestMain(m *testing.M) {
 // functions for this machine and synthesizes its CDK app once per test
 // binary. Beside that, each application's build of the CLI (pkg/cli with the
 // application's catalog: emit needs it), once.
+
+// The CLIs of the applications the tests bring up.
+const (
+	ordersCLI    = "./examples/orders/cmd/orders"
+	libraryCLI   = "./examples/library/cmd/library"
+	fourlanesCLI = "./cmd/fourlanes" // no application's catalog
+)
 
 // ordersApp is where the orders example lives in the workspace.
 var ordersApp = testkit.Options{App: "./examples/orders/infra", Functions: "examples/orders/functions", StackPrefix: "e2e"}
@@ -75,41 +127,59 @@ type cliBuild struct {
 }
 
 func cleanup() {
+	cliMu.Lock()
+	defer cliMu.Unlock()
 	if tmpDir != "" {
 		os.RemoveAll(tmpDir)
 	}
 }
 
-// buildCLI builds the application's CLI (pkg, e.g. ./examples/orders/cmd/orders) once.
-func buildCLI(t *testing.T, pkg string) string {
-	t.Helper()
+// cliOf returns the build of the CLI pkg, starting it if no caller has yet.
+func cliOf(pkg string) *cliBuild {
 	cliMu.Lock()
+	defer cliMu.Unlock()
 	b := cliBuilt[pkg]
 	if b == nil {
 		b = &cliBuild{}
 		cliBuilt[pkg] = b
-		if tmpDir == "" {
-			var err error
-			if tmpDir, err = os.MkdirTemp("", "fourlanes-e2e-"); err != nil {
-				cliMu.Unlock()
-				t.Fatal(err)
-			}
-		}
 	}
-	cliMu.Unlock()
+	return b
+}
+
+// prebuildCLI builds the CLI pkg, once; buildCLI reports its error.
+func prebuildCLI(pkg string) {
+	b := cliOf(pkg)
 	b.once.Do(func() {
 		root, err := localaws.ModuleRoot()
 		if err != nil {
 			b.err = err
 			return
 		}
-		b.path = filepath.Join(tmpDir, strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "-"))
+		cliMu.Lock()
+		if tmpDir == "" {
+			tmpDir, err = os.MkdirTemp("", "fourlanes-e2e-")
+		}
+		dir := tmpDir
+		cliMu.Unlock()
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(dir, strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "-"))
 		build := exec.Command("go", "build", "-o", b.path, pkg)
 		build.Dir = root
 		if out, err := build.CombinedOutput(); err != nil {
 			b.err = fmt.Errorf("build the CLI %s: %w\n%s", pkg, err, out)
 		}
 	})
+}
+
+// buildCLI builds the application's CLI (pkg, e.g. ./examples/orders/cmd/orders) once,
+// or waits for the build TestMain started.
+func buildCLI(t *testing.T, pkg string) string {
+	t.Helper()
+	prebuildCLI(pkg)
+	b := cliOf(pkg)
 	if b.err != nil {
 		t.Fatal(b.err)
 	}
@@ -121,7 +191,7 @@ func buildCLI(t *testing.T, pkg string) string {
 func assemble(t *testing.T) (*cfn.Template, twin.CodeResolver, string) {
 	t.Helper()
 	tmpl, code := testkit.Assemble(t, ordersApp)
-	return tmpl, code, buildCLI(t, "./examples/orders/cmd/orders")
+	return tmpl, code, buildCLI(t, ordersCLI)
 }
 
 // stack is one running twin of the synthesized stack, and the example

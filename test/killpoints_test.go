@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -69,21 +70,34 @@ type fault struct {
 }
 
 // faults talks to the admin API of the DynamoDB the stack runs on, which
-// may be in another process (make test exports one).
+// may be in another process (make test exports one) and is shared by every
+// test of the run, some in parallel: every rule names a table of this
+// test's own stack, and list and clear see only the tables this test armed
+// rules on (?table=), so one test's faults never touch another's.
 type faults struct {
 	t        *testing.T
 	endpoint string
+	mu       *sync.Mutex
+	tables   *[]string // every table this test armed a rule on
 }
 
 func newFaults(t *testing.T) faults {
 	t.Helper()
 	ep, _ := twintest.Endpoints(t)
-	f := faults{t: t, endpoint: strings.TrimRight(ep, "/") + "/_fourlanes/faults"}
+	f := faults{t: t, endpoint: strings.TrimRight(ep, "/") + "/_fourlanes/faults", mu: new(sync.Mutex), tables: new([]string)}
 	t.Cleanup(f.clear)
 	return f
 }
 
-func (f faults) do(method string, body any) []byte {
+// scope is the query naming this test's tables: empty when it armed none.
+func (f faults) scope() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	q := url.Values{"table": *f.tables}
+	return "?" + q.Encode()
+}
+
+func (f faults) do(method, query string, body any) []byte {
 	f.t.Helper()
 	var r io.Reader
 	if body != nil {
@@ -93,34 +107,46 @@ func (f faults) do(method string, body any) []byte {
 		}
 		r = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, f.endpoint, r)
+	req, err := http.NewRequest(method, f.endpoint+query, r)
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		f.t.Fatalf("%s %s: %v", method, f.endpoint, err)
+		f.t.Fatalf("%s %s: %v", method, f.endpoint+query, err)
 	}
 	defer res.Body.Close()
 	out, _ := io.ReadAll(res.Body)
 	if res.StatusCode/100 != 2 {
-		f.t.Fatalf("%s %s: %s: %s", method, f.endpoint, res.Status, out)
+		f.t.Fatalf("%s %s: %s: %s", method, f.endpoint+query, res.Status, out)
 	}
 	return out
 }
 
-// arm arms one rule.
+// arm arms one rule, which must name a table of this test's stack.
 func (f faults) arm(r fault) {
 	f.t.Helper()
-	f.do(http.MethodPost, r)
+	if r.Table == "" {
+		f.t.Fatalf("fault %+v names no table: a rule of the shared server must name this test's own", r)
+	}
+	f.mu.Lock()
+	if !slices.Contains(*f.tables, r.Table) {
+		*f.tables = append(*f.tables, r.Table)
+	}
+	f.mu.Unlock()
+	f.do(http.MethodPost, "", r)
 }
 
-// list returns the rules still armed, with what is left of each and what
-// each has hit.
+// list returns this test's rules still armed, with what is left of each and
+// what each has hit.
 func (f faults) list() []fault {
 	f.t.Helper()
+	q := f.scope()
+	if q == "?" {
+		return nil
+	}
 	var rules []fault
-	if err := json.Unmarshal(f.do(http.MethodGet, nil), &rules); err != nil {
+	if err := json.Unmarshal(f.do(http.MethodGet, q, nil), &rules); err != nil {
 		f.t.Fatal(err)
 	}
 	return rules
@@ -138,9 +164,13 @@ func (f faults) left(action, table string) int {
 	return n
 }
 
-// clear disarms every rule of the server. The tests of this package run one
-// at a time, and every rule names a table of this test's own stack.
-func (f faults) clear() { f.do(http.MethodDelete, nil) }
+// clear disarms this test's rules (those on the tables it armed rules on),
+// and no other test's.
+func (f faults) clear() {
+	if q := f.scope(); q != "?" {
+		f.do(http.MethodDelete, q, nil)
+	}
+}
 
 // emitterEnv carries the emitter's orders from TestKillDuringEmit to the
 // process it starts (this test binary, running TestEmitterProcess).
@@ -391,6 +421,7 @@ func (s *stack) checkSettled(t *testing.T, tenant string) {
 //   - delay: the answer is held; the process is killed inside the call that
 //     committed.
 func TestKillDuringEmit(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	s := startStack(t, nil)
 	fs := newFaults(t)
 	ep, _ := twintest.Endpoints(t)
@@ -456,6 +487,8 @@ func TestKillDuringEmit(t *testing.T) {
 // before the Pipe has its answer: the Pipe retries the batch, every event is
 // delivered once, and nothing is sent to the Pipe's DLQ.
 func TestKillStreamFilterMidInvocation(t *testing.T) {
+	// Not parallel (see parallel in harness_test.go): the kill must land in the
+	// microseconds between the line and the answer, which a loaded machine stretches.
 	s := startStack(t, nil)
 	filterID := s.fn[keys.FnStreamFilter]
 	s.whenLine(func(fn string, l lambdart.Line) {
@@ -544,6 +577,7 @@ func (s *stack) killConsumerWhenHeld(t *testing.T, fs faults, action, table stri
 // answer held). The batch comes back: the first event is delivered once, its
 // email sent once; the second is dead-lettered once, and settled.
 func TestKillConsumer(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	s := startStack(t, shortConsumer)
 	fs := newFaults(t)
 	state := s.env[keys.EnvStateTable]

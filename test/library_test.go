@@ -32,7 +32,7 @@ var libraryApp = testkit.Options{App: "./examples/library/infra", Functions: "ex
 func assembleLibrary(t *testing.T) (*cfn.Template, twin.CodeResolver, string) {
 	t.Helper()
 	tmpl, code := testkit.Assemble(t, libraryApp)
-	return tmpl, code, buildCLI(t, "./examples/library/cmd/library")
+	return tmpl, code, buildCLI(t, libraryCLI)
 }
 
 // startLibrary brings up a twin of the library's stack, mutated by mutate if
@@ -275,6 +275,7 @@ func (s *stack) remindersSent() map[string]int {
 // The operator decides (redo); dlq-repair's next run sends it, once, and
 // everything is settled.
 func TestLibraryReminderOfUnknownOutcome(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	s := startLibrary(t, shortConsumer)
 	fs := newFaults(t)
 	ctx := context.Background()

@@ -233,6 +233,7 @@ func (n *notarized) orders(t *testing.T, tenant string, from, count int) {
 // the forgery, nor anything appended on top of it; reconcile reports the
 // chain broken and names the notary's finding.
 func TestNotaryRewriteNeverSigned(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	n := startNotarized(t)
 	const tenant = "acme"
 	n.orders(t, tenant, 0, 3)
@@ -258,6 +259,7 @@ func TestNotaryRewriteNeverSigned(t *testing.T) {
 // back to an older event (its true hash). The notary reports the removal,
 // signs nothing after it; reconcile reports the rollback.
 func TestNotaryTruncationNeverSigned(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	n := startNotarized(t)
 	const tenant = "acme"
 	n.orders(t, tenant, 0, 3)
@@ -293,6 +295,7 @@ func TestNotaryTruncationNeverSigned(t *testing.T) {
 // and hash, the head left where it was (the emitter role may). The notary
 // reports a planted row and signs nothing over it.
 func TestNotaryPlantedRowNeverSigned(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	n := startNotarized(t)
 	const tenant = "acme"
 	n.orders(t, tenant, 0, 2)
@@ -327,6 +330,7 @@ func TestNotaryPlantedRowNeverSigned(t *testing.T) {
 // Enabled again, it reads on from where it stopped (the stream keeps 24
 // hours), reports the rewrite, and signs nothing the rewrite touched.
 func TestNotaryCatchesUpAfterStop(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	n := startNotarized(t)
 	const tenant = "acme"
 	n.orders(t, tenant, 0, 2)

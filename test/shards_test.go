@@ -23,6 +23,7 @@ import (
 // runs for the tenant (its log line names the tenant and the chain); reconcile
 // finds each chain intact, and the tenant's chains together.
 func TestShardedTenantEndToEnd(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	const tenant, shards = "hot", 4
 	s := startStack(t, nil)
 	ctx := context.Background()

@@ -96,6 +96,8 @@ type SoakReport struct {
 }
 
 func TestChaosSoak(t *testing.T) {
+	// Not parallel (see parallel in harness_test.go): its report measures how fast
+	// the stack settles, which other tests on the same cores would distort.
 	plan := soakPlanFromEnv(t)
 	s := startStack(t, shortConsumer)
 	fs := newFaults(t)

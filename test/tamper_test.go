@@ -22,6 +22,7 @@ import (
 // tamper-watch no longer reads the events stream (the stream's two readers
 // are the Pipe and the notary) and says nothing about the log.
 func TestTamperOfLogRaisesNotaryFinding(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	s := startStack(t, nil)
 	ctx := context.Background()
 	fn, mapping := s.fn[keys.FnNotary], s.notaryMap
@@ -109,6 +110,7 @@ func TestTamperOfLogRaisesNotaryFinding(t *testing.T) {
 // tamper-watch's mapping on the state table's stream; the deliveries that
 // wrote them raise nothing.
 func TestStateDeletesRaiseSignal(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	s := startStack(t, nil)
 	ctx := context.Background()
 	fn, state := s.fn[keys.FnTamperWatch], s.env[keys.EnvStateTable]

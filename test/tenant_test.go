@@ -13,6 +13,7 @@ import (
 // the stream, the Pipe (its MessageGroupId), the FIFO queue, the durable subscriber, and
 // reconcile through the CLI (the id travels in a URL query).
 func TestTenantAtTheLimitFlowsEndToEnd(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	const punct = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
 	tenant := punct + strings.Repeat("Zz9", 32)
 	tenant = tenant[:128]

@@ -105,6 +105,7 @@ func (s *spanSink) find(traceID, name string) (sinkSpan, bool) {
 // changefeed: each handler's span is a child of the emitting request's span,
 // under its trace id, linked to the invocation that carried it.
 func TestOneTraceThroughTheLog(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
 	sink := newSpanSink(t)
 	s := startStack(t, func(tm *cfn.Template) {
 		for _, r := range tm.OfType(cfn.TypeFunction) {

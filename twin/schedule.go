@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
 // TypeSchedule is an EventBridge Scheduler schedule.
@@ -78,7 +80,7 @@ func (tw *Twin) startSchedules() error {
 			continue
 		}
 		if p.State == "DISABLED" {
-			tw.log.Info("twin: schedule disabled in the template", "logical_id", res.LogicalID)
+			tw.log.Info("twin: schedule disabled in the template", obs.KeyLogicalID, res.LogicalID)
 			continue
 		}
 		if period <= 0 {
@@ -93,7 +95,7 @@ func (tw *Twin) startSchedules() error {
 		}
 		s := &schedule{tw: tw, id: res.LogicalID, fn: f, input: []byte(input), period: period}
 		tw.schedules[res.LogicalID] = s
-		tw.log.Info("twin: schedule", "logical_id", res.LogicalID, "function", f.id, "every", period, "expression", p.ScheduleExpression)
+		tw.log.Info("twin: schedule", obs.KeyLogicalID, res.LogicalID, obs.KeyFunction, f.id, obs.KeyEvery, period, obs.KeyExpression, p.ScheduleExpression)
 		tw.wg.Add(1)
 		go s.run(tw.ctx, &tw.wg)
 	}
@@ -119,7 +121,7 @@ func (s *schedule) run(ctx context.Context, wg *sync.WaitGroup) {
 			err = res.Err
 		}
 		if err != nil && ctx.Err() == nil {
-			s.tw.log.Warn("twin: scheduled invocation failed", "logical_id", s.id, "function", s.fn.id, "err", err.Error())
+			s.tw.log.Warn("twin: scheduled invocation failed", obs.KeyLogicalID, s.id, obs.KeyFunction, s.fn.id, obs.Err(err))
 		}
 		s.mu.Lock()
 		s.runs++

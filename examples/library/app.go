@@ -17,7 +17,7 @@ import (
 var App = app.Application{
 	Name: "library",
 	Modules: []app.Module{
-		app.Declare(loans.Module),
+		app.Bind(loans.Module, nil),
 		app.Bind(reminders.Module, func(rt app.Runtime) (*reminders.Reminder, error) {
 			return &reminders.Reminder{Logger: rt.Logger}, nil
 		}),

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fourlanes/fourlanes/examples/library/loans"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
+	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
 // TestApp: the library's application value is valid, tracks LOAN from the
@@ -28,7 +29,7 @@ func TestApp(t *testing.T) {
 	for _, tt := range []struct {
 		lane catalog.Lane
 		want []string
-	}{{catalog.Durable, []string{"reminders"}}, {catalog.BestEffort, []string{"shelf"}}} {
+	}{{catalog.Durable, []string{"reminders", keys.HeartbeatModule}}, {catalog.BestEffort, []string{"shelf"}}} {
 		var got []string
 		for _, m := range App.Runs(tt.lane) {
 			got = append(got, m.Spec.Name)

@@ -24,6 +24,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
+	"github.com/fourlanes/fourlanes/pkg/heartbeat"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/lanes"
 	"github.com/fourlanes/fourlanes/pkg/obs"
@@ -115,7 +116,10 @@ func newWorld(t *testing.T) *world {
 
 	w.mailer = &countingMailer{sent: map[string]int{}}
 	notifier := &notifications.Notifier{Mailer: w.mailer}
-	if w.consumerReg, err = catalog.NewRegistry(w.cat, notifications.Module.Bind(notifier)); err != nil {
+	// The framework's module (the heartbeat's DURABLE subscriber) comes
+	// with the application's catalog: the consumer binds it too.
+	if w.consumerReg, err = catalog.NewRegistry(w.cat, notifications.Module.Bind(notifier),
+		heartbeat.Module.Bind(&heartbeat.Monitor{Logger: log, Metrics: metrics})); err != nil {
 		t.Fatal(err)
 	}
 	w.claims = delivery.NewDynamoStore(w.db, w.stateTable)
@@ -284,8 +288,10 @@ func TestAppIsValid(t *testing.T) {
 	for _, m := range example.App.Runs(catalog.Durable, catalog.BestEffort) {
 		bound = append(bound, m.Spec.Name)
 	}
-	if got := strings.Join(bound, " "); got != "notifications search" {
-		t.Errorf("modules bound in functions: %q, want notifications search", got)
+	// The framework's own module (the heartbeat's subscriber) runs on the
+	// DURABLE lane of every application, after the application's.
+	if got, want := strings.Join(bound, " "), "notifications search "+keys.HeartbeatModule; got != want {
+		t.Errorf("modules bound in functions: %q, want %s", got, want)
 	}
 	if got := example.App.Env(catalog.BestEffort); len(got) != 1 || got[0] != search.EnvTable {
 		t.Errorf("BEST_EFFORT environment: %v, want [%s]", got, search.EnvTable)

@@ -14,6 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fourlanes/fourlanes/infra/backbone/backbonetest"
+	"github.com/fourlanes/fourlanes/pkg/app"
+	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
@@ -157,6 +159,40 @@ func TestNotaryStoppedAlarm(t *testing.T) {
 	}
 	if p["EvaluationPeriods"] != 2.0 || p["DatapointsToAlarm"] != 2.0 || p["TreatMissingData"] != "notBreaching" {
 		t.Errorf("alarm over %v/%v periods, missing data %v; want 2 of 2 (missing polls are FILLed as zero)", p["DatapointsToAlarm"], p["EvaluationPeriods"], p["TreatMissingData"])
+	}
+	if len(list(p["AlarmActions"])) != 1 {
+		t.Errorf("alarm actions %v, want the alarm topic", p["AlarmActions"])
+	}
+}
+
+// TestChangeFeedStoppedAlarm: a tracked table's change-feed mapping that
+// stops invokes nothing, and no heartbeat crosses a team's table, so the
+// alarm compares that table's writes with what its mapping polled.
+func TestChangeFeedStoppedAlarm(t *testing.T) {
+	s := synth(t)
+	esm := LogicalChangeFeedESM + widgetEntity
+	m := props(s.resources("AWS::Lambda::EventSourceMapping")[esm])
+	if b, _ := json.Marshal(m["MetricsConfig"]); string(b) != `{"Metrics":["EventCount"]}` {
+		t.Errorf("%s MetricsConfig %s, want EventCount", esm, b)
+	}
+	p, ok := s.alarmOnQuery("FILL(tpolled, 0) == 0")
+	if !ok {
+		t.Fatal("no alarm for a stopped change-feed mapping")
+	}
+	if d := p["AlarmDescription"].(string); !strings.Contains(d, widgetEntity) || !strings.Contains(d, "change-feed") {
+		t.Errorf("stopped change-feed alarm %q names neither the entity nor the change feed", d)
+	}
+	b, _ := json.Marshal(p["Metrics"])
+	for _, want := range []string{
+		`"MetricName":"ConsumedWriteCapacityUnits"`, `{"Name":"TableName","Value":{"Ref":"` + s.id(s.stack.Widgets) + `"}}`,
+		`"MetricName":"PolledEventCount"`, `{"Name":"EventSourceMappingUUID","Value":{"Ref":"` + esm + `"}}`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("stopped change-feed alarm metrics lack %s:\n%s", want, b)
+		}
+	}
+	if p["EvaluationPeriods"] != 2.0 || p["DatapointsToAlarm"] != 2.0 || p["TreatMissingData"] != "notBreaching" {
+		t.Errorf("alarm over %v/%v periods, missing data %v; want 2 of 2", p["DatapointsToAlarm"], p["EvaluationPeriods"], p["TreatMissingData"])
 	}
 	if len(list(p["AlarmActions"])) != 1 {
 		t.Errorf("alarm actions %v, want the alarm topic", p["AlarmActions"])
@@ -367,5 +403,111 @@ func TestModuleOwnerAlarms(t *testing.T) {
 	ls = synthLibrary(t, func(_ awscdk.Stack, p *Props) { p.App = bad })
 	if len(ls.errors) != 1 || !strings.Contains(ls.errors[0], `module shelf of application library: AlarmTopicArn "oncall@example.com" is not an SNS topic ARN`) {
 		t.Errorf("synthesis errors %q, want one naming module shelf's AlarmTopicArn", ls.errors)
+	}
+}
+
+// deskModule has a LOCAL subscription whose own Owner is not its module's.
+var deskModule = catalog.Module[librarian]{
+	Name: "desk",
+	Subscribes: []catalog.Subscription[librarian]{
+		{Name: "desk.notify", Types: "library.book-lent", Lane: catalog.Local, Reads: []int{1}, Handler: librarian.handle, Owner: "team-desk"},
+	},
+}
+
+// ownedLibrary is the library app with owners declared in its catalog:
+// the library module by team-lending, the desk's LOCAL subscription by
+// team-desk.
+func ownedLibrary() app.Application {
+	lib := libraryModule
+	lib.Owner = "team-lending"
+	a := libraryApp
+	a.Modules = slices.Clone(libraryApp.Modules)
+	a.Modules[0].Spec = lib.Spec()
+	a.Modules = append(a.Modules, app.Module{Spec: deskModule.Spec()})
+	return a
+}
+
+// TestCatalogOwnerAlarms: each owner the catalog names gets alarms of its
+// own, notifying its destination from Props.Owners beside the stack's
+// topic: team-lending (an existing topic) on its module's DURABLE dead
+// letters and unmatched event types, team-desk (an address, subscribed to
+// a topic the backbone creates) on its LOCAL handler's failures. An owner
+// without a destination, a destination without an owner, and a destination
+// given twice fail the synthesis, naming the owner.
+func TestCatalogOwnerAlarms(t *testing.T) {
+	const lending = "arn:aws:sns:eu-west-1:111122223333:lending-oncall"
+	owners := map[string]OwnerDestination{"team-lending": {TopicArn: lending}, "team-desk": {Email: "desk@example.com"}}
+	ls := synthLibrary(t, func(_ awscdk.Stack, p *Props) { p.App, p.Owners = ownedLibrary(), owners })
+	if len(ls.errors) > 0 {
+		t.Fatalf("synthesis errors: %v", ls.errors)
+	}
+	lintDoc(t, ls.doc)
+	tmpl := backbonetest.Template(ls.doc)
+	var deskTopic string
+	for id, sub := range tmpl.Resources("AWS::SNS::Subscription") {
+		if p := props(sub); p["Endpoint"] == "desk@example.com" && p["Protocol"] == "email" {
+			deskTopic, _ = p["TopicArn"].(map[string]any)["Ref"].(string)
+		} else if p["Endpoint"] != testAlarmEmail {
+			t.Errorf("subscription %s: %v, want only the stack's and team-desk's addresses", id, p)
+		}
+	}
+	if deskTopic == "" || deskTopic == LogicalAlarmTopic {
+		t.Fatalf("no topic of its own subscribes team-desk's address: %v", tmpl.Resources("AWS::SNS::Subscription"))
+	}
+	if p := props(tmpl.Resources("AWS::SNS::Topic")[deskTopic]); p == nil {
+		t.Fatalf("team-desk's topic %s is not in the template", deskTopic)
+	}
+	queries := map[string]map[string]any{}
+	for _, al := range tmpl.Resources("AWS::CloudWatch::Alarm") {
+		for _, m := range list(props(al)["Metrics"]) {
+			if e, _ := m.(map[string]any)["Expression"].(string); strings.Contains(e, "WHERE") {
+				queries[e] = props(al)
+			}
+		}
+	}
+	for q, dest := range map[string]string{
+		`SELECT SUM(DeadLettered) FROM SCHEMA("fourlanes", Subscription) WHERE Subscription = 'library.remind'`:      `"` + lending + `"`,
+		`SELECT SUM(Unmatched) FROM SCHEMA("fourlanes", Lane, Type) WHERE Type = 'library.book-lent'`:                `"` + lending + `"`,
+		`SELECT SUM(LocalHandlerFailures) FROM SCHEMA("fourlanes", Subscription) WHERE Subscription = 'desk.notify'`: `{"Ref":"` + deskTopic + `"}`,
+	} {
+		p, ok := queries[q]
+		if !ok {
+			t.Errorf("no alarm on %s; owner alarms: %v", q, queries)
+			continue
+		}
+		for _, k := range []string{"AlarmActions", "OKActions"} {
+			acts, _ := json.Marshal(p[k])
+			if !strings.Contains(string(acts), dest) || !strings.Contains(string(acts), `{"Ref":"`+LogicalAlarmTopic+`"}`) || len(list(p[k])) != 2 {
+				t.Errorf("alarm on %s: %s %s, want the owner's destination %s and the stack's topic", q, k, acts, dest)
+			}
+		}
+		if d, _ := p["AlarmDescription"].(string); !strings.Contains(d, "owner team-") {
+			t.Errorf("alarm on %s: description %q does not name the owner", q, d)
+		}
+	}
+	if len(queries) != 3 {
+		t.Errorf("%d owner alarms, want 3: %v", len(queries), queries)
+	}
+
+	for _, tt := range []struct {
+		name   string
+		owners map[string]OwnerDestination
+		want   string
+	}{
+		{"owner without destination", map[string]OwnerDestination{"team-lending": {TopicArn: lending}},
+			`owner "team-desk" (subscription desk.notify) has no alarm destination: add it to Props.Owners`},
+		{"destination without owner", map[string]OwnerDestination{"team-lending": {TopicArn: lending}, "team-desk": {Email: "desk@example.com"}, "team-gone": {Email: "x@example.com"}},
+			`Props.Owners["team-gone"]: no module or subscription of application library names this owner`},
+		{"two destinations", map[string]OwnerDestination{"team-lending": {TopicArn: lending, Email: "l@example.com"}, "team-desk": {Email: "desk@example.com"}},
+			`Props.Owners["team-lending"]: give exactly one of Email, Topic and TopicArn (2 given)`},
+		{"bad address", map[string]OwnerDestination{"team-lending": {TopicArn: lending}, "team-desk": {Email: "desk@"}},
+			`Props.Owners["team-desk"]: Email "desk@" is not one email address`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ls := synthLibrary(t, func(_ awscdk.Stack, p *Props) { p.App, p.Owners = ownedLibrary(), tt.owners })
+			if len(ls.errors) != 1 || !strings.Contains(ls.errors[0], tt.want) {
+				t.Errorf("synthesis errors %q, want one containing %q", ls.errors, tt.want)
+			}
+		})
 	}
 }

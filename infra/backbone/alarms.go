@@ -2,6 +2,8 @@ package backbone
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -100,8 +102,11 @@ type AlarmsProps struct {
 	// descriptions (New: the application's tracked entities).
 	TrackedStreams string
 	// App is the application whose modules may name an owner to page
-	// (app.Module.AlarmTopicArn).
+	// (app.Module.AlarmTopicArn, or catalog Owner).
 	App app.Application
+	// Owners maps the owners the catalog names to their destinations
+	// (Props.Owners).
+	Owners map[string]OwnerDestination
 	// Subscriptions are the DURABLE and BEST_EFFORT subscriptions: each
 	// gets a delivery-lag alarm and its p50 and p99 on the dashboard.
 	Subscriptions []string
@@ -349,6 +354,32 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 			},
 		}), 1, 2)
 
+	// The same for each tracked table's change-feed mapping: the team's
+	// table was written (each write puts a record in its stream) while the
+	// mapping polled nothing. The framework does not own these tables, so no
+	// heartbeat crosses them; an idle table alarms no one, and the first
+	// writes after a stop alarm within 10 minutes.
+	for _, entity := range slices.Sorted(maps.Keys(props.ChangeFeed.Mappings)) {
+		table, mapping := props.ChangeFeed.Tables[entity], props.ChangeFeed.Mappings[entity]
+		if table == nil {
+			continue
+		}
+		alarm("ChangeFeedStopped"+alnum(entity),
+			fmt.Sprintf("The tracked table of %s was written for 10 minutes while its change-feed event source mapping polled no record of the table's stream (AWS/Lambda PolledEventCount by EventSourceMappingUUID): the mapping is disabled or deleted, or the table's stream was turned off, so the BEST_EFFORT lane (record.written/record.deleted.%s and its subscriptions) stopped. Who changed it: CloudTrail management events UpdateEventSourceMapping, DeleteEventSourceMapping, UpdateTable. Enable the mapping: it resumes where it stopped while the stream still holds the records (24 hours); past that, rebuild the projections from their source (docs/projections.md).", entity, entity),
+			awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+				Expression: jsii.String("IF(FILL(twrites, 0) > 0 AND FILL(tpolled, 0) == 0, 1, 0)"),
+				Label:      jsii.String("tracked table written, change feed polled nothing"),
+				Period:     fiveMin,
+				UsingMetrics: &map[string]awscloudwatch.IMetric{
+					"twrites": awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+						Namespace: jsii.String("AWS/DynamoDB"), MetricName: jsii.String("ConsumedWriteCapacityUnits"),
+						DimensionsMap: &map[string]*string{"TableName": table.TableName()}, Statistic: jsii.String("Sum"), Period: fiveMin,
+					}),
+					"tpolled": mappingMetric(mapping, "PolledEventCount", fiveMin),
+				},
+			}), 1, 2)
+	}
+
 	// Every function: errors (a crash, a timeout, a failed batch) and
 	// throttles (concurrency exhausted).
 	for _, f := range props.functions() {
@@ -392,7 +423,7 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		pipeMetric(pipe, "ExecutionThrottled", "Sum"), 1, 1)
 
 	projectionAlarms(alarm)
-	a.ownerAlarms(props.App, topic)
+	a.ownerAlarms(props.App, props.Owners, topic)
 	// Commit → handler done, per subscription (EMF DeliveryLag with the
 	// Subscription dimension, from durable-consumer and changefeed).
 	// Percentiles need the metric itself: Metrics Insights has none.

@@ -158,6 +158,22 @@ type Props struct {
 	// KEY` or `-done KEY`. Every other principal's writes are denied by the
 	// table's resource policy.
 	StateOperators []awsiam.IRole
+	// Owners maps each owner a module or subscription of the catalog names
+	// (catalog.Module.Owner, Subscription.Owner) to where its alarms go.
+	// Each owner gets alarms of its own on its DURABLE subscriptions' dead
+	// letters, its LOCAL handlers' failures and its modules' event types
+	// that matched no subscription, notifying its destination beside the
+	// stack's topic. An owner the catalog names without a destination
+	// here, or one here the catalog does not name, fails the synthesis.
+	Owners map[string]OwnerDestination
+	// ReconcileAccess, when set, limits what each caller of reconcile's
+	// Function URL sees to its tenants (pkg/reconcile, TenantAccess: the
+	// function reads the caller's role from the SigV4-verified identity the
+	// URL hands it; keys.EnvReconcileAccess). A Role entry is granted the URL
+	// too. A caller not named sees nothing (403), so name every caller,
+	// operators with Tenants {"*"}. Unset: every caller the URL admits sees
+	// every tenant.
+	ReconcileAccess []ReconcileAccess
 	// FailOnTeamFindings makes cdk-nag's findings on the stack's other
 	// resources (the team's) errors that fail the synthesis, as findings on
 	// the backbone's own resources are. By default they are warnings, in the
@@ -265,7 +281,7 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	if p.AlarmTopic == nil && isTopicArn(p.AlarmTopicArn) {
 		p.AlarmTopic = awssns.Topic_FromTopicArn(c, jsii.String("AlarmTopic"), jsii.String(p.AlarmTopicArn))
 	}
-	for _, err := range ownerErrors(p.App) {
+	for _, err := range ownerErrors(p.App, p.Owners) {
 		fail("%v", err)
 	}
 	w := resolve(&p)
@@ -287,6 +303,9 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	})
 	b.ChangeFeed = NewChangeFeed(c, "ChangeFeed", &ChangeFeedProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy, TableKey: p.TableKey, QueueKey: p.QueueKey})
 	b.Reconcile = NewReconcile(c, "Reconcile", &ReconcileProps{Log: b.Log, Functions: fo, ReservedConcurrency: reconcileRC})
+	for _, err := range b.Reconcile.limitAccess(p.ReconcileAccess) {
+		fail("%v", err)
+	}
 	b.Notary = NewNotary(c, "Notary", &NotaryProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy, QueueKey: p.QueueKey})
 	b.Checkpoints = NewCheckpoints(c, "Checkpoints", &CheckpointsProps{Log: b.Log, Reconcile: b.Reconcile, Notary: b.Notary})
 	b.Repair = NewRepair(c, "Repair", &RepairProps{
@@ -297,6 +316,7 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 		b.Durable.DurableConsumer.Role, b.ChangeFeed.Changefeed.Role, b.Reconcile.Function.Role, b.Repair.Function.Role,
 		b.Notary.Function.Role, // its own notary# rows only (notary.go)
 	}, p.StateOperators...)...)
+	b.Log.ProtectNotaryRows(b.Notary.Function.Role)
 	b.ChangeFeed.OnlyBackboneSends(b.Repair.Function.Role)
 	b.Heartbeat = NewHeartbeat(c, "Heartbeat", &HeartbeatProps{Log: b.Log, Functions: fo})
 	b.Tamper = NewTamperWatch(c, "TamperWatch", &TamperWatchProps{Log: b.Log, Functions: fo, RemovalPolicy: p.RemovalPolicy, QueueKey: p.QueueKey})
@@ -337,7 +357,7 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	b.Alarms = NewAlarms(c, "Alarms", &AlarmsProps{
 		Log: b.Log, Durable: b.Durable, ChangeFeed: b.ChangeFeed, Reconcile: b.Reconcile, Repair: b.Repair,
 		TamperWatch: b.Tamper, Notary: b.Notary, Heartbeat: b.Heartbeat, Topic: p.AlarmTopic, AlarmEmail: p.AlarmEmail, NoDestination: p.NoAlarmDestination,
-		TrackedStreams: w.streams(p.App.Name), App: p.App, Subscriptions: w.subscriptions,
+		TrackedStreams: w.streams(p.App.Name), App: p.App, Owners: p.Owners, Subscriptions: w.subscriptions,
 	})
 	if p.AuditTrail {
 		b.Trail = NewAuditTrail(c, "AuditTrail", &AuditTrailProps{Log: b.Log, Checkpoints: b.Checkpoints})

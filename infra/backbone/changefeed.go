@@ -58,7 +58,9 @@ type ChangeFeed struct {
 	Changefeed Function
 	// Mappings holds each tracked entity's stream mapping, by entity name.
 	Mappings map[string]awslambda.EventSourceMapping
-	prefix   string
+	// Tables holds each tracked entity's table, by entity name.
+	Tables map[string]awsdynamodb.ITable
+	prefix string
 }
 
 // NewChangeFeed creates the change-feed table, the function and its
@@ -110,7 +112,7 @@ func NewChangeFeed(scope constructs.Construct, id string, props *ChangeFeedProps
 	allow(fn.Role, concat(tableRead, tableWrite), props.Log.State.TableArn())
 	listStreams(fn.Role)
 
-	return &ChangeFeed{Construct: c, ChangeFeed: feed, DLQ: dlq, Changefeed: fn, Mappings: map[string]awslambda.EventSourceMapping{}, prefix: prefix}
+	return &ChangeFeed{Construct: c, ChangeFeed: feed, DLQ: dlq, Changefeed: fn, Mappings: map[string]awslambda.EventSourceMapping{}, Tables: map[string]awsdynamodb.ITable{}, prefix: prefix}
 }
 
 // Track maps a tracked entity's table stream to changefeed: the function
@@ -134,11 +136,15 @@ func (c *ChangeFeed) Track(e catalog.Entity, table awsdynamodb.ITable) awslambda
 		ReportBatchItemFailures: jsii.Bool(true),
 		ParallelizationFactor:   jsii.Number(1),
 		OnFailure:               awslambdaeventsources.NewSqsDlq(c.DLQ),
+		// The mapping's own polled count (PolledEventCount) is what tells a
+		// stopped mapping from an idle table (ChangeFeedStopped alarms).
+		MetricsConfig: &awslambda.MetricsConfig{Metrics: &[]awslambda.MetricType{awslambda.MetricType_EVENT_COUNT}},
 	})
 	pin(mapping, c.prefix, LogicalChangeFeedESM+alnum(e.Name))
 	// The mapping is created only once the role may read the stream.
 	mapping.Node().AddDependency(fn.Role)
 	c.Mappings[e.Name] = mapping
+	c.Tables[e.Name] = table
 	return mapping
 }
 

@@ -229,3 +229,25 @@ func (l *EventLog) ProtectState(writers ...awsiam.IRole) {
 		Resources:  jsii.Strings("*"),
 	}))
 }
+
+// ProtectNotaryRows denies every principal but the notary's role item
+// writes on the notary's own rows of the state table (pk notary#<chain>):
+// the last (seq, hash) per chain the notary extends and signs from. Any
+// other writer of the state table (durable-consumer, changefeed,
+// reconcile, dlq-repair, an operator) could otherwise move a chain's row
+// to match a rewritten log, and the notary would sign the forgery's next
+// append. The notary's own role is held to those rows by its LeadingKeys
+// condition (notary.go).
+func (l *EventLog) ProtectNotaryRows(notary awsiam.IRole) {
+	l.State.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("OnlyTheNotaryWritesItsRows"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings(stateWriteActions...),
+		Resources:  jsii.Strings("*"),
+		Conditions: &map[string]any{
+			"ForAnyValue:StringLike": map[string]any{"dynamodb:LeadingKeys": []string{keys.StateNotaryPrefix + "*"}},
+			"ArnNotEquals":           map[string]any{"aws:PrincipalArn": []*string{notary.RoleArn()}},
+		},
+	}))
+}

@@ -1,6 +1,10 @@
 package backbone
 
 import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -8,6 +12,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
 // ReconcileProps wires reconcile to the log.
@@ -59,4 +64,88 @@ func NewReconcile(scope constructs.Construct, id string, props *ReconcileProps) 
 		Statements:  statements(reconcileCallerPermissions(fn.Fn.FunctionArn())),
 	})
 	return &Reconcile{Construct: c, Function: fn, URL: url, CallerPolicy: caller}
+}
+
+// ReconcileAccess names one caller of reconcile's Function URL and the
+// tenants it may see (Props.ReconcileAccess).
+type ReconcileAccess struct {
+	// Role is a role of the app, or imported (awsiam.Role_FromRoleArn): it
+	// is granted the URL (GrantReconcile) and named by its role name.
+	Role awsiam.IRole
+	// Name, instead of Role, names a caller the app does not hold: an IAM
+	// role's name (not its ARN) or user/<name>. Grant it the URL yourself
+	// (the ReconcileCallerPolicyArn output).
+	Name string
+	// Tenants it may see: tenant ids, or "*" alone for every tenant (and
+	// GET / over all of them).
+	Tenants []string
+}
+
+// limitAccess sets keys.EnvReconcileAccess from access (nothing when it is
+// empty) and grants the URL to each Role; it returns what is wrong with an
+// entry.
+func (r *Reconcile) limitAccess(access []ReconcileAccess) []error {
+	if len(access) == 0 {
+		return nil
+	}
+	var errs []error
+	// The JSON object, joined with each role's name (a token until deploy:
+	// IAM names hold no quote or backslash, so it needs no escaping).
+	parts := []*string{jsii.String("{")}
+	names := map[string]bool{}
+	for i, a := range access {
+		what := fmt.Sprintf("Props.ReconcileAccess[%d]", i)
+		var name *string
+		switch {
+		case a.Role != nil && a.Name != "":
+			errs = append(errs, fmt.Errorf("%s: give Role or Name, not both", what))
+			continue
+		case a.Role != nil:
+			name = a.Role.RoleName()
+			grantAll(a.Role, reconcileCallerPermissions(r.Function.Fn.FunctionArn()))
+		case a.Name == "" || strings.ContainsAny(a.Name, ":\"\\") || (strings.Contains(a.Name, "/") && !strings.HasPrefix(a.Name, "user/")):
+			errs = append(errs, fmt.Errorf("%s: Name %q: give an IAM role's name (not its ARN) or user/<name>, or Role", what, a.Name))
+			continue
+		default:
+			name = jsii.String(a.Name)
+		}
+		if !*awscdk.Token_IsUnresolved(name) {
+			if names[*name] {
+				errs = append(errs, fmt.Errorf("%s: caller %q is named twice", what, *name))
+				continue
+			}
+			names[*name] = true
+		}
+		if len(a.Tenants) == 0 {
+			errs = append(errs, fmt.Errorf("%s: no Tenants: list tenant ids, or \"*\" for every tenant", what))
+			continue
+		}
+		ok := true
+		for _, t := range a.Tenants {
+			if t == "*" {
+				if len(a.Tenants) > 1 {
+					errs = append(errs, fmt.Errorf("%s: \"*\" stands alone (every tenant)", what))
+					ok = false
+				}
+				continue
+			}
+			if err := tenancy.CheckTenant(t); err != nil {
+				errs = append(errs, fmt.Errorf("%s: tenant %q: %v", what, t, err))
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		tenants, _ := json.Marshal(a.Tenants)
+		if len(parts) > 1 {
+			parts = append(parts, jsii.String(","))
+		}
+		parts = append(parts, jsii.String(`"`), name, jsii.String(`":`+string(tenants)))
+	}
+	parts = append(parts, jsii.String("}"))
+	if len(errs) == 0 {
+		r.Function.Fn.AddEnvironment(jsii.String(keys.EnvReconcileAccess), awscdk.Fn_Join(jsii.String(""), &parts), nil)
+	}
+	return errs
 }

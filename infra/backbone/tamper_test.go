@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/twin/eventpattern"
 )
 
@@ -171,6 +172,24 @@ func TestStateResourcePolicy(t *testing.T) {
 	}
 	if len(writers) != 5 {
 		t.Errorf("%d writers, want the backbone's 5: %v", len(writers), writers)
+	}
+	// The notary's chain rows (what it extends and signs from) are its
+	// alone: another writer of the state table could move a chain's row to
+	// match a rewritten log.
+	nr := sts["OnlyTheNotaryWritesItsRows"]
+	if nr == nil {
+		t.Error("no statement keeps the notary's rows to the notary")
+	} else {
+		cond := nr["Condition"].(map[string]any)
+		if got := fmt.Sprint(cond["ForAnyValue:StringLike"]); got != "map[dynamodb:LeadingKeys:["+keys.StateNotaryPrefix+"*]]" {
+			t.Errorf("notary rows statement matches %s, want the notary# partition keys", got)
+		}
+		if got, want := fmt.Sprint(cond["ArnNotEquals"]), fmt.Sprint(map[string]any{"aws:PrincipalArn": []any{getAtt(s.id(s.stack.Notary.Function.Role), "Arn")}}); got != want {
+			t.Errorf("notary rows statement exempts %s, want only the notary's role %s", got, want)
+		}
+		if !cmp.Equal(strs(nr["Action"]), strs(w["Action"])) {
+			t.Errorf("notary rows statement denies %v, want every state write %v", nr["Action"], w["Action"])
+		}
 	}
 	for _, a := range []string{"dynamodb:DeleteTable", "dynamodb:UpdateTimeToLive", "dynamodb:UpdateContinuousBackups", "dynamodb:DeleteResourcePolicy"} {
 		if !slices.Contains(strs(sts["TheStateTableStays"]["Action"]), a) {

@@ -3,12 +3,14 @@ package app_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
+	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
@@ -201,5 +203,39 @@ func TestRunsDurable(t *testing.T) {
 	a.Modules[1].Spec = emitting.Spec()
 	if !a.EmitsFollowOn() {
 		t.Error("EmitsFollowOn: mail declares mail.sent, want true")
+	}
+}
+
+// TestBindNil: Bind(m, nil) is Declare(m) for a module that only emits, and
+// for a module with a DURABLE subscription it leaves the Bind out, which
+// Validate refuses by name.
+func TestBindNil(t *testing.T) {
+	if m := app.Bind(shop, nil); m.Bind != nil || m.Spec.Name != "shop" {
+		t.Errorf("Bind(shop, nil): %+v, want the declaration without a Bind", m)
+	}
+	a := app.Application{Name: "shop", Modules: []app.Module{app.Bind(shop, nil), app.Bind(durable, nil)}}
+	if err := a.Validate(); err == nil || !strings.Contains(err.Error(), "module mail has DURABLE or BEST_EFFORT subscriptions and no Bind") {
+		t.Errorf("Validate with Bind(durable, nil): %v, want module mail refused for its missing Bind", err)
+	}
+}
+
+// TestHandlerHelpers: the helpers a module's code uses from app are the
+// framework's: Permanent marks an error permanent for the lanes, Tenant
+// reads the context's tenant, ConditionFailed sees a failed condition of
+// the caller's own write (wrapped) and nothing else.
+func TestHandlerHelpers(t *testing.T) {
+	if err := app.Permanent(errors.New("bad payload")); !delivery.IsPermanent(err) {
+		t.Errorf("Permanent: %v is not permanent to the lanes", err)
+	}
+	if _, err := app.Tenant(context.Background()); !errors.Is(err, tenancy.ErrNoTenant) {
+		t.Errorf("Tenant of a bare context: %v, want ErrNoTenant", err)
+	}
+	if got, err := app.Tenant(tenancy.MustWithTenant(context.Background(), "acme")); got != "acme" || err != nil {
+		t.Errorf("Tenant: %q, %v; want acme", got, err)
+	}
+	cond := fmt.Errorf("return loan: %w", &eventstore.CallerWriteError{Code: "ConditionalCheckFailed"})
+	other := fmt.Errorf("return loan: %w", &eventstore.CallerWriteError{Code: "ValidationError"})
+	if !app.ConditionFailed(cond) || app.ConditionFailed(other) || app.ConditionFailed(errors.New("ConditionalCheckFailed")) || app.ConditionFailed(nil) {
+		t.Errorf("ConditionFailed: %v %v: want true for the wrapped failed condition only", app.ConditionFailed(cond), app.ConditionFailed(other))
 	}
 }

@@ -9,7 +9,8 @@ import (
 
 // Declare is a module of the application that runs no DURABLE or BEST_EFFORT
 // subscription: it emits, tracks tables, or subscribes on INLINE or LOCAL
-// only (its emitting service binds those itself, lanes.InProcess).
+// only (its emitting service binds those itself, lanes.InProcess). It is
+// Bind(m, nil).
 func Declare[T any](m catalog.Module[T]) Module { return Module{Spec: m.Spec()} }
 
 // Bind is a module with DURABLE or BEST_EFFORT subscriptions: build makes its
@@ -17,12 +18,17 @@ func Declare[T any](m catalog.Module[T]) Module { return Module{Spec: m.Spec()} 
 // clients, the state table and the module's environment, which env names
 // (the module's own tables, say; the construct sets each on those
 // functions). A receiver that is also a Reapplier (a projection) is offered
-// to dlq-repair for the change events the feed lost.
+// to dlq-repair for the change events the feed lost. A module with no such
+// subscription (one that only emits or tracks tables) passes a nil build:
+// Bind(m, nil), which is Declare(m).
 //
 //	app.Bind(shelf.Module, func(rt app.Runtime) (*projection.Projector, error) {
 //		return shelf.New(rt.DynamoDB, rt.Env[shelf.EnvTable], rt.StateTable), nil
 //	}, shelf.EnvTable)
 func Bind[T any](m catalog.Module[T], build func(rt Runtime) (T, error), env ...string) Module {
+	if build == nil {
+		return Module{Spec: m.Spec(), Env: env}
+	}
 	return Module{Spec: m.Spec(), Env: env, Bind: func(rt Runtime) (Bound, error) {
 		recv, err := build(rt)
 		if err != nil {

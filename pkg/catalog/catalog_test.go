@@ -200,6 +200,8 @@ func TestValidate(t *testing.T) {
 		{"declared change type", func(m *catalog.Module[h]) { m.Emits[0].Name = "record.written.WIDGET" }, 0, "change-feed namespace"},
 		{"unreadable", func(m *catalog.Module[h]) { m.Subscribes[1].Reads = []int{2} }, 0, "reads schema versions [2]"},
 		{"versions out of order", func(m *catalog.Module[h]) { m.Emits[1].Versions[0].Schema = 3 }, 0, "ascend"},
+		{"module owner", func(m *catalog.Module[h]) { m.Owner = "Team Widgets" }, 0, `owner "Team Widgets" must be lower case`},
+		{"subscription owner", func(m *catalog.Module[h]) { m.Subscribes[0].Owner = "team_a" }, 0, `owner "team_a" must be lower case`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := module()
@@ -221,6 +223,34 @@ func TestValidate(t *testing.T) {
 	}
 	if ps := catalog.Validate([]catalog.Spec{module().Spec()}); len(ps) != 0 {
 		t.Errorf("valid module: got %v", ps)
+	}
+}
+
+// TestSpecOwner: a subscription is owned by its own Owner, or else by its
+// module's.
+func TestSpecOwner(t *testing.T) {
+	m := module()
+	m.Owner = "team-widgets"
+	m.Subscribes = append([]catalog.Subscription[h](nil), m.Subscribes...)
+	m.Subscribes[1].Owner = "team-audit"
+	spec := m.Spec()
+	if spec.Owner != "team-widgets" {
+		t.Errorf("module owner %q", spec.Owner)
+	}
+	for i, s := range spec.Subscribes {
+		want := "team-widgets"
+		if i == 1 {
+			want = "team-audit"
+		}
+		if s.Owner != want {
+			t.Errorf("subscription %s: owner %q, want %q", s.Name, s.Owner, want)
+		}
+	}
+	if ps := catalog.Validate([]catalog.Spec{spec}); len(ps) != 0 {
+		t.Errorf("owned module: %v", ps)
+	}
+	if got := module().Spec().Subscribes[0].Owner; got != "" {
+		t.Errorf("no owner declared: %q", got)
 	}
 }
 

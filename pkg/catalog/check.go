@@ -32,6 +32,9 @@ func (p Problem) String() string {
 var (
 	moduleRe = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
 	subRe    = regexp.MustCompile(`^[a-z][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)*$`)
+	// OwnerRe is the form of an owner's name (Module.Owner,
+	// Subscription.Owner): it names alarms, so letters, digits and '-'.
+	OwnerRe = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 )
 
 // Validate checks a set of module declarations: well-formed names, no
@@ -56,6 +59,9 @@ func Validate(mods []Spec) []Problem {
 			add(0, "module", m.Name, "is declared twice; a module has exactly one declaration")
 		}
 		modules[m.Name] = true
+		if m.Owner != "" && !OwnerRe.MatchString(m.Owner) {
+			add(0, "module", m.Name, "owner %q must be lower case letters, digits or '-', at most 63 (e.g. team-orders)", m.Owner)
+		}
 		for _, t := range m.Emits {
 			switch {
 			case !envelope.ValidType(t.Name):
@@ -113,6 +119,9 @@ func Validate(mods []Spec) []Problem {
 				add(0, "subscription", s.Name, "is declared by module %s and again by %s; subscription names are unique (they key claims)", o, m.Name)
 			}
 			subOwner[s.Name] = m.Name
+			if s.Owner != "" && s.Owner != m.Owner && !OwnerRe.MatchString(s.Owner) {
+				add(0, "subscription", s.Name, "owner %q must be lower case letters, digits or '-', at most 63 (e.g. team-orders)", s.Owner)
+			}
 			if !s.Lane.Valid() {
 				add(0, "subscription", s.Name, "lane %q is not one of INLINE, LOCAL, DURABLE, BEST_EFFORT", s.Lane)
 			} else if msg := s.Start.check(s.Lane); msg != "" {

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"context"
 	"reflect"
 	"slices"
@@ -15,8 +16,13 @@ import (
 // Write it as a package-level composite literal with constant names, globs
 // and lanes: the catalog gate reads declarations from source.
 type Module[T any] struct {
-	Name       string // the module's name, e.g. "orders"
-	Doc        string
+	Name string // the module's name, e.g. "orders"
+	Doc  string
+	// Owner names who is paged for the module's failures (its dead
+	// letters, LOCAL-handler failures and unmatched event types), e.g.
+	// "team-orders": the deployment maps the name to an alarm destination
+	// (infra/backbone Props.Owners). Empty: only the stack's alarm topic.
+	Owner      string
 	Emits      []EventType
 	Tracks     []Entity
 	Subscribes []Subscription[T]
@@ -106,6 +112,9 @@ type Subscription[T any] struct {
 	// value: from when it first went live; see Start). Earlier history
 	// reaches it only through `fourlanes backfill`.
 	Start Start
+	// Owner names who is paged for this subscription's dead letters and
+	// LOCAL-handler failures, when not the module's Owner.
+	Owner string
 }
 
 // Handler handles one event. The context carries the envelope's tenant,
@@ -117,6 +126,7 @@ type Handler func(ctx context.Context, e envelope.Envelope) error
 type Spec struct {
 	Name       string
 	Doc        string
+	Owner      string
 	Emits      []EventType
 	Tracks     []Entity
 	Subscribes []SubscriptionSpec
@@ -134,6 +144,9 @@ type SubscriptionSpec struct {
 	Takes reflect.Type
 	// Start is the declared start (DURABLE only).
 	Start Start
+	// Owner is who is paged for it: the subscription's Owner, or else its
+	// module's ("" for neither).
+	Owner string
 }
 
 // CanRead reports whether the subscription declares schema version v readable.
@@ -141,11 +154,11 @@ func (s SubscriptionSpec) CanRead(v int) bool { return slices.Contains(s.Reads, 
 
 // Spec returns the module's handler-free declaration.
 func (m Module[T]) Spec() Spec {
-	s := Spec{Name: m.Name, Doc: m.Doc, Emits: slices.Clone(m.Emits), Tracks: slices.Clone(m.Tracks)}
+	s := Spec{Name: m.Name, Doc: m.Doc, Owner: m.Owner, Emits: slices.Clone(m.Emits), Tracks: slices.Clone(m.Tracks)}
 	for _, sub := range m.Subscribes {
 		ss := SubscriptionSpec{
 			Module: m.Name, Name: sub.Name, Types: sub.Types, Lane: sub.Lane,
-			Reads: slices.Clone(sub.Reads), Doc: sub.Doc, Start: sub.Start,
+			Reads: slices.Clone(sub.Reads), Doc: sub.Doc, Start: sub.Start, Owner: cmp.Or(sub.Owner, m.Owner),
 		}
 		if sub.Typed != nil {
 			ss.Takes = sub.Typed.takes

@@ -25,7 +25,8 @@ type Verifier struct {
 	bad     bool
 	lastBad string
 
-	d digester
+	d    digester
+	line []byte // NextItem's scratch
 }
 
 // NewVerifier starts at the tenant's genesis.
@@ -150,6 +151,24 @@ func (v *Verifier) NextCanonical(c *envelope.CanonicalLine) error {
 	v.lastSeq, v.lastHex, v.lastRaw = c.Seq, v.d.hex, v.d.sum
 	v.verified++
 	return nil
+}
+
+// NextItem is Next for an event row read from DynamoDB, verified in place:
+// the row's canonical line is written straight from its attributes
+// (envelope.AppendItemLine, which certifies it with ScanCanonical) and
+// hashed as NextCanonical hashes an export line, without decoding the row
+// into an Envelope. handled false means the row was not certainly well
+// formed and nothing was checked: decode it (envelope.FromItem) and call
+// Next, which gives the verdict and its error.
+func (v *Verifier) NextItem(it envelope.Item) (handled bool, err error) {
+	line, c, ok := envelope.AppendItemLine(v.line[:0], it)
+	if cap(line) <= maxPooledCanon {
+		v.line = line[:0]
+	}
+	if !ok {
+		return false, nil
+	}
+	return true, v.NextCanonical(&c)
 }
 
 // breakAt makes the *BreakError for this verifier's tenant.

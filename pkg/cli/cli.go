@@ -19,6 +19,7 @@
 //	fourlanes emit -tenant T -type TYPE -payload JSON|@FILE   append one event
 //	fourlanes watermarks [-set-to-head -tenant T|-all -yes]  delivery watermarks against the heads
 //	fourlanes effects [-tenant T] [-redo KEY | -done KEY]    effects of unknown outcome, and the decision on one
+//	fourlanes restore-state -from TABLE [-yes]             merge a restored copy of the state table into the live one
 //	fourlanes env -local             the shell exports that reach the running twin
 //	fourlanes version                the CLI's version
 //
@@ -141,6 +142,7 @@ func builtins(a *app.Application) []builtin {
 			}},
 		{"deadletters", deadlettersSynopsis, "list open dead letters (from the dead-letter index), or resolved ones with who, when and how", true, runDeadLetters},
 		{"effects", effectsSynopsis, "list the handlers' at-most-once effects of unknown outcome, or decide one", true, runEffects},
+		{"restore-state", restoreStateSynopsis, "copy, from a state table restored to an earlier time, every claim, effect, dead letter and watermark the live one lacks (dry run without -yes)", true, runRestoreState},
 		{"erase", eraseSynopsis, "erase a data subject's personal fields (crypto-shredding: the log and its chain stay intact), or show its state", true, runErase},
 		{"env", envSynopsis, "print the shell exports that let any process reach the running twin of 'fourlanes dev'", false, runEnv},
 		{"version", versionSynopsis, "print the CLI's version", false, runVersion},

@@ -17,7 +17,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
-const exportSynopsis = "-tenant T [-o FILE] [-table NAME | -stack NAME [-backbone ID] | -local] [-checkpoint-bucket B] [-checkpoint-out FILE.checkpoint] [-json]"
+const exportSynopsis = "-tenant T [-o FILE] [-parallel N] [-table NAME | -stack NAME [-backbone ID] | -local] [-checkpoint-bucket B] [-checkpoint-out FILE.checkpoint] [-json]"
 
 // exportSummary is what export reports with -json: its members are the
 // documented output (docs/cli.md).
@@ -53,6 +53,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	fs := Flags("export", exportSynopsis, stderr)
 	tenant := fs.String("tenant", "", "the tenant whose chain to export, or one chain shard's (<tenant>~<k>) (required)")
 	out := fs.String("o", "-", "the file to write (JSON Lines); - writes stdout")
+	parallel := fs.Int("parallel", 4, "how many seq ranges to read at once, each by its own Query (1-MB pages); the lines are in seq order whatever it is")
 	table := fs.String("table", os.Getenv(keys.EnvEventsTable), "the events table (default $"+keys.EnvEventsTable+"; the stack output EventsTableName)")
 	local := fs.Bool("local", false, "export from the twin 'fourlanes dev' is running")
 	stack := fs.String("stack", "", stackHelp+" (EventsTableName, and CheckpointBucketName if it has one)")
@@ -69,6 +70,9 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	}
 	if *tenant == "" {
 		return 0, fmt.Errorf("%w: -tenant is required", ErrUsage)
+	}
+	if *parallel < 1 || *parallel > 64 {
+		return 0, fmt.Errorf("%w: -parallel %d: want 1 to 64", ErrUsage, *parallel)
 	}
 	if err := tenancy.CheckChain(*tenant); err != nil {
 		return 0, fmt.Errorf("%w: -tenant: %v", ErrUsage, err)
@@ -130,7 +134,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		}
 	}
 	bw := bufio.NewWriterSize(w, 1<<20)
-	res, err := store.Export(ctx, *tenant, bw)
+	res, err := store.ExportWith(ctx, *tenant, bw, eventstore.ExportOptions{Parallel: *parallel})
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -184,7 +188,7 @@ func exportCheckpoint(ctx context.Context, fs *flag.FlagSet, tenant string, head
 		return nil, err
 	}
 	if note == nil {
-		fmt.Fprintf(stderr, "tenant %s has no signed checkpoint in %s: run reconcile\n", tenant, src.bucket)
+		fmt.Fprintf(stderr, "tenant %s has no signed checkpoint in %s yet: the notary signs one as it reads the events stream (seconds after a commit); if none appears, see the NotaryStopped and NotaryFinding alarms\n", tenant, src.bucket)
 		return nil, nil
 	}
 	if err := os.WriteFile(cpOut, note, 0o644); err != nil {

@@ -58,6 +58,25 @@ func TestExportThenVerify(t *testing.T) {
 	if code != ExitOK || !strings.Contains(out, "OK tenant acme: 3 events verified from genesis; head last_seq 3 matches") {
 		t.Fatalf("verify: exit %d: %s %s", code, out, stderr)
 	}
+	// -parallel: the same file whatever the readers; out of range is a usage error.
+	first, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"1", "3", "8"} {
+		other := filepath.Join(t.TempDir(), "acme-"+n+".jsonl")
+		if code, _, stderr := runCLI(t, "export", "-table", table, "-tenant", "acme", "-parallel", n, "-o", other); code != ExitOK {
+			t.Fatalf("export -parallel %s: exit %d: %s", n, code, stderr)
+		}
+		if got, err := os.ReadFile(other); err != nil || string(got) != string(first) {
+			t.Errorf("export -parallel %s: the file differs from the default's (%v)", n, err)
+		}
+	}
+	for _, n := range []string{"0", "65"} {
+		if code, _, stderr := runCLI(t, "export", "-table", table, "-tenant", "acme", "-parallel", n, "-o", file+".x"); code != ExitUsage || !strings.Contains(stderr, "-parallel "+n+": want 1 to 64") {
+			t.Errorf("export -parallel %s: exit %d, %q; want a usage error", n, code, stderr)
+		}
+	}
 
 	// A tampered export fails verification; a tenant without events writes
 	// no file; a missing tenant is a usage error.

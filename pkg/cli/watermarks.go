@@ -208,7 +208,7 @@ func (w *watermarkTool) list(ctx context.Context, tenant string, asJSON bool, st
 		if err != nil {
 			return err
 		}
-		for _, sub := range w.subs {
+		for _, sub := range delivery.ForChain(w.subs, t) {
 			m, ok := marks[sub]
 			m.Seq = max(m.Seq, c.Seqs[sub])
 			l := watermarkLine{Tenant: t, Subscription: sub, Watermark: m.Seq, Head: last, Behind: max(0, last-m.Seq), EffectsUnknown: unknown[sub]}
@@ -314,7 +314,7 @@ func (w *watermarkTool) setToHead(ctx context.Context, tenant string, asJSON boo
 		if err != nil {
 			return err
 		}
-		for _, sub := range w.subs {
+		for _, sub := range delivery.ForChain(w.subs, t) {
 			l := setLine{Tenant: t, Subscription: sub, From: marks[sub].Seq, To: head.LastSeq}
 			switch {
 			case l.From >= head.LastSeq:

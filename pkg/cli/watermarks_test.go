@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +68,13 @@ func TestWatermarksAgainstDynamoDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.now = func() time.Time { return time.Date(2026, 12, 1, 0, 30, 0, 0, time.UTC) }
-	sub := w.subs[0]
+	// The application's tenants list only the application's subscriptions:
+	// the framework's (the heartbeat's subscriber) serve only its chain.
+	subs := delivery.ForChain(w.subs, "t1")
+	if len(subs) != len(w.subs)-1 || slices.Contains(subs, keys.HeartbeatSubscription) {
+		t.Fatalf("subscriptions of t1 %v: want %v without %s", subs, w.subs, keys.HeartbeatSubscription)
+	}
+	sub := subs[0]
 	// A watermark is derived: events a subscription is not routed are
 	// settled for it, so one no order.placed routes to stands at the head.
 	routed := routedBy(cat, "order.placed")
@@ -95,13 +102,16 @@ func TestWatermarksAgainstDynamoDB(t *testing.T) {
 		return strings.Join(rows[tenant+" "+s], " ")
 	}
 	rows := listed()
-	if len(rows) != 2*len(w.subs) {
-		t.Errorf("listed %d rows, want %d (2 tenants x %d DURABLE subscriptions): %v", len(rows), 2*len(w.subs), len(w.subs), rows)
+	if r, ok := rows["t1 "+keys.HeartbeatSubscription]; ok {
+		t.Errorf("t1 lists %s (%v): it serves only the heartbeat's chain", keys.HeartbeatSubscription, r)
+	}
+	if len(rows) != 2*len(subs) {
+		t.Errorf("listed %d rows, want %d (2 tenants x %d DURABLE subscriptions): %v", len(rows), 2*len(subs), len(subs), rows)
 	}
 	if got := row(rows, "t1", sub); got != "1 3 2 0" {
 		t.Errorf("t1 %s: got %q, want watermark 1, head 3, behind 2", sub, got)
 	}
-	for _, s := range w.subs[1:] {
+	for _, s := range subs[1:] {
 		want := map[bool]string{true: "0 3 3 0", false: "3 3 0 0"}[routed[s]]
 		if got := row(rows, "t1", s); got != want {
 			t.Errorf("t1 %s: got %q, want %s (no watermark row; routed order.placed: %v)", s, got, want, routed[s])
@@ -113,11 +123,11 @@ func TestWatermarksAgainstDynamoDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), fmt.Sprintf("t1 %s: watermark 1 -> 3 (the head)", sub)) ||
-		!strings.Contains(out.String(), fmt.Sprintf("%d watermark(s) set", len(w.subs))) {
+		!strings.Contains(out.String(), fmt.Sprintf("%d watermark(s) set", len(subs))) {
 		t.Errorf("set t1 to head printed:\n%s", out.String())
 	}
 	rows = listed()
-	for _, s := range w.subs {
+	for _, s := range subs {
 		if got := row(rows, "t1", s); got != "3 3 0 0" {
 			t.Errorf("t1 %s after -set-to-head: got %q, want 3 3 0", s, got)
 		}
@@ -132,11 +142,11 @@ func TestWatermarksAgainstDynamoDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "already at the head 3; unchanged") ||
-		!strings.Contains(out.String(), fmt.Sprintf("%d watermark(s) set", len(w.subs))) {
+		!strings.Contains(out.String(), fmt.Sprintf("%d watermark(s) set", len(subs))) {
 		t.Errorf("set all to head printed:\n%s", out.String())
 	}
 	rows = listed()
-	for _, s := range w.subs {
+	for _, s := range subs {
 		if got := row(rows, "t2", s); got != "2 2 0 0" {
 			t.Errorf("t2 %s after -set-to-head -all: got %q, want 2 2 0", s, got)
 		}

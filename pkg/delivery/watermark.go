@@ -222,7 +222,7 @@ func (d *Deliverer) Watermarks(ctx context.Context, tenant string) (map[string]W
 	if d.marks == nil {
 		return nil, ErrNoWatermarks
 	}
-	for _, sub := range d.Subscriptions() {
+	for _, sub := range d.subscriptionsOf(tenant) {
 		if _, err := d.beginWatermark(ctx, tenant, sub); err != nil {
 			return nil, err
 		}
@@ -233,7 +233,7 @@ func (d *Deliverer) Watermarks(ctx context.Context, tenant string) (map[string]W
 	}
 	out := map[string]Watermark{}
 	from := map[string]int64{}
-	for _, sub := range d.Subscriptions() {
+	for _, sub := range d.subscriptionsOf(tenant) {
 		w, ok := got[sub]
 		if !ok {
 			w = Watermark{Tenant: tenant, Subscription: sub}
@@ -297,7 +297,7 @@ func (d *Deliverer) Settled(ctx context.Context, tenant string, seqs []int64) (m
 	moved := map[string]int64{}
 	var errs []error
 	now := d.cfg.Now()
-	for _, sub := range d.Subscriptions() {
+	for _, sub := range d.subscriptionsOf(tenant) {
 		for _, r := range runs {
 			ok, err := d.marks.Advance(ctx, tenant, sub, r.from, r.to, now)
 			if err == nil && !ok {
@@ -331,7 +331,7 @@ func (d *Deliverer) checkpoint(ctx context.Context, tenant string) (map[string]i
 	moved := map[string]int64{}
 	var errs []error
 	now := d.cfg.Now()
-	for _, sub := range d.Subscriptions() {
+	for _, sub := range d.subscriptionsOf(tenant) {
 		w := marks[sub]
 		if w.Seq <= w.Checkpoint {
 			continue

@@ -229,6 +229,12 @@ func (e *Envelope) AppendCanonicalBytes(dst []byte) ([]byte, error) {
 // ScanCanonical).
 func (e *Envelope) CanonicalJSON() ([]byte, error) { return canonical(e, true) }
 
+// AppendCanonicalJSON appends CanonicalJSON to dst, for a caller that
+// reuses one buffer across events (an export).
+func (e *Envelope) AppendCanonicalJSON(dst []byte) ([]byte, error) {
+	return appendCanonical(dst, e, true)
+}
+
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {

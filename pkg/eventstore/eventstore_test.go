@@ -549,6 +549,12 @@ func TestStaleHeadCostsOneLostAttempt(t *testing.T) {
 	}()
 	for i := range turns {
 		for _, s := range []*eventstore.Store{a, b} {
+			// A store tells a stale head from a race in flight by its age:
+			// older than half the round trip it measures. The other store's
+			// turn is long over, as between two Lambdas; on a loaded machine
+			// a turn can take less than half a slow round trip, so each
+			// starts well after the last.
+			time.Sleep(30 * time.Millisecond)
 			if _, err := s.Emit(ctxFor("t1"), "order.placed", map[string]any{"i": i}); err != nil {
 				t.Fatalf("turn %d: %v", i, err)
 			}

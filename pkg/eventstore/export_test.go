@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,8 +105,8 @@ func (d *appendAfterHeadRead) GetItem(ctx context.Context, in *dynamodb.GetItemI
 func TestExportIsOneCut(t *testing.T) {
 	f := newFixture(t, nil)
 	emitConcurrently(t, f.store, []string{"acme"}, 1, 5)
-	var queried []int32
-	db := &appendAfterHeadRead{DynamoDB: &queryLimits{DynamoDB: f.db, limits: &queried}, append: func() {
+	var queried []string
+	db := &appendAfterHeadRead{DynamoDB: &queryLimits{DynamoDB: f.db, asked: &queried}, append: func() {
 		emitConcurrently(t, f.store, []string{"acme"}, 1, 7)
 	}}
 	reader, err := eventstore.New(db, eventstore.Config{Table: f.table}) // reads only: no Catalog
@@ -123,19 +124,123 @@ func TestExportIsOneCut(t *testing.T) {
 	if _, err := chain.VerifyExport(&buf, "acme"); err != nil {
 		t.Fatal(err)
 	}
-	if len(queried) != 1 || queried[0] != 5 {
-		t.Errorf("queries asked for %v items; want one query for the 5 the cut needs", queried)
+	if len(queried) != 1 || queried[0] != "limit 0, seq to 5" {
+		t.Errorf("queries asked %q; want one query, no Limit (1-MB pages), for the seqs the cut needs", queried)
 	}
 	f.verify(t, "acme", 12) // the appends did happen
 }
 
-// queryLimits records the Limit of every Query.
+// queryLimits records the Limit and the upper seq of every Query.
 type queryLimits struct {
 	eventstore.DynamoDB
-	limits *[]int32
+	asked *[]string
 }
 
 func (d *queryLimits) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	*d.limits = append(*d.limits, aws.ToInt32(in.Limit))
+	hi, _ := in.ExpressionAttributeValues[":hi"].(*types.AttributeValueMemberN)
+	to := "?"
+	if hi != nil {
+		to = hi.Value
+	}
+	*d.asked = append(*d.asked, fmt.Sprintf("limit %d, seq to %s", aws.ToInt32(in.Limit), to))
 	return d.DynamoDB.Query(ctx, in, o...)
+}
+
+// smallPages cuts every Query's pages to limit items, so that ranges end
+// mid-page and pages end mid-range, and fails the Query of the range that
+// starts at failFrom (when set), on its first page or its second.
+type smallPages struct {
+	eventstore.DynamoDB
+	limit      int32
+	failFrom   string
+	failSecond bool
+}
+
+func (d *smallPages) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	if lo, _ := in.ExpressionAttributeValues[":lo"].(*types.AttributeValueMemberN); lo != nil && lo.Value == d.failFrom && d.failFrom != "" {
+		if !d.failSecond || in.ExclusiveStartKey != nil {
+			return nil, errors.New("injected: the range's read failed")
+		}
+	}
+	c := *in
+	c.Limit = aws.Int32(d.limit)
+	return d.DynamoDB.Query(ctx, &c, o...)
+}
+
+// TestExportParallelIsSequential exports one tenant with 1 to 8 readers and
+// several range and page sizes against the local DynamoDB: the bytes are
+// the one-reader export's every time; a range whose read fails is an error,
+// never a shorter export; and a missing event is still a gap the export's
+// verification names.
+func TestExportParallelIsSequential(t *testing.T) {
+	f := newFixture(t, nil)
+	emitConcurrently(t, f.store, []string{"acme"}, 4, 100) // 400 events
+	ctx := context.Background()
+	var want bytes.Buffer
+	if _, err := f.store.Export(ctx, "acme", &want); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := chain.VerifyExport(bytes.NewReader(want.Bytes()), "acme"); err != nil || sum.Events != 400 {
+		t.Fatalf("one reader: %+v, %v", sum, err)
+	}
+	for _, rs := range []int64{0, 1, 37, 400, 1000} {
+		for _, limit := range []int32{0, 7} {
+			db := eventstore.DynamoDB(f.db)
+			if limit > 0 {
+				db = &smallPages{DynamoDB: f.db, limit: limit}
+			}
+			reader, err := eventstore.New(db, eventstore.Config{Table: f.table})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for n := 1; n <= 8; n++ {
+				var got bytes.Buffer
+				res, err := reader.ExportWith(ctx, "acme", &got, eventstore.ExportOptions{Parallel: n, RangeSeqs: rs})
+				if err != nil {
+					t.Fatalf("range %d, pages %d, %d readers: %v", rs, limit, n, err)
+				}
+				if res.Events != 400 || res.Reads != 400 || !bytes.Equal(got.Bytes(), want.Bytes()) {
+					t.Fatalf("range %d, pages %d, %d readers: %+v; the export differs from one reader's", rs, limit, n, res)
+				}
+			}
+		}
+	}
+
+	// A range that cannot be read, on its first page or a later one.
+	for _, second := range []bool{false, true} {
+		reader, err := eventstore.New(&smallPages{DynamoDB: f.db, limit: 7, failFrom: "75", failSecond: second}, eventstore.Config{Table: f.table})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n := 1; n <= 8; n++ {
+			var got bytes.Buffer
+			res, err := reader.ExportWith(ctx, "acme", &got, eventstore.ExportOptions{Parallel: n, RangeSeqs: 37})
+			if err == nil || !strings.Contains(err.Error(), "read seq 75 to 111") || !strings.Contains(err.Error(), "injected") {
+				t.Fatalf("%d readers, failing on page 2 %v: got %+v, %v; want the range's error", n, second, res, err)
+			}
+			if res.Head != nil || res.Events > 74 {
+				t.Fatalf("%d readers: %+v: wrote past the failed range or a head line", n, res)
+			}
+		}
+	}
+
+	// A gap: seq 250 is gone from the table.
+	if _, err := f.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(f.table), Key: map[string]types.AttributeValue{
+		keys.AttrTenant: &types.AttributeValueMemberS{Value: "acme"},
+		keys.AttrSeq:    &types.AttributeValueMemberN{Value: "250"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	for n := 1; n <= 8; n++ {
+		var got bytes.Buffer
+		res, err := f.store.ExportWith(ctx, "acme", &got, eventstore.ExportOptions{Parallel: n, RangeSeqs: 37})
+		if err != nil || res.Events != 399 {
+			t.Fatalf("%d readers, gap: %+v, %v", n, res, err)
+		}
+		_, err = chain.VerifyExport(&got, "acme")
+		var be *chain.BreakError
+		if !errors.As(err, &be) || be.Seq != 250 || be.Reason != chain.ReasonMissingSeq {
+			t.Fatalf("%d readers: verify: %v; want seq 250 missing", n, err)
+		}
+	}
 }

@@ -8,6 +8,14 @@
 // with the first break, if any: its seq and why (hash mismatch, prev_hash
 // mismatch, missing seq, head mismatch, …).
 //
+// Rows are verified in place: each row's canonical line is written straight
+// from its attribute values (envelope.AppendItemLine) and hashed
+// (chain.Verifier.NextItem), without decoding it into an Envelope. A row the
+// in-place path is not certain of (an escape in an envelope field, a number
+// not in canonical form, a wrong attribute type, a deep or wide map) is
+// decoded (envelope.FromItem) and verified as before, which gives the same
+// verdict with the decoder's error.
+//
 //   - full: from genesis. A checkpoint never shortens it. When it passes the
 //     checkpoint's seq it also compares hashes, so a log rewritten
 //     consistently (every hash after an edit recomputed, head included) still

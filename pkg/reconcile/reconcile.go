@@ -17,6 +17,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/chain"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
+	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
@@ -58,6 +59,16 @@ type Log interface {
 }
 
 var _ Log = (*eventstore.Store)(nil)
+
+// rowLog is a Log that can return a page's rows undecoded
+// (eventstore.Store.EventRows): reconcile then verifies each row in place
+// (chain.Verifier.NextItem) and decodes only a row that is not certainly
+// well formed.
+type rowLog interface {
+	EventRows(ctx context.Context, tenant string, after int64, limit int32) (eventstore.Page, error)
+}
+
+var _ rowLog = (*eventstore.Store)(nil)
 
 // DeadLetters lists a tenant's open dead letters. *delivery.DynamoStore
 // implements it.
@@ -585,7 +596,13 @@ func (r *Reconciler) walk(ctx context.Context, tenant string, mode Mode, resume 
 			limit = int32(bound - v.LastSeq())
 		}
 		limit = b.clamp(limit)
-		p, err := r.cfg.Log.Events(ctx, tenant, v.LastSeq(), limit)
+		var p eventstore.Page
+		rows, inPlace := r.cfg.Log.(rowLog)
+		if inPlace {
+			p, err = rows.EventRows(ctx, tenant, v.LastSeq(), limit)
+		} else {
+			p, err = r.cfg.Log.Events(ctx, tenant, v.LastSeq(), limit)
+		}
 		if err != nil {
 			return rep, nil, err
 		}
@@ -595,11 +612,28 @@ func (r *Reconciler) walk(ctx context.Context, tenant string, mode Mode, resume 
 			break
 		}
 		for i := range p.Raw {
-			if p.Errs[i] != nil {
-				brk = malformed(tenant, v, p.Raw[i], p.Errs[i])
-				break
+			var err error
+			handled := false
+			if inPlace {
+				handled, err = v.NextItem(p.Raw[i])
 			}
-			if err := v.Next(&p.Events[i]); err != nil {
+			if !handled {
+				// Not certainly well formed (or a log that decodes): the
+				// decoding path gives the verdict.
+				var e envelope.Envelope
+				var derr error
+				if inPlace {
+					e, derr = envelope.FromItem(p.Raw[i])
+				} else {
+					e, derr = p.Events[i], p.Errs[i]
+				}
+				if derr != nil {
+					brk = malformed(tenant, v, p.Raw[i], derr)
+					break
+				}
+				err = v.Next(&e)
+			}
+			if err != nil {
 				if !errors.As(err, &brk) {
 					return rep, nil, err
 				}

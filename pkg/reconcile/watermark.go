@@ -133,6 +133,8 @@ func (r *Reconciler) deliveryAudit(ctx context.Context, tenant string, rep *Repo
 	from := map[string]int64{}
 	for _, sub := range r.cfg.Subscriptions {
 		known[sub] = true
+	}
+	for _, sub := range delivery.ForChain(r.cfg.Subscriptions, tenant) {
 		w, stored := marks[sub]
 		sd := SubscriptionDelivery{Subscription: sub, Watermark: w.Seq, StartSeq: w.StartSeq}
 		all, err := r.startOf(ctx, tenant, rep.LastSeq, &sd, stored)

@@ -30,6 +30,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/effect"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
+	"github.com/fourlanes/fourlanes/pkg/heartbeat"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/pkg/obs/obstest"
@@ -305,7 +306,10 @@ func newRig(t *testing.T, tune ...func(*delivery.Config)) *rig {
 		t.Fatal(err)
 	}
 	logger := obs.NewLogger(rg.logs, "debug")
-	reg, err := catalog.NewRegistry(cat, notifications.Module.Bind(&notifications.Notifier{Mailer: rg.mail}))
+	// The application's catalog carries the framework's module (the
+	// heartbeat's DURABLE subscriber), which a consumer must bind too.
+	reg, err := catalog.NewRegistry(cat, notifications.Module.Bind(&notifications.Notifier{Mailer: rg.mail}),
+		heartbeat.Module.Bind(&heartbeat.Monitor{Logger: logger, Metrics: obs.NewMetrics(rg.metrics)}))
 	if err != nil {
 		t.Fatal(err)
 	}

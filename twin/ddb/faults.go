@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -20,7 +21,14 @@ import (
 //	POST   /_fourlanes/faults  {"action":"UpdateItem","match":"\":sent\"","kind":"stall","delayMs":60000}
 //	POST   /_fourlanes/faults  {"action":"*","table":"t","kind":"error","rate":0.05,"seed":7}
 //	DELETE /_fourlanes/faults  (clears every rule)
+//	DELETE /_fourlanes/faults?table=t&table=u  (clears only the rules naming table t or u)
 //	GET    /_fourlanes/faults  (lists the rules still armed)
+//	GET    /_fourlanes/faults?table=t  (lists only the rules naming table t)
+//
+// A rule that names a table hits only requests on that table, so tests sharing one
+// server (each on tables of its own) arm and clear their rules with ?table= and never
+// disturb each other; a rule without a table, and a DELETE without ?table=, are
+// server-wide, for a test that has the server to itself.
 
 // FaultKind is what an injected fault does to a request.
 type FaultKind string
@@ -109,24 +117,45 @@ func (db *DB) InjectFault(f Fault) error {
 	return nil
 }
 
-// ClearFaults disarms every fault.
-func (db *DB) ClearFaults() {
+// ClearFaults disarms every fault, or, given tables, only the faults that name one of
+// them (a rule without a table is server-wide: only a ClearFaults without tables
+// disarms it).
+func (db *DB) ClearFaults(tables ...string) {
 	db.ext.mu.Lock()
-	db.ext.faults = nil
-	db.ext.mu.Unlock()
+	defer db.ext.mu.Unlock()
+	if len(tables) == 0 {
+		db.ext.faults = nil
+		return
+	}
+	kept := db.ext.faults[:0:0]
+	for _, r := range db.ext.faults {
+		if !scoped(r.Table, tables) {
+			kept = append(kept, r)
+		}
+	}
+	db.ext.faults = kept
 }
 
-// Faults returns the armed faults, Count being what is left of each (-1: no limit).
-func (db *DB) Faults() []Fault {
+// Faults returns the armed faults, Count being what is left of each (-1: no limit);
+// given tables, only those that name one of them.
+func (db *DB) Faults(tables ...string) []Fault {
 	db.ext.mu.Lock()
 	defer db.ext.mu.Unlock()
 	out := make([]Fault, 0, len(db.ext.faults))
 	for _, r := range db.ext.faults {
+		if len(tables) > 0 && !scoped(r.Table, tables) {
+			continue
+		}
 		f := r.Fault
 		f.Count = r.left
 		out = append(out, f)
 	}
 	return out
+}
+
+// scoped reports whether a rule naming table (""; every table) belongs to one of tables.
+func scoped(table string, tables []string) bool {
+	return table != "" && slices.Contains(tables, table)
 }
 
 // injectedFault consumes the first armed fault matching this request's action and one of
@@ -201,6 +230,11 @@ func (db *DB) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	tables := r.URL.Query()["table"]
+	if slices.Contains(tables, "") {
+		http.Error(w, "?table= names a table: an empty one would match nothing", http.StatusBadRequest)
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		var fj faultJSON
@@ -216,11 +250,11 @@ func (db *DB) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	case http.MethodDelete:
-		db.ClearFaults()
+		db.ClearFaults(tables...)
 		w.WriteHeader(http.StatusNoContent)
 	case http.MethodGet:
 		list := []faultJSON{}
-		for _, f := range db.Faults() {
+		for _, f := range db.Faults(tables...) {
 			list = append(list, faultJSON{Fault: f, DelayMs: f.Delay.Milliseconds()})
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -343,4 +344,87 @@ func TestPartitionBudgetStartEmpty(t *testing.T) {
 		}
 	}
 	wantCode(t, putN(99), "ProvisionedThroughputExceededException", "")
+}
+
+// TestFaultsScopedByTable: rules that name a table hit only that table, and
+// the admin API lists and clears them by table (?table=), so tests sharing
+// one server each clear their own rules without disarming another's; a
+// DELETE without ?table= still clears every rule, and an empty ?table= is
+// refused rather than read as "every table".
+func TestFaultsScopedByTable(t *testing.T) {
+	e := newDP(t, Options{})
+	for _, tb := range []string{"fscope-a", "fscope-b"} {
+		e.create(t, tb, tableSpec{})
+	}
+	ctx := context.Background()
+	admin := e.url + "/_fourlanes/faults"
+	do := func(method, query, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, admin+query, strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	list := func(query string) []faultJSON {
+		t.Helper()
+		code, body := do(http.MethodGet, query, "")
+		var fs []faultJSON
+		if code != http.StatusOK || json.Unmarshal([]byte(body), &fs) != nil {
+			t.Fatalf("GET %s: %d %s", query, code, body)
+		}
+		return fs
+	}
+	for _, tb := range []string{"fscope-a", "fscope-b"} {
+		if code, body := do(http.MethodPost, "", `{"action":"GetItem","table":"`+tb+`","kind":"error","count":3}`); code != http.StatusNoContent {
+			t.Fatalf("POST for %s: %d %s", tb, code, body)
+		}
+	}
+	getErr := func(tb string) error {
+		_, err := e.c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(tb), Key: map[string]av{"pk": s("a")}})
+		return err
+	}
+	// fa's rule hits fa only: fb's count is untouched.
+	wantCode(t, getErr("fscope-a"), "InternalServerError", "")
+	if fs := list("?table=fscope-b"); len(fs) != 1 || fs[0].Table != "fscope-b" || fs[0].Count != 3 {
+		t.Fatalf("GET ?table=fscope-b after a hit on fa: %+v, want fb's rule alone with 3 left", fs)
+	}
+	if fs := list("?table=fscope-a"); len(fs) != 1 || fs[0].Count != 2 || fs[0].Hits != 1 {
+		t.Fatalf("GET ?table=fscope-a: %+v, want fa's rule with 2 left and 1 hit", fs)
+	}
+	// Clearing fa leaves fb's rule armed and hitting.
+	if code, body := do(http.MethodDelete, "?table=fscope-a", ""); code != http.StatusNoContent {
+		t.Fatalf("DELETE ?table=fscope-a: %d %s", code, body)
+	}
+	if err := getErr("fscope-a"); err != nil {
+		t.Fatalf("fa after its rules were cleared: %v", err)
+	}
+	wantCode(t, getErr("fscope-b"), "InternalServerError", "")
+	if fs := list(""); len(fs) != 1 || fs[0].Table != "fscope-b" {
+		t.Fatalf("GET after DELETE ?table=fscope-a: %+v, want fb's rule alone", fs)
+	}
+	// A server-wide rule is not cleared by a table's DELETE, only by a bare one.
+	if code, body := do(http.MethodPost, "", `{"action":"PutItem","kind":"error","count":9}`); code != http.StatusNoContent {
+		t.Fatalf("POST server-wide: %d %s", code, body)
+	}
+	do(http.MethodDelete, "?table=fscope-b&table=fscope-a", "")
+	if fs := list(""); len(fs) != 1 || fs[0].Table != "" || fs[0].Action != "PutItem" {
+		t.Fatalf("after DELETE ?table=fscope-b&table=fscope-a: %+v, want the server-wide rule alone", fs)
+	}
+	if code, _ := do(http.MethodDelete, "?table=", ""); code != http.StatusBadRequest {
+		t.Fatalf("DELETE ?table= (empty): %d, want 400", code)
+	}
+	if fs := list(""); len(fs) != 1 {
+		t.Fatalf("a refused DELETE cleared rules: %+v", fs)
+	}
+	do(http.MethodDelete, "", "")
+	if fs := list(""); len(fs) != 0 {
+		t.Fatalf("after a bare DELETE: %+v, want none", fs)
+	}
+	if err := getErr("fscope-b"); err != nil {
+		t.Fatalf("fb after a bare DELETE: %v", err)
+	}
 }

@@ -269,6 +269,11 @@ func devMain(ctx context.Context, d *Demo, o devOptions, stdout, stderr io.Write
 		FunctionOutput: fnLog,
 		URLPorts:       urlPorts,
 		Ports:          twin.Ports{Lambda: o.ports.lambda, SQS: o.ports.sqs, S3: o.ports.s3, KMS: o.ports.kms},
+		// The heartbeat runs at the template's rate, as in AWS, so the
+		// stack's pulse (and its chain, ~fourlanes.heartbeat) is there to
+		// watch on the twin too. Reconcile's and dlq-repair's schedules do
+		// not run: they are run on demand (reconcile -local, repair -local).
+		Schedules: map[string]time.Duration{keys.FnHeartbeat: 0},
 	})
 	if err != nil {
 		return 0, fmt.Errorf("%w (the port flags: -lambda-port, -sqs-port, -s3-port, -kms-port, -reconcile-port)", err)

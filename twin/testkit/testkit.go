@@ -100,9 +100,9 @@ type Stack struct {
 type line struct{ fn, text string }
 
 // assembled is one build and synthesis, shared by a test binary's stacks of
-// one application.
+// one application; done closes when it has finished.
 type assembled struct {
-	once sync.Once
+	done chan struct{}
 	tmpl *cfn.Template
 	code twin.CodeResolver
 	dir  string
@@ -114,12 +114,11 @@ var (
 	assemblies  = map[string]*assembled{}
 )
 
-func (o *Options) defaults(t *testing.T) {
-	t.Helper()
+func (o *Options) defaults() error {
 	if o.Root == "" {
 		root, err := localaws.ModuleRoot()
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		o.Root = root
 	}
@@ -135,31 +134,62 @@ func (o *Options) defaults(t *testing.T) {
 	if o.PollInterval == 0 {
 		o.PollInterval = 25 * time.Millisecond
 	}
+	return nil
 }
 
-// Assemble builds the application's functions for this machine and
-// synthesizes its CDK app, once per test binary and (Root, App, Functions),
-// and returns the template and what runs each function. Up calls it; a test
-// that needs the template first (to read it) may too.
-func Assemble(t *testing.T, o Options) (*cfn.Template, twin.CodeResolver) {
-	t.Helper()
-	o.defaults(t)
+// assembly returns the build and synthesis of o's application, starting it
+// in the background if no caller has yet.
+func assembly(o Options) *assembled {
 	k := o.Root + "\x00" + o.App + "\x00" + o.Functions
 	assembledMu.Lock()
-	a := assemblies[k]
-	if a == nil {
-		a = &assembled{}
-		assemblies[k] = a
+	defer assembledMu.Unlock()
+	if a := assemblies[k]; a != nil {
+		return a
 	}
-	assembledMu.Unlock()
-	a.once.Do(func() {
+	a := &assembled{done: make(chan struct{})}
+	assemblies[k] = a
+	go func() {
+		defer close(a.done)
 		if a.dir, a.err = os.MkdirTemp("", "fourlanes-testkit-"); a.err != nil {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		a.tmpl, a.code, a.err = twin.Assemble(ctx, o.Root, o.Functions, o.App, filepath.Join(a.dir, "bin"), filepath.Join(a.dir, "cdk.out"), "")
-	})
+	}()
+	return a
+}
+
+// Prepare starts building the application's functions and synthesizing its
+// CDK app in the background and returns at once, so that the build overlaps
+// whatever runs meanwhile (a TestMain calls it for each application its
+// tests bring up, then m.Run). Assemble and Up wait for it; wait does too
+// and returns its error, for a TestMain that orders its builds. Without
+// Prepare, the first Assemble starts the build.
+func Prepare(o Options) (wait func() error) {
+	if err := o.defaults(); err != nil {
+		return func() error { return err }
+	}
+	a := assembly(o)
+	return func() error { <-a.done; return a.err }
+}
+
+// Assemble builds the application's functions for this machine and
+// synthesizes its CDK app, once per test binary and (Root, App, Functions),
+// and returns the template and what runs each function. Up calls it; a test
+// that needs the template first (to read it) may too. Tests running in
+// parallel share the one build (the first starts it, the others wait).
+func Assemble(t *testing.T, o Options) (*cfn.Template, twin.CodeResolver) {
+	t.Helper()
+	if err := o.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	a := assembly(o)
+	select {
+	case <-a.done:
+	case <-t.Context().Done():
+		t.Fatalf("build and synthesize %s: the test ended first", o.App)
+	}
 	if a.err != nil {
 		t.Fatalf("build and synthesize %s (functions in %s): %v", o.App, o.Functions, a.err)
 	}
@@ -169,7 +199,9 @@ func Assemble(t *testing.T, o Options) (*cfn.Template, twin.CodeResolver) {
 // Up brings the application's stack up on a fresh twin for the test.
 func Up(t *testing.T, o Options) *Stack {
 	t.Helper()
-	o.defaults(t)
+	if err := o.defaults(); err != nil {
+		t.Fatal(err)
+	}
 	ddbEP, sqsEP := twintest.Endpoints(t) // skip before building when there are no servers
 	tmpl, code := Assemble(t, o)
 	tmpl = tmpl.Clone()

@@ -14,10 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
 
+	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
-	"github.com/fourlanes/fourlanes/pkg/envelope"
-	"github.com/fourlanes/fourlanes/pkg/eventstore"
-	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
 // Event types emitted by loans.
@@ -84,7 +82,7 @@ var ErrStale = errors.New("loan changed since it was read")
 
 // Emitter is the part of eventstore.Store that loans uses.
 type Emitter interface {
-	Emit(ctx context.Context, eventType string, payload any, extra ...types.TransactWriteItem) (envelope.Envelope, error)
+	Emit(ctx context.Context, eventType string, payload any, extra ...types.TransactWriteItem) (app.Envelope, error)
 }
 
 // Loan is one loan as the service returns it.
@@ -106,7 +104,7 @@ type Service struct {
 // Open lends book to member, whose reminders go to email (may be empty):
 // the loan at version 1 and loan.opened, in one transaction.
 func (s *Service) Open(ctx context.Context, book, member, email string) (Loan, error) {
-	tenant, err := tenancy.Tenant(ctx)
+	tenant, err := app.Tenant(ctx)
 	if err != nil {
 		return Loan{}, fmt.Errorf("open loan: %w", err)
 	}
@@ -134,7 +132,7 @@ func (s *Service) Open(ctx context.Context, book, member, email string) (Loan, e
 // version and loan.returned is emitted, in one transaction. ErrStale if the
 // loan changed since it was read.
 func (s *Service) Return(ctx context.Context, l Loan) (Loan, error) {
-	tenant, err := tenancy.Tenant(ctx)
+	tenant, err := app.Tenant(ctx)
 	if err != nil {
 		return l, fmt.Errorf("return loan %s: %w", l.ID, err)
 	}
@@ -154,9 +152,8 @@ func (s *Service) Return(ctx context.Context, l Loan) (Loan, error) {
 		},
 	}}
 	_, err = s.Events.Emit(ctx, TypeReturned, ReturnedV1{LoanID: l.ID, Book: l.Book, Member: l.Member}, upd)
-	var cw *eventstore.CallerWriteError
 	switch {
-	case errors.As(err, &cw) && cw.ConditionFailed():
+	case app.ConditionFailed(err):
 		return l, fmt.Errorf("return loan %s: version %d: %w", l.ID, l.Version, ErrStale)
 	case err != nil:
 		return l, fmt.Errorf("return loan %s: %w", l.ID, err)

@@ -1,9 +1,9 @@
 // Package reminders is the library's DURABLE subscriber: for every loan event
 // it sends the member one reminder (a due date on loan.opened, a thank-you on
-// loan.returned), through the framework's effect helper (pkg/effect).
+// loan.returned), through the framework's effect helper (app.Effect).
 // "Sending" is a log line: the example has no mail service.
 //
-// The library chose at most once (effect.AtMostOnce): a member who gets the
+// The library chose at most once (app.AtMostOnce): a member who gets the
 // same reminder twice calls the desk about a second loan, so a reminder whose
 // outcome is unknown (its process died between recording and sending it) is
 // not sent again. It is never silently skipped: the subscription is
@@ -17,10 +17,8 @@ import (
 	"log/slog"
 
 	"github.com/fourlanes/fourlanes/examples/library/loans"
+	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
-	"github.com/fourlanes/fourlanes/pkg/delivery"
-	"github.com/fourlanes/fourlanes/pkg/effect"
-	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
@@ -51,26 +49,27 @@ type Reminder struct {
 }
 
 // OnLoanEvent sends one reminder for the loan event e, at most once
-// (effect.Do with effect.AtMostOnce): a redelivered event whose reminder
+// (app.Effect with app.AtMostOnce): a redelivered event whose reminder
 // went out sends nothing.
-func (r *Reminder) OnLoanEvent(ctx context.Context, e envelope.Envelope) error {
+func (r *Reminder) OnLoanEvent(ctx context.Context, e app.Envelope) error {
 	subject, p, err := compose(e)
 	if err != nil {
-		return delivery.Permanent(err) // retrying cannot fix a payload
+		return app.Permanent(err) // retrying cannot fix a payload
 	}
 	log := r.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	return effect.Do(ctx, EffectReminder, func(ctx context.Context, key string) error {
-		log.InfoContext(ctx, Sent, slog.String(obs.KeyEventID, e.ID), slog.String(obs.KeyTenant, e.TenantID), slog.String(obs.KeyKey, key),
-			slog.String(obs.KeyLoanID, p.LoanID), slog.String(obs.KeyMember, p.Member), slog.String(obs.KeyTo, p.Email), slog.String(obs.KeySubject, subject))
+	return app.Effect(ctx, EffectReminder, func(ctx context.Context, key string) error {
+		// The subject names the book; the event, its loan.
+		log.InfoContext(ctx, Sent, slog.String(obs.KeyEventID, e.ID), slog.String(obs.KeyTenant, e.TenantID),
+			slog.String(obs.KeyMember, p.Member), slog.String(obs.KeyTo, p.Email), slog.String(obs.KeySubject, subject))
 		return nil
-	}, effect.WithMode(effect.AtMostOnce))
+	}, app.AtMostOnce)
 }
 
 // compose decodes e into the reminder's subject and the loan it is about.
-func compose(e envelope.Envelope) (string, loans.OpenedV1, error) {
+func compose(e app.Envelope) (string, loans.OpenedV1, error) {
 	var p loans.OpenedV1 // loan.returned v1 has the same fields
 	if e.SchemaVersion != 1 {
 		return "", p, fmt.Errorf("no reminder for %s schema version %d", e.Type, e.SchemaVersion)

@@ -385,6 +385,7 @@ func (x *extractor) module(lit *ast.CompositeLit) {
 		payloads: map[string][]types.Type{}, verPos: map[string][]token.Position{}}
 	m.Spec.Name = x.str(fs, "Name", "Module")
 	m.Spec.Doc = x.str(fs, "Doc", "Module")
+	m.Spec.Owner = x.str(fs, "Owner", "Module")
 	if e, ok := fs["Emits"]; ok {
 		for _, tl := range x.elems(e, "Module.Emits") {
 			tf := x.fields(tl, "catalog.EventType")
@@ -421,6 +422,10 @@ func (x *extractor) module(lit *ast.CompositeLit) {
 			sf := x.fields(sl, "catalog.Subscription")
 			s := catalog.SubscriptionSpec{Module: m.Spec.Name, Name: x.str(sf, "Name", "Subscription"), Types: x.str(sf, "Types", "Subscription"),
 				Lane: catalog.Lane(x.str(sf, "Lane", "Subscription")), Doc: x.str(sf, "Doc", "Subscription")}
+			s.Owner = x.str(sf, "Owner", "Subscription")
+			if s.Owner == "" {
+				s.Owner = m.Spec.Owner
+			}
 			if re, ok := sf["Reads"]; ok {
 				s.Reads = x.ints(re, "Subscription.Reads")
 			}

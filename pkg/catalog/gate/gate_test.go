@@ -267,3 +267,30 @@ func TestStartsRecorded(t *testing.T) {
 		t.Errorf("after recording the added subscription: %s; want %s", got, b)
 	}
 }
+
+// TestOwnersInCatalog: the generated catalog lists who is paged for what,
+// read from the declarations: a module's Owner covers its subscriptions, a
+// subscription's own Owner is listed beside it.
+func TestOwnersInCatalog(t *testing.T) {
+	r, err := gate.Run(gate.Config{Dir: repoRoot(t), Patterns: []string{"./pkg/catalog/gate/testdata/starts/..."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(r.Markdown())
+	for _, want := range []string{"## Owners", "| team-audit | `widgets.all` DURABLE |", "| team-widgets | module widgets |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("catalog lacks %q:\n%s", want, md)
+		}
+	}
+	for _, m := range r.Modules {
+		for _, s := range m.Spec.Subscribes {
+			want := "team-widgets"
+			if s.Name == "widgets.all" {
+				want = "team-audit"
+			}
+			if s.Owner != want {
+				t.Errorf("subscription %s read from source with owner %q, want %q", s.Name, s.Owner, want)
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -76,6 +77,25 @@ func (r *Report) Markdown() []byte {
 			ss = append(ss, fmt.Sprintf("`%s` %s", s.Name, s.Lane))
 		}
 		w("| %s | `%s` | %s | %s | %s |\n", m.Spec.Name, m.Pkg, dash(emits), dash(tracks), dash(ss))
+	}
+
+	// Owners, only when one is declared (a catalog without owners stays as it was).
+	owned := map[string][]string{}
+	for _, m := range mods {
+		if m.Spec.Owner != "" {
+			owned[m.Spec.Owner] = append(owned[m.Spec.Owner], "module "+m.Spec.Name)
+		}
+		for _, s := range m.Spec.Subscribes {
+			if s.Owner != "" && s.Owner != m.Spec.Owner {
+				owned[s.Owner] = append(owned[s.Owner], fmt.Sprintf("`%s` %s", s.Name, s.Lane))
+			}
+		}
+	}
+	if len(owned) > 0 {
+		w("\n## Owners\n\nWho is paged for a module's dead letters, LOCAL-handler failures and unmatched event types (`Owner`; the deployment maps each to an alarm destination).\n\n| owner | paged for |\n|---|---|\n")
+		for _, o := range slices.Sorted(maps.Keys(owned)) {
+			w("| %s | %s |\n", o, strings.Join(owned[o], ", "))
+		}
 	}
 
 	w("\n## Event types\n")

@@ -34,7 +34,7 @@ func Run() {
 	boot.RunErr(b, func(ctx context.Context, _ json.RawMessage) error {
 		e, err := hb.Write(ctx, store)
 		if err != nil {
-			b.Log.ErrorContext(ctx, "heartbeat not written", slog.String(obs.KeyErr, err.Error()))
+			b.Log.ErrorContext(ctx, "heartbeat not written", obs.Err(err))
 			return err
 		}
 		b.Log.InfoContext(ctx, "heartbeat written", slog.String(obs.KeyEventID, e.ID), slog.Int64(obs.KeySeq, e.Seq))
