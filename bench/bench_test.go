@@ -157,6 +157,13 @@ func TestDynamoSections(t *testing.T) {
 			if !strings.Contains(md, "Target (issue 23)") || regexp.MustCompile(`, [1-9][0-9]* on redelivery`).MatchString(md) {
 				t.Errorf("delivery as deployed: a redelivery wrote, or no verdict:\n%s", md)
 			}
+			// As deployed, at most 1 + N + 0.1 writes per event in both
+			// batch shapes at N = 1, 3 and 10: each verdict must be met.
+			_, v23, _ := strings.Cut(md, "Target (issue 23)")
+			v23, _, _ = strings.Cut(v23, "\n")
+			if strings.Contains(v23, "not met") || strings.Count(v23, "(**met**)") != 6 {
+				t.Errorf("delivery as deployed: not every shape and N within 1 + N + 0.1 writes per event: %s", v23)
+			}
 		}
 	}
 }

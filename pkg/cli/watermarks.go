@@ -106,6 +106,7 @@ func runWatermarks(ctx context.Context, a *app.Application, args []string, stdou
 type watermarkTool struct {
 	log   *eventstore.Store
 	marks *delivery.DynamoStore
+	carry *delivery.WatermarkReader // derives each watermark from its checkpoint
 	subs  []string
 	now   func() time.Time
 }
@@ -119,7 +120,12 @@ func newWatermarkTool(db *dynamodb.Client, cat *catalog.Catalog, eventsTable, st
 	if len(subs) == 0 {
 		return nil, errors.New("the catalog declares no DURABLE subscription: there are no watermarks")
 	}
-	return &watermarkTool{log: log, marks: delivery.NewDynamoStore(db, stateTable), subs: subs, now: time.Now}, nil
+	marks := delivery.NewDynamoStore(db, stateTable)
+	carry, err := delivery.NewWatermarkReader(marks.WithLog(eventsTable), cat)
+	if err != nil {
+		return nil, err
+	}
+	return &watermarkTool{log: log, marks: marks, carry: carry, subs: subs, now: time.Now}, nil
 }
 
 // each calls f for tenant's chains (tenant's own, then its chain shards'
@@ -188,12 +194,23 @@ func (w *watermarkTool) list(ctx context.Context, tenant string, asJSON bool, st
 		if err != nil {
 			return err
 		}
+		// The consumer writes no watermark: each is its checkpoint carried
+		// forward over the settled claims after it.
+		from := map[string]int64{}
+		for _, sub := range w.subs {
+			from[sub] = marks[sub].Seq
+		}
+		c, err := w.carry.Carry(ctx, t, from, last)
+		if err != nil {
+			return err
+		}
 		unknown, err := w.unknownEffects(ctx, t)
 		if err != nil {
 			return err
 		}
 		for _, sub := range delivery.ForChain(w.subs, t) {
 			m, ok := marks[sub]
+			m.Seq = max(m.Seq, c.Seqs[sub])
 			l := watermarkLine{Tenant: t, Subscription: sub, Watermark: m.Seq, Head: last, Behind: max(0, last-m.Seq), EffectsUnknown: unknown[sub]}
 			if ok {
 				l.UpdatedAt = m.UpdatedAt.UTC().Format(time.RFC3339)
@@ -259,13 +276,13 @@ type setLine struct {
 const (
 	outcomeSet      = "set"       // moved to the head
 	outcomeAtHead   = "at_head"   // already there
-	outcomeMoved    = "moved"     // the consumer moved it meanwhile: unchanged
+	outcomeMoved    = "moved"     // reconcile or dlq-repair moved it meanwhile: unchanged
 	outcomeNoEvents = "no_events" // the chain has none
 )
 
-// setToHead moves each watermark below the head up to it, with the same
-// conditional write the consumer uses: a watermark the consumer moved
-// meanwhile is left as it is, and said so.
+// setToHead moves each watermark's checkpoint below the head up to it, with
+// the same conditional write reconcile and dlq-repair use: a checkpoint one
+// of them moved meanwhile is left as it is, and said so.
 func (w *watermarkTool) setToHead(ctx context.Context, tenant string, asJSON bool, stdout io.Writer) (int, error) {
 	changed := 0
 	enc := json.NewEncoder(stdout)
@@ -279,7 +296,7 @@ func (w *watermarkTool) setToHead(ctx context.Context, tenant string, asJSON boo
 		case outcomeAtHead:
 			fmt.Fprintf(stdout, "%s %s: watermark %d, already at the head %d; unchanged\n", l.Tenant, l.Subscription, l.From, l.To)
 		case outcomeMoved:
-			fmt.Fprintf(stdout, "%s %s: watermark moved from %d while this ran (the consumer settled events); unchanged, run again to see it\n", l.Tenant, l.Subscription, l.From)
+			fmt.Fprintf(stdout, "%s %s: watermark moved from %d while this ran (reconcile or dlq-repair wrote it); unchanged, run again to see it\n", l.Tenant, l.Subscription, l.From)
 		case outcomeSet:
 			fmt.Fprintf(stdout, "%s %s: watermark %d -> %d (the head)\n", l.Tenant, l.Subscription, l.From, l.To)
 		}

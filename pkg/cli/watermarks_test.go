@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/fourlanes/fourlanes/internal/localaws"
+	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/tenancy"
@@ -74,6 +75,12 @@ func TestWatermarksAgainstDynamoDB(t *testing.T) {
 		t.Fatalf("subscriptions of t1 %v: want %v without %s", subs, w.subs, keys.HeartbeatSubscription)
 	}
 	sub := subs[0]
+	// A watermark is derived: events a subscription is not routed are
+	// settled for it, so one no order.placed routes to stands at the head.
+	routed := routedBy(cat, "order.placed")
+	if !routed[sub] {
+		t.Fatalf("%s is not routed order.placed", sub)
+	}
 	if moved, err := w.marks.Advance(ctx, "t1", sub, 1, 1, w.now()); err != nil || !moved {
 		t.Fatalf("advance t1/%s to 1: moved %v, %v", sub, moved, err)
 	}
@@ -105,8 +112,9 @@ func TestWatermarksAgainstDynamoDB(t *testing.T) {
 		t.Errorf("t1 %s: got %q, want watermark 1, head 3, behind 2", sub, got)
 	}
 	for _, s := range subs[1:] {
-		if got := row(rows, "t1", s); got != "0 3 3 0" {
-			t.Errorf("t1 %s: got %q, want 0 3 3 (no watermark row)", s, got)
+		want := map[bool]string{true: "0 3 3 0", false: "3 3 0 0"}[routed[s]]
+		if got := row(rows, "t1", s); got != want {
+			t.Errorf("t1 %s: got %q, want %s (no watermark row; routed order.placed: %v)", s, got, want, routed[s])
 		}
 	}
 
@@ -123,8 +131,9 @@ func TestWatermarksAgainstDynamoDB(t *testing.T) {
 		if got := row(rows, "t1", s); got != "3 3 0 0" {
 			t.Errorf("t1 %s after -set-to-head: got %q, want 3 3 0", s, got)
 		}
-		if got := row(rows, "t2", s); got != "0 2 2 0" {
-			t.Errorf("t2 %s after -set-to-head -tenant t1: got %q, want 0 2 2 (untouched)", s, got)
+		want := map[bool]string{true: "0 2 2 0", false: "2 2 0 0"}[routed[s]]
+		if got := row(rows, "t2", s); got != want {
+			t.Errorf("t2 %s after -set-to-head -tenant t1: got %q, want %s (untouched)", s, got, want)
 		}
 	}
 
@@ -190,9 +199,21 @@ func TestWatermarksLocal(t *testing.T) {
 	if len(rows) == 0 {
 		t.Fatalf("watermarks -local listed nothing:\n%s", stdout)
 	}
+	cat, err := testApp.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	routed := routedBy(cat, "order.placed")
 	for _, r := range rows {
-		if f := strings.Fields(r); len(f) < 5 || f[0] != "t-local" || strings.Join(f[2:5], " ") != "0 2 2" {
-			t.Errorf("row %q: want t-local <subscription> 0 2 2 (no watermark, head 2)", r)
+		f := strings.Fields(r)
+		if len(f) < 5 {
+			t.Errorf("row %q: too short", r)
+			continue
+		}
+		// Events a subscription is not routed are settled for it.
+		want := map[bool]string{true: "0 2 2", false: "2 2 0"}[routed[f[1]]]
+		if f[0] != "t-local" || strings.Join(f[2:5], " ") != want {
+			t.Errorf("row %q: want t-local <subscription> %s (no watermark row, head 2)", r, want)
 		}
 	}
 
@@ -219,8 +240,10 @@ func TestWatermarksLocal(t *testing.T) {
 		t.Errorf("-json: %d lines, the table %d rows", len(lines), len(rows))
 	}
 	for _, l := range lines {
-		if l["tenant"] != "t-local" || l["watermark"] != 0.0 || l["head"] != 2.0 || l["behind"] != 2.0 || l["effects_unknown"] != 0.0 || l["updated_at"] != nil || l["subscription"] == "" {
-			t.Errorf("-json line %v: want t-local, a subscription, watermark 0, head 2, behind 2, no updated_at", l)
+		sub, _ := l["subscription"].(string)
+		mark := map[bool]float64{true: 0, false: 2}[routed[sub]]
+		if l["tenant"] != "t-local" || l["watermark"] != mark || l["head"] != 2.0 || l["behind"] != 2.0-mark || l["effects_unknown"] != 0.0 || l["updated_at"] != nil || sub == "" {
+			t.Errorf("-json line %v: want t-local, a subscription, watermark %v, head 2, behind %v, no updated_at", l, mark, 2-mark)
 		}
 	}
 	for _, l := range jsonLines("-set-to-head", "-yes") {
@@ -241,4 +264,15 @@ func TestWatermarksLocal(t *testing.T) {
 	if code, _, stderr := runCLI(t, "watermarks", "-local"); code != ExitUsage || !strings.Contains(stderr, keys.OutputStateTable) {
 		t.Errorf("watermarks -local without the state table output: exit %d, stderr %q; want exit %d naming %s", code, stderr, ExitUsage, keys.OutputStateTable)
 	}
+}
+
+// routedBy names the DURABLE subscriptions of cat that eventType routes to.
+func routedBy(cat *catalog.Catalog, eventType string) map[string]bool {
+	out := map[string]bool{}
+	for _, sp := range cat.Matching(eventType) {
+		if sp.Lane == catalog.Durable {
+			out[sp.Name] = true
+		}
+	}
+	return out
 }

@@ -38,10 +38,10 @@
 // A handler that fails does not fail the message: Deliver dead-letters that
 // subscription and its siblings run.
 //
-// After each batch, the events a tenant's messages settled (every DURABLE
-// subscription completed, dead-lettered, or not routed) move the tenant's
-// delivery watermarks (delivery.Deliverer.Settled): one conditional write
-// per subscription and tenant per batch.
+// The consumer writes no delivery watermark: an event costs its claim and
+// its N completions (1 + N writes), whatever the batch's shape. The
+// watermark is derived from the claims by whoever reads it (reconcile,
+// dlq-repair: delivery.WatermarkReader), and they write its checkpoint.
 //
 // The later messages of a tenant that come back with a failed one count a
 // receive each time, so when a poison message reaches the DLQ those behind it
@@ -115,7 +115,6 @@ type DeadLetterSender interface {
 type Deliverer interface {
 	DeliverWith(ctx context.Context, e envelope.Envelope, p *delivery.Prefetched) (delivery.Result, error)
 	Prefetch(ctx context.Context, envs []envelope.Envelope) (*delivery.Prefetched, delivery.PrefetchStats, error)
-	SettledWith(ctx context.Context, tenant string, seqs []int64, p *delivery.Prefetched) (map[string]int64, error)
 }
 
 var _ Deliverer = (*delivery.Deliverer)(nil)
@@ -270,9 +269,6 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 func (h *Handler) tenant(ctx, dctx context.Context, pre *delivery.Prefetched, ms []*message, outs []outcome) {
 	log := h.cfg.Logger
 	blocked := ""
-	var settled []int64
-	tenant := ""
-	defer func() { h.settle(ctx, tenant, settled, pre) }()
 	for _, m := range ms {
 		mctx := ctx
 		if m.err == nil {
@@ -342,7 +338,6 @@ func (h *Handler) tenant(ctx, dctx context.Context, pre *delivery.Prefetched, ms
 			blocked = m.raw.MessageId
 			log.WarnContext(mctx, "a claim is held by another delivery; the message and the tenant's later ones come back", append(attrs, slog.String(obs.KeyReason, ReasonRetryLater))...)
 		default:
-			settled, tenant = append(settled, m.env.Seq), m.env.TenantID
 			log.InfoContext(mctx, "delivered", attrs...)
 		}
 	}
@@ -382,26 +377,6 @@ func (h *Handler) deadLetter(ctx context.Context, m *message, reason string, why
 		return fmt.Errorf("dead-letter message %s: %w", m.raw.MessageId, err)
 	}
 	return nil
-}
-
-// settle moves the tenant's delivery watermarks over the seqs this batch
-// settled. A failure is logged, not answered: delivery is done, and a later
-// batch or dlq-repair moves the watermark on.
-func (h *Handler) settle(ctx context.Context, tenant string, seqs []int64, pre *delivery.Prefetched) {
-	if len(seqs) == 0 {
-		return
-	}
-	tctx := tenancy.MustWithChain(ctx, tenant)
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(tctx), 5*time.Second)
-	defer cancel()
-	moved, err := h.cfg.Deliverer.SettledWith(wctx, tenant, seqs, pre)
-	if err != nil {
-		h.cfg.Logger.WarnContext(tctx, "delivery watermark not moved; reconcile shows the lag until a later batch or dlq-repair moves it", obs.Err(err))
-		return
-	}
-	if len(moved) > 0 {
-		h.cfg.Logger.DebugContext(tctx, "delivery watermarks moved", slog.Any(obs.KeyWatermarks, moved))
-	}
 }
 
 func summary(res delivery.Result) string {

@@ -125,37 +125,6 @@ func TestSettledMovesEverySubscriptionOverRuns(t *testing.T) {
 	check("after the sweep 5..8", 8)
 }
 
-// TestWatermarkCost measures what the watermark adds to delivering a batch
-// of 10 events of one tenant to 3 DURABLE subscriptions: one write per
-// subscription for the batch.
-func TestWatermarkCost(t *testing.T) {
-	rg := newBatchRig(t)
-	envs := batchEvents(t, 10)
-	ctx := context.Background()
-	p, _, err := rg.d.Prefetch(ctx, envs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rg.db.reset()
-	deliverAll(t, ctx, rg.d, p, envs)
-	_, claimWrites, _, _, claimWCU := rg.db.snapshot()
-	rg.db.reset()
-	seqs := make([]int64, len(envs))
-	for i, e := range envs {
-		seqs[i] = e.Seq
-	}
-	moved, err := rg.d.Settled(context.Background(), "t1", seqs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, markWrites, _, _, markWCU := rg.db.snapshot()
-	if len(moved) != batchSubs || markWrites != batchSubs {
-		t.Errorf("watermark writes %d (moved %v), want %d: one per subscription per batch", markWrites, moved, batchSubs)
-	}
-	t.Logf("10 events x %d subscriptions: claims+completions %d writes (%.0f WCU); watermarks %d writes (%.0f WCU) = %.2f writes per delivered event, %.2f per (event, subscription)",
-		batchSubs, claimWrites, claimWCU, markWrites, markWCU, float64(markWrites)/float64(len(envs)), float64(markWrites)/float64(len(envs)*batchSubs))
-}
-
 // logRig is a Deliverer that checks envelopes against a real events table.
 type logRig struct {
 	*batchRig
@@ -469,83 +438,141 @@ func emfSum(t *testing.T, emf, name string) int {
 	return n
 }
 
-// TestRedeliveryMovesNoWatermark: a batch delivered and settled, then
-// redelivered whole (SQS gives it again: the invocation timed out after the
-// writes), is answered from the prefetch without a write: no claim, no
-// completion and no watermark write, not even a refused conditional one,
-// because the prefetch read the watermarks with the claims.
-func TestRedeliveryMovesNoWatermark(t *testing.T) {
-	rg := newBatchRig(t)
-	envs := batchEvents(t, 10)
+// deliverSeqs delivers the logged events at seqs (Prefetch, then
+// DeliverWith), as the consumer does, and fails on anything but settled.
+func deliverSeqs(t *testing.T, rg *logRig, seqs ...int64) {
+	t.Helper()
 	ctx := context.Background()
-	seqs := make([]int64, len(envs))
-	for i, e := range envs {
-		seqs[i] = e.Seq
+	var envs []envelope.Envelope
+	for _, q := range seqs {
+		envs = append(envs, rg.logged[q-1])
 	}
-	deliver := func() (*delivery.Prefetched, delivery.PrefetchStats, int, map[string]int64) {
-		t.Helper()
-		p, st, err := rg.d.Prefetch(ctx, envs)
-		if err != nil {
-			t.Fatal(err)
+	p, _, err := rg.d.Prefetch(ctx, envs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range envs {
+		res, err := rg.d.DeliverWith(ctx, e, p)
+		if err != nil || res.RetryLater() {
+			t.Fatalf("seq %d: %v, %v", e.Seq, err, outcomes(res))
 		}
-		rg.db.reset()
-		deliverAll(t, ctx, rg.d, p, envs)
-		moved, err := rg.d.SettledWith(ctx, "t1", seqs, p)
-		if err != nil {
-			t.Fatal(err)
+	}
+}
+
+// TestDeliveryWritesNoWatermark: delivering writes claims and completions
+// only (1 + N per event); a redelivery writes nothing; the watermark is
+// derived from the claims, with no row stored.
+func TestDeliveryWritesNoWatermark(t *testing.T) {
+	rg := newLogRig(t, true)
+	rg.db.reset()
+	deliverSeqs(t, rg, 1, 2, 3, 4, 5)
+	// The first delivery of a live-start subscription records its start and
+	// begins the tenant's watermark at it: once per subscription, and once
+	// per (tenant, subscription).
+	if _, writes, _, _, _ := rg.db.snapshot(); writes != 5*(1+batchSubs)+2*batchSubs {
+		t.Errorf("first batch: %d writes, want %d (1 + N per event, plus each subscription's start and the tenant's begun watermark)", writes, 5*(1+batchSubs)+2*batchSubs)
+	}
+	rg.db.reset()
+	deliverSeqs(t, rg, 6, 7, 8, 9, 10)
+	if _, writes, _, _, _ := rg.db.snapshot(); writes != 5*(1+batchSubs) {
+		t.Errorf("second batch of 5 events to %d subscriptions: %d writes, want %d (1 + N per event)", batchSubs, writes, 5*(1+batchSubs))
+	}
+	rg.db.reset()
+	deliverSeqs(t, rg, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+	if _, writes, _, _, _ := rg.db.snapshot(); writes != 0 {
+		t.Errorf("prefetched redelivery: %d writes, want 0", writes)
+	}
+	ctx := context.Background()
+	rows, err := delivery.NewDynamoStore(rg.db, rg.table).Watermarks(ctx, "t1")
+	if err != nil || len(rows) != batchSubs {
+		t.Fatalf("watermark rows after delivery: %v, %v; want %d, begun at the start", rows, err, batchSubs)
+	}
+	for sub, w := range rows {
+		if w.Seq != 0 {
+			t.Errorf("%s: row at %d, want 0 (begun at the start; delivery moves none)", sub, w.Seq)
 		}
-		_, writes, _, _, _ := rg.db.snapshot()
-		return p, st, writes, moved
-	}
-	_, st, first, moved := deliver()
-	if st.Watermarks != batchSubs {
-		t.Errorf("the prefetch read %d watermarks, want %d (one per DURABLE subscription of the tenant)", st.Watermarks, batchSubs)
-	}
-	if len(moved) != batchSubs {
-		t.Errorf("first delivery moved %v, want every one of %d subscriptions to 10", moved, batchSubs)
-	}
-	if want := len(envs) + len(envs)*batchSubs + batchSubs; first > want {
-		t.Errorf("first delivery: %d writes, want at most %d (claims, completions, one watermark write per subscription)", first, want)
-	}
-	_, _, again, moved := deliver()
-	if again != 0 || len(moved) != 0 {
-		t.Errorf("redelivery: %d writes (watermarks moved %v), want 0", again, moved)
 	}
 	marks, err := rg.d.Watermarks(ctx, "t1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for sub, w := range marks {
-		if w.Seq != 10 {
-			t.Errorf("watermark of %s at %d, want 10", sub, w.Seq)
+		if w.Seq != 10 || w.Checkpoint != 0 || w.Partial {
+			t.Errorf("%s: %+v, want watermark 10 derived from checkpoint 0", sub, w)
 		}
 	}
 }
 
-// TestSettledWithStaleWatermarkStillWrites: a watermark the prefetch read
-// lower than it is (its reads are eventually consistent) never keeps a run
-// above it from being written; the condition decides.
-func TestSettledWithStaleWatermarkStillWrites(t *testing.T) {
-	rg := newBatchRig(t)
-	envs := batchEvents(t, 10)
+// TestDerivedWatermarkStopsAtGap: the watermark is the checkpoint carried
+// over consecutive settled events; an event not delivered stops it (for
+// every subscription), a dead-lettered one does not; Settled (dlq-repair)
+// writes the checkpoint forward, and a walk goes on from it.
+func TestDerivedWatermarkStopsAtGap(t *testing.T) {
+	rg := newLogRig(t, true)
 	ctx := context.Background()
-	p, _, err := rg.d.Prefetch(ctx, envs[:5]) // reads every watermark at 0
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rg.d.Settled(ctx, "t1", []int64{1, 2, 3}); err != nil { // moves them after the read
-		t.Fatal(err)
-	}
-	moved, err := rg.d.SettledWith(ctx, "t1", []int64{4, 5}, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(moved) != batchSubs {
-		t.Fatalf("moved %v, want every one of %d subscriptions to 5", moved, batchSubs)
-	}
-	for sub, to := range moved {
-		if to != 5 {
-			t.Errorf("%s moved to %d, want 5", sub, to)
+	want := func(what string, seq, checkpoint int64) {
+		t.Helper()
+		marks, err := rg.d.Watermarks(ctx, "t1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(marks) != batchSubs {
+			t.Fatalf("%s: %d watermarks, want %d", what, len(marks), batchSubs)
+		}
+		for sub, w := range marks {
+			if w.Seq != seq || w.Checkpoint != checkpoint {
+				t.Errorf("%s: %s at %d (checkpoint %d), want %d (checkpoint %d)", what, sub, w.Seq, w.Checkpoint, seq, checkpoint)
+			}
 		}
 	}
+	deliverSeqs(t, rg, 1, 2, 3, 5, 6) // 4 lost on its way
+	want("4 lost", 3, 0)
+	moved, err := rg.d.Settled(ctx, "t1", nil)
+	if err != nil || len(moved) != batchSubs {
+		t.Fatalf("Settled: moved %v, %v; want every subscription's checkpoint to 3", moved, err)
+	}
+	want("checkpoint written", 3, 3)
+	if moved, err := rg.d.Settled(ctx, "t1", nil); err != nil || len(moved) != 0 {
+		t.Errorf("Settled again: moved %v, %v; want nothing (already there)", moved, err)
+	}
+	rg.recv.mu.Lock()
+	rg.recv.fail["batchtest.c"] = true // dead-lettered at 4: settled all the same
+	rg.recv.mu.Unlock()
+	deliverSeqs(t, rg, 4)
+	want("4 delivered (c dead-lettered)", 6, 3)
+	// A budget of 2 rows: the walk reports where it got to, and says so.
+	cat, err := catalog.New(batchModule.Spec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := delivery.NewWatermarkReader(delivery.NewDynamoStore(rg.db, rg.table).WithLog(rg.events), cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := reader.WithBudget(2).Watermarks(ctx, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sub, w := range got {
+		if w.Seq != 5 || !w.Partial || w.Checkpoint != 3 {
+			t.Errorf("budget 2: %s %+v, want 5, partial, from checkpoint 3", sub, w)
+		}
+	}
+	c, err := reader.Carry(ctx, "t1", map[string]int64{"batchtest.a": 0, "batchtest.b": 5}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Seqs["batchtest.a"] != 6 || c.Seqs["batchtest.b"] != 6 || c.Partial {
+		t.Errorf("Carry from 0 and 5 up to 10: %+v, want both at 6 (7 not delivered), not partial", c)
+	}
+	if c, err := reader.Carry(ctx, "t1", map[string]int64{"batchtest.a": 0}, 4); err != nil || c.Seqs["batchtest.a"] != 4 {
+		t.Errorf("Carry up to a head of 4: %+v, %v; want 4 (never past the head)", c, err)
+	}
+	// A gap in the log itself: the walk never passes a seq the log lacks.
+	deliverSeqs(t, rg, 7, 8, 9, 10)
+	if _, err := rg.db.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(rg.events), Key: map[string]types.AttributeValue{
+		keys.AttrTenant: &types.AttributeValueMemberS{Value: "t1"}, keys.AttrSeq: &types.AttributeValueMemberN{Value: "8"}}}); err != nil {
+		t.Fatal(err)
+	}
+	want("seq 8's row gone from the log", 7, 3)
 }

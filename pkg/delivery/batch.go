@@ -44,7 +44,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -94,17 +93,15 @@ func (d *DynamoStore) GetClaims(ctx context.Context, ks []Key) (map[Key]ClaimRec
 // requests (100 keys a request across both tables), eventually consistent.
 // Event rows not found (or left unprocessed) are absent from the answer.
 func (d *DynamoStore) ReadBatch(ctx context.Context, ks []Key, evs []EventRef) (map[Key]ClaimRecord, map[EventRef]LoggedEvent, error) {
-	claims, logged, _, err := d.readBatch(ctx, ks, evs, nil)
-	return claims, logged, err
+	return d.readBatch(ctx, ks, evs, false)
 }
 
-// readBatch is ReadBatch that also reads the watermarks ms (for SettledWith)
-// in the same requests; a watermark read is in the answer, 0 when none is
-// stored.
-func (d *DynamoStore) readBatch(ctx context.Context, ks []Key, evs []EventRef, ms []markKey) (map[Key]ClaimRecord, map[EventRef]LoggedEvent, map[markKey]int64, error) {
+// readBatch is ReadBatch, strongly consistent when consistent is set (the
+// watermark walk of dlq-repair, watermark.go).
+func (d *DynamoStore) readBatch(ctx context.Context, ks []Key, evs []EventRef, consistent bool) (map[Key]ClaimRecord, map[EventRef]LoggedEvent, error) {
 	bg, ok := d.db.(batchGetter)
 	if !ok {
-		return nil, nil, nil, ErrNoBatchRead
+		return nil, nil, ErrNoBatchRead
 	}
 	if d.log == "" {
 		evs = nil
@@ -128,13 +125,6 @@ func (d *DynamoStore) readBatch(ctx context.Context, ks []Key, evs []EventRef, m
 			addState(legacyClaimKey(k))
 		}
 	}
-	seenMark := map[markKey]bool{}
-	for _, m := range ms {
-		if !seenMark[m] {
-			seenMark[m] = true
-			wants = append(wants, want{d.table, watermarkKey(m.tenant, m.sub)})
-		}
-	}
 	seenEv := map[EventRef]bool{}
 	for _, e := range evs {
 		if !seenEv[e] {
@@ -145,14 +135,6 @@ func (d *DynamoStore) readBatch(ctx context.Context, ks []Key, evs []EventRef, m
 	items := map[string]map[string]types.AttributeValue{} // state items found, by pk
 	read := map[string]bool{}                             // state pks read, found or not
 	logged := make(map[EventRef]LoggedEvent, len(evs))
-	marks := make(map[markKey]int64, len(ms))
-	isMark := func(it map[string]types.AttributeValue) (markKey, bool) {
-		pk := str(it, keys.AttrPK)
-		if !strings.HasPrefix(pk, keys.StateWatermarkPrefix) {
-			return markKey{}, false
-		}
-		return markKey{strings.TrimPrefix(pk, keys.StateWatermarkPrefix), str(it, keys.AttrSK)}, true
-	}
 	var err error
 	for len(wants) > 0 && err == nil {
 		n := min(len(wants), maxBatchGet)
@@ -161,12 +143,8 @@ func (d *DynamoStore) readBatch(ctx context.Context, ks []Key, evs []EventRef, m
 			req[w.table] = append(req[w.table], w.key)
 		}
 		wants = wants[n:]
-		_, err = d.batchGet(ctx, bg, req, false, func(table string, it map[string]types.AttributeValue) {
+		_, err = d.batchGet(ctx, bg, req, consistent, func(table string, it map[string]types.AttributeValue) {
 			if table == d.table {
-				if m, ok := isMark(it); ok {
-					marks[m] = num(it, keys.AttrSeq)
-					return
-				}
 				if pk := str(it, keys.AttrPK); pk != "" {
 					items[pk] = it
 				}
@@ -183,12 +161,6 @@ func (d *DynamoStore) readBatch(ctx context.Context, ks []Key, evs []EventRef, m
 			}
 		}, func(table string, k map[string]types.AttributeValue) {
 			if table != d.table {
-				return
-			}
-			if m, ok := isMark(k); ok {
-				if _, found := marks[m]; !found {
-					marks[m] = 0
-				}
 				return
 			}
 			read[str(k, keys.AttrPK)] = true
@@ -217,10 +189,7 @@ func (d *DynamoStore) readBatch(ctx context.Context, ks []Key, evs []EventRef, m
 			claims[k] = ClaimRecord{Key: k}
 		}
 	}
-	if err != nil {
-		return claims, logged, marks, err
-	}
-	return claims, logged, marks, nil
+	return claims, logged, err
 }
 
 // batchGet reads keys by table (≤ 100 in all) and retries unprocessed keys
@@ -346,20 +315,7 @@ func (b *BatchedStore) GetClaims(ctx context.Context, ks []Key) (map[Key]ClaimRe
 type Prefetched struct {
 	claims  map[Key]ClaimRecord
 	logged  map[EventRef]LoggedEvent // event rows read for the in-log check
-	marks   map[markKey]int64        // watermarks read (0: read, none stored), for SettledWith
 	skipped atomic.Int64
-}
-
-// markKey names one watermark: a tenant's, for one DURABLE subscription.
-type markKey struct{ tenant, sub string }
-
-// watermark returns the watermark of (tenant, sub) as p read it, if it did.
-func (p *Prefetched) watermark(tenant, sub string) (int64, bool) {
-	if p == nil {
-		return 0, false
-	}
-	at, read := p.marks[markKey{tenant, sub}]
-	return at, read
 }
 
 // final returns the claim of k when it was read as completed or dead, and
@@ -403,9 +359,9 @@ func (p *Prefetched) Skipped() int {
 	return int(p.skipped.Load())
 }
 
-// batchReader reads claims, event rows and watermarks together (*DynamoStore).
+// batchReader reads claims and event rows together (*DynamoStore).
 type batchReader interface {
-	readBatch(ctx context.Context, ks []Key, evs []EventRef, ms []markKey) (map[Key]ClaimRecord, map[EventRef]LoggedEvent, map[markKey]int64, error)
+	readBatch(ctx context.Context, ks []Key, evs []EventRef, consistent bool) (map[Key]ClaimRecord, map[EventRef]LoggedEvent, error)
 }
 
 // PrefetchStats says what a Prefetch read.
@@ -419,8 +375,6 @@ type PrefetchStats struct {
 	// its chain's head, each once.
 	Events int
 	Logged int
-	// Watermarks read, for SettledWith (when the store keeps them).
-	Watermarks int
 }
 
 // Prefetch reads, in batches, the claims of every DURABLE subscription that
@@ -469,30 +423,13 @@ func (d *Deliverer) Prefetch(ctx context.Context, envs []envelope.Envelope) (*Pr
 			}
 		}
 	}
-	// The watermarks SettledWith will move, when the same store keeps them:
-	// read with the claims, they spare a redelivered batch its watermark
-	// writes.
-	var ms []markKey
-	if ws, keeps := b.Store.(WatermarkStore); both && keeps && d.marks == ws {
-		subs := d.Subscriptions()
-		seenT := map[string]bool{}
-		for _, e := range envs {
-			if seenT[e.TenantID] {
-				continue
-			}
-			seenT[e.TenantID] = true
-			for _, sub := range ForChain(subs, e.TenantID) {
-				ms = append(ms, markKey{e.TenantID, sub})
-			}
-		}
-	}
-	if len(ks) == 0 && len(evs) == 0 && len(ms) == 0 {
+	if len(ks) == 0 && len(evs) == 0 {
 		return p, st, nil
 	}
 	var err error
-	if len(evs) > 0 || len(ms) > 0 {
-		p.claims, p.logged, p.marks, err = br.readBatch(ctx, ks, evs, ms)
-		st.Events, st.Logged, st.Watermarks = len(evs), len(p.logged), len(p.marks)
+	if len(evs) > 0 {
+		p.claims, p.logged, err = br.readBatch(ctx, ks, evs, false)
+		st.Events, st.Logged = len(evs), len(p.logged)
 	} else {
 		p.claims, err = b.reader.GetClaims(ctx, ks)
 	}

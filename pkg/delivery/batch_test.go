@@ -273,9 +273,9 @@ func TestDeliveryWritesPerSubscription(t *testing.T) {
 		t.Fatalf("prefetched redelivery outcomes: got %v, want %d already completed", got, pairs)
 	}
 	req, writes, _, reads, _ := rg.db.snapshot()
-	// Keys: each event's claim item, each pair's legacy claim (upgrade), and
-	// the tenant's watermark per DURABLE subscription (for SettledWith).
-	if want := len(envs) + pairs + len(rg.d.Subscriptions()); writes != 0 || req["BatchGetItem"] != 1 || reads != want {
+	// Keys: each event's claim item and each pair's legacy claim (upgrade);
+	// no watermark (delivery writes none, so it reads none).
+	if want := len(envs) + pairs; writes != 0 || req["BatchGetItem"] != 1 || reads != want {
 		t.Errorf("prefetched redelivery: got %d writes, %d BatchGetItem, %d keys read; want 0, 1, %d", writes, req["BatchGetItem"], reads, want)
 	}
 	if st.Keys != pairs || st.Final != pairs || p.Skipped() != pairs {

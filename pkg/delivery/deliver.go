@@ -39,8 +39,10 @@ type Config struct {
 	// the package doc for why).
 	Retention time.Duration
 	Now       func() time.Time
-	// Watermarks keeps the delivery watermarks Settled moves (default: the
-	// Store, or the store a BatchedStore wraps, when it is a WatermarkStore).
+	// Watermarks keeps the delivery watermarks' checkpoints, which Settled
+	// (dlq-repair) writes forward (default: the Store, or the store a
+	// BatchedStore wraps, when it is a WatermarkStore). Delivery writes
+	// none.
 	Watermarks WatermarkStore
 	// Effects records the handlers' side effects (effect.Do); nil leaves
 	// them unbound (effect.Do then fails with effect.ErrNotBound).
@@ -79,6 +81,7 @@ type Deliverer struct {
 	reg     *catalog.Registry
 	cfg     Config
 	marks   WatermarkStore
+	walk    *WatermarkReader // derives watermarks (a DynamoStore WithLog that keeps them)
 	starts  StartStore
 	history History
 	born    time.Time // when this Deliverer went live: a new subscription's default start
@@ -135,7 +138,15 @@ func New(reg *catalog.Registry, cfg Config) (*Deliverer, error) {
 		// without both, every subscription keeps all history.
 		starts = nil
 	}
-	return &Deliverer{reg: reg, cfg: cfg, marks: marks, starts: starts, history: history, born: cfg.Now()}, nil
+	var walk *WatermarkReader
+	if ds, ok := inner.(*DynamoStore); ok && ds.log != "" && marks == WatermarkStore(ds) {
+		r, err := NewWatermarkReader(ds, reg.Catalog())
+		if err != nil {
+			return nil, err
+		}
+		walk = r.Consistent()
+	}
+	return &Deliverer{reg: reg, cfg: cfg, marks: marks, walk: walk, starts: starts, history: history, born: cfg.Now()}, nil
 }
 
 // Outcome is what happened to one subscription in one delivery.

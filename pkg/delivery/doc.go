@@ -52,10 +52,11 @@
 // batch's claims (batch.go).
 //
 // Delivery watermarks (watermark.go): per (tenant, DURABLE subscription),
-// the seq through which every event is settled. The consumer reports each
-// batch's settled events to Settled, one conditional write per
-// subscription and tenant; reconcile reports the watermarks against the
-// head, and dlq-repair redelivers what stays above them.
+// the seq through which every event is settled. Delivery writes none: a
+// watermark is its stored checkpoint carried forward over the settled
+// claims after it (WatermarkReader), which reconcile and dlq-repair derive
+// and write back as the checkpoint; reconcile reports the watermarks
+// against the head, and dlq-repair redelivers what stays above them.
 //
 // Retention: an event's claim item expires by TTL after Config.Retention
 // (default 30 days), longer than any redelivery: the FIFO queue retains a

@@ -5,7 +5,11 @@ package keys
 //
 //	watermark      pk watermark#<tenant_id>   sk <subscription>
 //
-// Attributes: AttrSeq (N, the last seq settled with every earlier one),
+// The row is a checkpoint: the watermark is it carried forward over the
+// settled claims after it (delivery.WatermarkReader); reconcile and
+// dlq-repair write it, the consumer never does.
+//
+// Attributes: AttrSeq (N, a seq settled with every earlier one),
 // AttrTenant, AttrSubscription, AttrUpdatedAt (when it last moved). Query
 // pk = watermark#<tenant> reads a tenant's watermarks in one request.
 const StateWatermarkPrefix = "watermark#"
@@ -27,8 +31,8 @@ const (
 	// oldest event above the watermark (0 when settled): the stalled
 	// delivery watermark alarm watches its maximum.
 	MetricUnsettledAge = "UnsettledAgeSeconds"
-	// MetricWatermarkFailed counts watermark writes that failed (delivery
-	// itself succeeded; the watermark catches up on a later batch or repair).
+	// MetricWatermarkFailed counts watermark checkpoint writes that failed
+	// (reconcile's or dlq-repair's; the next one derives and writes it).
 	MetricWatermarkFailed = "WatermarkFailed"
 )
 

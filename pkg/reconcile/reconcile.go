@@ -92,6 +92,12 @@ type Config struct {
 	// audit (watermark.go); without them a report has no subscriptions.
 	Watermarks    Watermarks
 	Subscriptions []string
+	// Carry derives each watermark from its stored checkpoint and the
+	// claims after it, and writes the checkpoint forward
+	// (delivery.WatermarkReader on the state table WithLog): the consumer
+	// writes no watermark, so without it a report shows the checkpoints
+	// alone, which only dlq-repair and this audit move.
+	Carry Carrier
 	// Starts and Declared (delivery.DeclaredStarts) report each
 	// subscription's start and backfill; an absent watermark is then where
 	// the subscription's start puts it, not 0.

@@ -1,8 +1,11 @@
 package reconcile
 
 // The delivery audit: for each DURABLE subscription of the application, how
-// far the tenant's events are settled (its delivery watermark, kept by the
-// consumer) against the head. Every event above the watermark and at or
+// far the tenant's events are settled (its delivery watermark: the stored
+// checkpoint carried forward over the settled claims after it, Config.Carry)
+// against the head. The audit then writes each checkpoint forward to the
+// watermark it derived (one conditional write per subscription that moved),
+// so the next walk starts there. Every event above the watermark and at or
 // below last_seq is unsettled for that subscription: not yet delivered, or
 // lost between the stream and the handler (a filter mistake, an expired
 // DLQ message, a bug). The report says how many and since when; the
@@ -29,6 +32,15 @@ type Watermarks interface {
 }
 
 var _ Watermarks = (*delivery.DynamoStore)(nil)
+
+// Carrier carries watermarks forward over a tenant's settled events and
+// writes their checkpoints (*delivery.WatermarkReader).
+type Carrier interface {
+	Carry(ctx context.Context, tenant string, from map[string]int64, head int64) (delivery.Carried, error)
+	Checkpoint(ctx context.Context, tenant, sub string, from, to int64, now time.Time) (bool, error)
+}
+
+var _ Carrier = (*delivery.WatermarkReader)(nil)
 
 // Starts reads subscriptions' recorded starts, a tenant's backfills, and
 // the log a start is resolved against (*delivery.DynamoStore with WithLog).
@@ -65,8 +77,15 @@ type SubscriptionDelivery struct {
 	OldestUnsettledSeq  int64  `json:"oldest_unsettled_seq,omitempty"`
 	OldestUnsettledAt   string `json:"oldest_unsettled_at,omitempty"`
 	UnsettledAgeSeconds int64  `json:"unsettled_age_s"`
-	// WatermarkUpdatedAt is when the watermark last moved.
+	// WatermarkUpdatedAt is when the watermark's checkpoint last moved.
 	WatermarkUpdatedAt string `json:"watermark_updated_at,omitempty"`
+	// Checkpoint is the watermark as stored before this audit (or where the
+	// subscription's start puts an absent one); Watermark is it carried
+	// forward over the settled events after it. WatermarkPartial: the
+	// walk's read budget ended first, so Watermark is a lower bound (the
+	// checkpoint is written there and the next audit goes on).
+	Checkpoint       int64 `json:"checkpoint"`
+	WatermarkPartial bool  `json:"watermark_partial,omitempty"`
 	// Start is the subscription's start ("live since T", "seq:5", "time:T",
 	// "all", "existing"; "live, not served yet" before any consumer served
 	// it), and StartSeq the seq the tenant's watermark begins at: events at
@@ -83,9 +102,12 @@ type SubscriptionDelivery struct {
 }
 
 // deliveryAudit fills rep.Subscriptions for the tenant, reading its
-// watermarks (one query) and the first unsettled event (one read per
-// distinct watermark below the head), and emits the per-subscription
-// metrics.
+// watermarks' checkpoints (one query), carrying them forward over the
+// settled claims after them (Config.Carry: a Query page per 100 events and
+// a BatchGetItem per 100 claim keys, at most delivery.DefaultWalkBudget
+// events), writing each checkpoint that moved (one conditional write), and
+// reading the first unsettled event (one read per distinct watermark below
+// the head); it emits the per-subscription metrics.
 func (r *Reconciler) deliveryAudit(ctx context.Context, tenant string, rep *Report) error {
 	if r.cfg.Watermarks == nil || len(r.cfg.Subscriptions) == 0 {
 		return nil
@@ -106,16 +128,24 @@ func (r *Reconciler) deliveryAudit(ctx context.Context, tenant string, rep *Repo
 		rep.StateReads++
 	}
 	known := map[string]bool{}
+	sds := make([]SubscriptionDelivery, 0, len(r.cfg.Subscriptions))
+	writable := map[string]bool{}
+	from := map[string]int64{}
 	for _, sub := range r.cfg.Subscriptions {
 		known[sub] = true
 	}
 	for _, sub := range delivery.ForChain(r.cfg.Subscriptions, tenant) {
 		w, stored := marks[sub]
 		sd := SubscriptionDelivery{Subscription: sub, Watermark: w.Seq, StartSeq: w.StartSeq}
-		if err := r.startOf(ctx, tenant, rep.LastSeq, &sd, stored); err != nil {
+		all, err := r.startOf(ctx, tenant, rep.LastSeq, &sd, stored)
+		if err != nil {
 			return fmt.Errorf("delivery audit of tenant %q: %w", tenant, err)
 		}
-		w.Seq = sd.Watermark
+		// A checkpoint is written where one is stored, or where absence
+		// means all history; an absent one of a subscription with a start
+		// is begun by its consumer (delivery.BeginWatermark), never here.
+		writable[sub] = stored || all
+		sd.Checkpoint, from[sub] = sd.Watermark, sd.Watermark
 		if b, ok := backfills[sub]; ok {
 			sd.Backfill = &BackfillPosition{From: b.From, To: b.To, Position: b.Position, Delivered: b.Delivered, Skipped: b.Skipped, Status: b.Status}
 			if !b.UpdatedAt.IsZero() {
@@ -125,6 +155,42 @@ func (r *Reconciler) deliveryAudit(ctx context.Context, tenant string, rep *Repo
 		if !w.UpdatedAt.IsZero() {
 			sd.WatermarkUpdatedAt = envelope.FormatTime(w.UpdatedAt)
 		}
+		sds = append(sds, sd)
+	}
+	if r.cfg.Carry != nil && len(sds) > 0 {
+		c, err := r.cfg.Carry.Carry(ctx, tenant, from, rep.LastSeq)
+		if err != nil {
+			return fmt.Errorf("delivery audit of tenant %q: %w", tenant, err)
+		}
+		rep.Reads += c.Read
+		for i := range sds {
+			sd := &sds[i]
+			sd.Watermark = max(sd.Watermark, c.Seqs[sd.Subscription])
+			sd.WatermarkPartial = c.Partial && sd.Watermark < rep.LastSeq
+			if sd.WatermarkPartial {
+				r.log.InfoContext(ctx, "delivery watermark walk reached its read budget: the watermark reported is where it got to, and the next audit goes on from there",
+					obs.KeySubscription, sd.Subscription, obs.KeyWatermark, sd.Watermark, obs.KeyLastSeq, rep.LastSeq, obs.KeyReads, c.Read)
+			}
+			if sd.Watermark <= sd.Checkpoint || !writable[sd.Subscription] {
+				continue
+			}
+			moved, err := r.cfg.Carry.Checkpoint(ctx, tenant, sd.Subscription, sd.Checkpoint, sd.Watermark, now)
+			if err != nil {
+				// The report stands (derived again next time); the
+				// checkpoint stays behind until a later audit writes it.
+				r.cfg.Metrics.Count(keys.MetricWatermarkFailed, 1, "Subscription", sd.Subscription)
+				r.log.WarnContext(ctx, "delivery watermark checkpoint not written; the next audit derives it again", obs.KeySubscription, sd.Subscription,
+					obs.KeyWatermark, sd.Watermark, obs.Err(err))
+				continue
+			}
+			if moved {
+				sd.WatermarkUpdatedAt = envelope.FormatTime(now)
+			}
+		}
+	}
+	for _, sd := range sds {
+		sub := sd.Subscription
+		w := delivery.Watermark{Seq: sd.Watermark}
 		if rep.LastSeq > w.Seq {
 			sd.Unsettled = rep.LastSeq - w.Seq
 			sd.OldestUnsettledSeq = w.Seq + 1
@@ -172,16 +238,17 @@ func (r *Reconciler) deliveryAudit(ctx context.Context, tenant string, rep *Repo
 	return nil
 }
 
-// startOf fills sd's start. An absent watermark of a subscription with a
-// start is where it will begin: the start resolved for the tenant (a
-// subscription no consumer served yet owes nothing).
-func (r *Reconciler) startOf(ctx context.Context, tenant string, head int64, sd *SubscriptionDelivery, stored bool) error {
+// startOf fills sd's start, and reports whether the subscription keeps all
+// history. An absent watermark of a subscription with a start is where it
+// will begin: the start resolved for the tenant (a subscription no consumer
+// served yet owes nothing).
+func (r *Reconciler) startOf(ctx context.Context, tenant string, head int64, sd *SubscriptionDelivery, stored bool) (bool, error) {
 	if r.cfg.Starts == nil {
-		return nil
+		return true, nil
 	}
 	st, found, err := r.cfg.Starts.SubscriptionStart(ctx, sd.Subscription)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !found {
 		st = delivery.SubStart{Subscription: sd.Subscription, Declared: r.cfg.Declared[sd.Subscription]}
@@ -190,17 +257,17 @@ func (r *Reconciler) startOf(ctx context.Context, tenant string, head int64, sd 
 			if !stored {
 				sd.Watermark, sd.StartSeq = head, head
 			}
-			return nil
+			return false, nil
 		}
 	}
 	sd.Start = st.String()
 	if stored || st.All() {
-		return nil
+		return st.All(), nil
 	}
 	seq, err := delivery.ResolveStart(ctx, r.cfg.Starts, tenant, st)
 	if err != nil {
-		return err
+		return false, err
 	}
 	sd.Watermark, sd.StartSeq = seq, seq
-	return nil
+	return false, nil
 }

@@ -80,7 +80,7 @@ func TestNotInLogComesBackAlone(t *testing.T) {
 	if met := rg.metrics.String(); !strings.Contains(met, `"`+keys.MetricNotInLog+`"`) || !strings.Contains(met, `"Reason":"not_in_log"`) {
 		t.Errorf("metrics lack %s and the not_in_log failure: %s", keys.MetricNotInLog, met)
 	}
-	if rg.db.marks != 2 {
-		t.Errorf("%d watermark writes, want 2 (one per tenant; the forgery settles nothing)", rg.db.marks)
+	if rg.db.marks != 0 {
+		t.Errorf("%d watermark writes, want 0 (the consumer writes none; the forgery has no claim to derive one from)", rg.db.marks)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/delivery"
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
@@ -69,8 +70,8 @@ func TestDeliveryAudit(t *testing.T) {
 	}
 	want := []reconcile.SubscriptionDelivery{
 		{Subscription: "s.email", Watermark: 2, Unsettled: 3, OldestUnsettledSeq: 3, OldestUnsettledAt: evs[2].OccurredAt,
-			UnsettledAgeSeconds: 28 * 60, WatermarkUpdatedAt: envelope.FormatTime(t0.Add(10 * time.Minute))},
-		{Subscription: "s.search", Watermark: 5, WatermarkUpdatedAt: envelope.FormatTime(t0.Add(10 * time.Minute))},
+			UnsettledAgeSeconds: 28 * 60, WatermarkUpdatedAt: envelope.FormatTime(t0.Add(10 * time.Minute)), Checkpoint: 2},
+		{Subscription: "s.search", Watermark: 5, WatermarkUpdatedAt: envelope.FormatTime(t0.Add(10 * time.Minute)), Checkpoint: 5},
 	}
 	if res.LastSeq != 5 || len(res.Subscriptions) != 2 || res.Subscriptions[0] != want[0] || res.Subscriptions[1] != want[1] {
 		t.Errorf("report: last_seq %d, subscriptions %+v\nwant 5, %+v", res.LastSeq, res.Subscriptions, want)
@@ -176,4 +177,101 @@ func TestDeliveryAuditEffectsUnknown(t *testing.T) {
 			t.Errorf("dead letter %s read back with effect %q", d.Subscription, d.Effect)
 		}
 	}
+}
+
+type carryRecv struct{}
+
+func (carryRecv) handle(context.Context, envelope.Envelope) error { return nil }
+
+type carryPayload struct {
+	OrderID string `json:"order_id"`
+	N       int    `json:"n"`
+}
+
+var carryModule = catalog.Module[carryRecv]{
+	Name: "order",
+	Emits: []catalog.EventType{{Name: "order.placed", Versions: []catalog.Version{catalog.V[carryPayload](1)}},
+		{Name: "order.cancelled", Versions: []catalog.Version{catalog.V[carryPayload](1)}}},
+	Subscribes: []catalog.Subscription[carryRecv]{
+		{Name: "order.email", Types: "order.*", Lane: catalog.Durable, Reads: []int{1}, Handler: carryRecv.handle},
+		{Name: "order.audit", Types: "order.cancelled", Lane: catalog.Durable, Reads: []int{1}, Handler: carryRecv.handle},
+	},
+}
+
+// TestDeliveryAuditCarriesCheckpoint: the consumer writes no watermark;
+// the audit derives each from its checkpoint and the claims after it
+// (stopping at an event not delivered, passing events not routed to the
+// subscription), reports it, and writes the checkpoint forward.
+func TestDeliveryAuditCarriesCheckpoint(t *testing.T) {
+	db := localaws.DynamoDB(t)
+	events := aws.ToString(localaws.CreateTable(t, db, eventstore.TableSchema(localaws.UniqueName(t, "events"))).TableName)
+	state := aws.ToString(localaws.CreateTable(t, db, delivery.StateTableSchema(localaws.UniqueName(t, "state"))).TableName)
+	store, err := eventstore.New(db, eventstore.Config{Table: events, Catalog: testCatalog{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := tenancy.MustWithTenant(context.Background(), "t1")
+	var evs []envelope.Envelope
+	for i := range 5 {
+		e, err := store.Emit(ctx, "order.placed", map[string]any{"order_id": "o", "n": i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, e)
+	}
+	cat, err := catalog.New(carryModule.Spec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := delivery.NewDynamoStore(db, state).WithLog(events)
+	carry, err := delivery.NewWatermarkReader(claims, cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	complete := func(seq int) {
+		t.Helper()
+		e := evs[seq-1]
+		k := delivery.Key{EventID: e.ID, Subscription: "order.email"}
+		now := time.Now()
+		if c, err := claims.Claim(context.Background(), delivery.ClaimRequest{Key: k, Tenant: "t1", Type: e.Type, Seq: e.Seq, SchemaVersion: 1, Token: "d",
+			Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}); err != nil || !c.Acquired {
+			t.Fatal(c, err)
+		}
+		if err := claims.Complete(context.Background(), k, "d", now, now.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, seq := range []int{1, 2, 4, 5} { // 3 not delivered
+		complete(seq)
+	}
+	r, err := reconcile.New(reconcile.Config{Log: store, DeadLetters: claims, State: reconcile.NewDynamoState(db, state),
+		Watermarks: claims, Carry: carry, Subscriptions: delivery.DurableSubscriptions(cat),
+		Logger: obs.NewLogger(&bytes.Buffer{}, "error"), Metrics: obs.NewMetrics(&bytes.Buffer{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, want map[string][2]int64, rows map[string]int64) {
+		t.Helper()
+		res, err := r.Tenant(context.Background(), reconcile.TenantRequest{Tenant: "t1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sd := range res.Subscriptions {
+			if w := want[sd.Subscription]; sd.Watermark != w[0] || sd.Checkpoint != w[1] || sd.Unsettled != 5-w[0] || sd.WatermarkPartial {
+				t.Errorf("%s: %s watermark %d (checkpoint %d, unsettled %d), want %d (checkpoint %d)", what, sd.Subscription, sd.Watermark, sd.Checkpoint, sd.Unsettled, w[0], w[1])
+			}
+		}
+		got, err := claims.Watermarks(context.Background(), "t1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for sub, seq := range rows {
+			if got[sub].Seq != seq {
+				t.Errorf("%s: %s checkpoint row at %d, want %d", what, sub, got[sub].Seq, seq)
+			}
+		}
+	}
+	check("3 not delivered", map[string][2]int64{"order.email": {2, 0}, "order.audit": {5, 0}}, map[string]int64{"order.email": 2, "order.audit": 5})
+	complete(3)
+	check("3 delivered", map[string][2]int64{"order.email": {5, 2}, "order.audit": {5, 5}}, map[string]int64{"order.email": 5, "order.audit": 5})
 }

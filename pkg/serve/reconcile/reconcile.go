@@ -36,9 +36,13 @@ func Run(a app.Application) {
 	// Checkpoints: signed with the KMS key, kept in the Object Lock bucket.
 	rows := rec.NewDynamoState(db, env[keys.EnvStateTable])
 	state := boot.Get(signing.State(b.Ctx, cfg, rows, b.Log)).Or(b, "signed checkpoints")
+	// The consumer writes no watermark: the audit derives each from its
+	// checkpoint and the claims after it, and writes the checkpoint on.
+	carry := boot.Get(delivery.NewWatermarkReader(claims, cat)).Or(b, "watermark reader")
 	r := boot.Get(rec.New(rec.Config{
 		Log:        events,
 		Watermarks: claims,
+		Carry:      carry,
 		// The delivery audit covers the application's DURABLE subscriptions.
 		Subscriptions: delivery.DurableSubscriptions(cat),
 		// Each subscription's start and backfill, and where an absent
