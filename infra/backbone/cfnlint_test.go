@@ -15,20 +15,7 @@ import (
 func TestCfnLint(t *testing.T) {
 	// The Makefile exports FOURLANES_CFN_LINT; plain `go test` finds it in
 	// the repository's .cache.
-	bin := os.Getenv("FOURLANES_CFN_LINT")
-	if bin == "" {
-		root, err := repoRoot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		bin = filepath.Join(root, ".cache", "venv", "bin", "cfn-lint")
-	}
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("cfn-lint is not installed at %s (scripts/deps.sh cfn-lint)", bin)
-		}
-		t.Skipf("cfn-lint is not installed at %s; run scripts/deps.sh cfn-lint", bin)
-	}
+	bin := cfnLintBin(t)
 	s := synth(t)
 	lintFile(t, bin, filepath.Join(s.OutDir, *s.stack.StackName()+".template.json"))
 }
