@@ -365,6 +365,7 @@ type WatermarkReader struct {
 	store      *DynamoStore
 	cat        *catalog.Catalog
 	subs       []string
+	declared   map[string]catalog.Start // DeclaredStarts(cat), made once
 	budget     int
 	consistent bool
 	starts     sync.Map // subscription → SubStart, once recorded
@@ -377,7 +378,7 @@ func NewWatermarkReader(store *DynamoStore, cat *catalog.Catalog) (*WatermarkRea
 	if store.log == "" {
 		return nil, errors.New("watermark reader: the delivery store reads no log (DynamoStore.WithLog)")
 	}
-	return &WatermarkReader{store: store, cat: cat, subs: DurableSubscriptions(cat), budget: DefaultWalkBudget}, nil
+	return &WatermarkReader{store: store, cat: cat, subs: DurableSubscriptions(cat), declared: DeclaredStarts(cat), budget: DefaultWalkBudget}, nil
 }
 
 // WithBudget returns a copy of r whose walks read at most n event rows
@@ -386,7 +387,7 @@ func (r *WatermarkReader) WithBudget(n int) *WatermarkReader {
 	if n < 1 {
 		n = DefaultWalkBudget
 	}
-	return &WatermarkReader{store: r.store, cat: r.cat, subs: r.subs, budget: n, consistent: r.consistent}
+	return &WatermarkReader{store: r.store, cat: r.cat, subs: r.subs, declared: r.declared, budget: n, consistent: r.consistent}
 }
 
 // Consistent returns a copy of r whose walks read strongly consistent
@@ -516,7 +517,7 @@ func (r *WatermarkReader) start(ctx context.Context, sub string) (SubStart, erro
 		return SubStart{}, err
 	}
 	if !found {
-		st = SubStart{Subscription: sub, Declared: DeclaredStarts(r.cat)[sub]}
+		st = SubStart{Subscription: sub, Declared: r.declared[sub]}
 		return st, nil
 	}
 	r.starts.Store(sub, st)
