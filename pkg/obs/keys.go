@@ -140,7 +140,6 @@ const (
 	KeyLogicalID               = "logical_id"
 	KeyMaxAge                  = "max_age"
 	KeyMaxRetries              = "max_retries"
-	KeyMember                  = "member"
 	KeyMessageID               = "message_id"
 	KeyMethod                  = "method"
 	KeyMetric                  = "metric"

@@ -19,7 +19,6 @@ import (
 	"github.com/fourlanes/fourlanes/examples/library/loans"
 	"github.com/fourlanes/fourlanes/pkg/app"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
-	"github.com/fourlanes/fourlanes/pkg/obs"
 )
 
 // Subscription is the name of reminders' one subscription.
@@ -43,6 +42,15 @@ var Module = catalog.Module[*Reminder]{
 // Sent is the line logged once per reminder sent.
 const Sent = "reminder sent"
 
+// The reminder line's own keys. The framework's logger adds the tenant,
+// the event id, the lane and the request id from the context, so a handler
+// logs only what its domain knows.
+const (
+	KeyMember  = "member"
+	KeyTo      = "to"
+	KeySubject = "subject"
+)
+
 // Reminder is reminders' handler receiver.
 type Reminder struct {
 	Logger *slog.Logger
@@ -62,8 +70,7 @@ func (r *Reminder) OnLoanEvent(ctx context.Context, e app.Envelope) error {
 	}
 	return app.Effect(ctx, EffectReminder, func(ctx context.Context, key string) error {
 		// The subject names the book; the event, its loan.
-		log.InfoContext(ctx, Sent, slog.String(obs.KeyEventID, e.ID), slog.String(obs.KeyTenant, e.TenantID),
-			slog.String(obs.KeyMember, p.Member), slog.String(obs.KeyTo, p.Email), slog.String(obs.KeySubject, subject))
+		log.InfoContext(ctx, Sent, slog.String(KeyMember, p.Member), slog.String(KeyTo, p.Email), slog.String(KeySubject, subject))
 		return nil
 	}, app.AtMostOnce)
 }
