@@ -15,13 +15,14 @@ import (
 
 // The most of the framework the library's domain code may touch (issue 20,
 // item 5): a team writing a module learns these and nothing else. The aim
-// is 5 packages and 20 identifiers; the identifiers are 31 today (from 35:
-// catalog's declaration types, pkg/projection's tables and versions, and
-// the log keys of pkg/obs make the rest). Lower the bound as the surface
-// shrinks; never raise it.
+// is 5 packages and 20 identifiers; the identifiers are 22 today (from 35):
+// pkg/app's ten, catalog's nine declaration types and lanes, and
+// pkg/projection's projector, table and versioned reader. The log keys are
+// the library's own (the framework's logger adds tenant and event id from
+// the context). Lower the bound as the surface shrinks; never raise it.
 const (
 	maxFrameworkPackages    = 5
-	maxFrameworkIdentifiers = 31
+	maxFrameworkIdentifiers = 22
 )
 
 // frameworkPrefix is the framework's module path; the library's own

@@ -149,6 +149,22 @@ type Versions struct {
 	Stores map[string]Store // version → its store
 }
 
+// Follow is what a reader of t's projection reads: the table of its active
+// version, through the pointer (Active) named t.Name in t.StateTable.
+// tables maps each version to its table, each read with t's keys and
+// entity; current is the version active before any switch. A reader
+// deployed without the active version's table reads nothing: every read is
+// an error naming that version.
+func (t *Table) Follow(current string, tables map[string]string) *Versions {
+	stores := make(map[string]Store, len(tables))
+	for version, table := range tables {
+		v := *t
+		v.Table = table
+		stores[version] = &v
+	}
+	return &Versions{Active: &Active{DB: t.DB, Table: t.StateTable, Projection: t.Name, Default: current}, Stores: stores}
+}
+
 // Store resolves the active version's store.
 func (v *Versions) Store(ctx context.Context) (Store, string, error) {
 	name, err := v.Active.Version(ctx)

@@ -9,6 +9,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/fourlanes/fourlanes/examples/library/loans"
 	"github.com/fourlanes/fourlanes/pkg/catalog"
 	"github.com/fourlanes/fourlanes/pkg/projection"
@@ -35,15 +37,13 @@ var Module = catalog.Module[*projection.Projector]{
 
 // New returns the shelf projection over its table, keeping parks in the
 // backbone's state table.
-func New(db projection.DynamoDB, table, stateTable string) *projection.Projector {
-	st := store(db, table)
-	st.StateTable = stateTable
-	return &projection.Projector{Name: "shelf", Entity: loans.Entity, Store: st, Shape: row}
+func New(db *dynamodb.Client, table, stateTable string) *projection.Projector {
+	return &projection.Projector{Name: "shelf", Entity: loans.Entity, Store: store(db, table, stateTable), Shape: row}
 }
 
 // store is the shelf table: keyed like the loans table (tenant, loan id).
-func store(db projection.DynamoDB, table string) *projection.Table {
-	return &projection.Table{DB: db, Table: table, PK: loans.AttrTenant, SK: loans.AttrID, Entity: loans.Entity, Name: "shelf"}
+func store(db *dynamodb.Client, table, stateTable string) *projection.Table {
+	return &projection.Table{DB: db, Table: table, StateTable: stateTable, PK: loans.AttrTenant, SK: loans.AttrID, Entity: loans.Entity, Name: "shelf"}
 }
 
 // row is a loan's shelf document.
@@ -64,35 +64,37 @@ type Row struct {
 }
 
 // Get reads the projected row of loan id.
-func Get(ctx context.Context, db projection.DynamoDB, table, tenant, id string) (Row, bool, error) {
-	return decode(store(db, table).Get(ctx, tenant, loans.Entity, id))
-}
-
-func decode(r projection.Row, ok bool, err error) (Row, bool, error) {
+func Get(ctx context.Context, db *dynamodb.Client, table, tenant, id string) (Row, bool, error) {
+	r, ok, err := store(db, table, "").Get(ctx, tenant, loans.Entity, id)
 	if err != nil || !ok {
 		return Row{}, ok, err
 	}
-	book, _ := r.Item[AttrBook].(string)
-	onShelf, _ := r.Item[AttrOnShelf].(bool)
-	return Row{Version: r.Version, Book: book, OnShelf: onShelf, Deleted: r.Deleted}, true, nil
+	return decode(r.Item, r.Version, r.Deleted), true, nil
 }
 
-// Reader reads the shelf through its active-version pointer
-// (projection.Active, in the state table): after a rebuild switches it to
-// a new shelf table, every Reader reads that table within CacheFor.
+// decode is a projected loan's row, from its document.
+func decode(item map[string]any, version int64, deleted bool) Row {
+	book, _ := item[AttrBook].(string)
+	onShelf, _ := item[AttrOnShelf].(bool)
+	return Row{Version: version, Book: book, OnShelf: onShelf, Deleted: deleted}
+}
+
+// Reader reads the shelf through its active-version pointer (in the state
+// table): after a rebuild switches it to a new shelf table, every Reader
+// reads that table within the pointer's cache time.
 type Reader struct{ Versions *projection.Versions }
 
 // NewReader reads the shelf tables named by version; current is the one
 // active before any switch.
-func NewReader(db projection.DynamoDB, stateTable, current string, tables map[string]string) *Reader {
-	stores := map[string]projection.Store{}
-	for v, tbl := range tables {
-		stores[v] = store(db, tbl)
-	}
-	return &Reader{Versions: &projection.Versions{Active: &projection.Active{DB: db, Table: stateTable, Projection: "shelf", Default: current}, Stores: stores}}
+func NewReader(db *dynamodb.Client, stateTable, current string, tables map[string]string) *Reader {
+	return &Reader{Versions: store(db, "", stateTable).Follow(current, tables)}
 }
 
 // Get reads the projected row of loan id from the active shelf table.
 func (r *Reader) Get(ctx context.Context, tenant, id string) (Row, bool, error) {
-	return decode(r.Versions.Get(ctx, tenant, loans.Entity, id))
+	row, ok, err := r.Versions.Get(ctx, tenant, loans.Entity, id)
+	if err != nil || !ok {
+		return Row{}, ok, err
+	}
+	return decode(row.Item, row.Version, row.Deleted), true, nil
 }
