@@ -325,7 +325,7 @@ func (tw *Twin) alarmDef(id string) (alarmDef, error) {
 	case p.MetricName != "":
 		fn := map[string]string{"Sum": "SUM", "Average": "AVG", "Minimum": "MIN", "Maximum": "MAX", "SampleCount": "COUNT"}[p.Statistic]
 		if fn == "" {
-			return d, fmt.Errorf("statistic %q%s (the twin evaluates Sum, Average, Minimum, Maximum, SampleCount)", p.Statistic, p.ExtendedStatistic)
+			return d, fmt.Errorf("statistic %q (the twin evaluates Sum, Average, Minimum, Maximum, SampleCount)", cmp.Or(p.Statistic, p.ExtendedStatistic))
 		}
 		d.query = &insightsQuery{fn: fn, metric: p.MetricName, namespace: p.Namespace, exact: map[string]string{}}
 		for _, dim := range p.Dimensions {
@@ -420,7 +420,12 @@ func (tw *Twin) EvaluateAlarms(now time.Time) ([]AlarmState, error) {
 			continue
 		}
 		actions := map[string][]string{AlarmAlarm: d.alarmActions, AlarmOK: d.okActions, AlarmInsufficientData: d.insufActions}[st]
-		reason := fmt.Sprintf("Threshold Crossed: %d out of the last %d datapoints %v; threshold %s %s", d.toAlarm, d.periods, values, d.op, strconv.FormatFloat(d.threshold, 'g', -1, 64))
+		verb := "crossed"
+		if st != AlarmAlarm {
+			verb = "not crossed"
+		}
+		reason := fmt.Sprintf("Threshold %s: the last %d datapoints %v (%d breaching needed to alarm); %s %s, TreatMissingData %q",
+			verb, d.periods, values, d.toAlarm, d.op, strconv.FormatFloat(d.threshold, 'g', -1, 64), cmp.Or(d.missing, "missing"))
 		for _, topic := range actions {
 			if !strings.Contains(topic, ":sns:") {
 				continue // not a topic (an Auto Scaling or SSM action): nothing the twin delivers
