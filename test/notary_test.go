@@ -368,3 +368,42 @@ func TestNotaryCatchesUpAfterStop(t *testing.T) {
 	n.neverSignedOver(t, tenant, honest)
 	n.reconciled(t, tenant, "notary: rewrite")
 }
+
+// TestNotaryHeadShapeReportedStillSigned: the head row is put back at its
+// seq and hash with an extra attribute and a dedup_id not derived from its
+// last_event_id (what the emitter role may write). Nothing the chain covers
+// changed: the notary reports head_shape (ERROR, EMF NotaryFinding), keeps
+// the chain whole and signs the next honest append; reconcile reports the
+// chain intact, with the notary's finding among its findings.
+func TestNotaryHeadShapeReportedStillSigned(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
+	n := startNotarized(t)
+	const tenant = "acme"
+	n.orders(t, tenant, 0, 2)
+	n.settled(t, tenant)
+	h := n.item(t, n.table, tenant, keys.HeadSeq)
+	h["note"] = &types.AttributeValueMemberS{Value: "odd"}
+	h[keys.AttrDedupID] = &types.AttributeValueMemberS{Value: "head-forged"}
+	n.put(t, h)
+
+	line := n.finding(t, "head_shape", tenant)
+	for _, want := range []string{"attributes note besides the head's", "dedup_id", "still signed"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the finding's line does not say %q: %s", want, line)
+		}
+	}
+	n.orders(t, tenant, 2, 1)
+	honest := n.settled(t, tenant) // the append after the odd head is signed
+	n.neverSignedOver(t, tenant, honest)
+	r := n.reconcile(tenant)
+	if r.ChainIntact == nil || !*r.ChainIntact || r.Notary == nil || r.Notary.Broken {
+		t.Errorf("reconcile: chain_intact %v, notary %+v; want intact and the notary's view whole", r.ChainIntact, r.Notary)
+	}
+	var reasons []string
+	for _, f := range r.Findings {
+		reasons = append(reasons, f.Reason)
+	}
+	if joined := strings.Join(reasons, "; "); !strings.Contains(joined, "leave the chain whole") || !strings.Contains(joined, "head_shape") {
+		t.Errorf("reconcile findings %q, want the notary's head_shape finding", joined)
+	}
+}

@@ -147,6 +147,151 @@ func TestStateRestoreSendsNoEmailTwice(t *testing.T) {
 	}
 }
 
+// TestStateRestoreMergesAPartialClaim: the damage is not a whole claim item
+// but one subscription's entry in it (the item stays, with its tenant, type
+// and seq): the email subscription's entry is removed from each of acme's
+// claim items. restore-state must merge the entry back into the live item
+// (a dry run counts it and writes nothing); dlq-repair then sends none of
+// acme's emails again. So that the claim entry is the only thing stopping
+// the redelivery, the copy holds no email effect record and no watermark of
+// acme (a copy taken before reconcile moved the watermark, of a handler
+// whose side effect is not behind pkg/effect): without the merge, dlq-repair
+// sends each of acme's emails a second time.
+func TestStateRestoreMergesAPartialClaim(t *testing.T) {
+	t.Parallel() // see parallel in harness_test.go
+	s := startStack(t, nil)
+	ctx := context.Background()
+	state := s.env[keys.EnvStateTable]
+
+	acme := pastOrders(t, s, "acme", 3)
+	s.waitDelivered(t, acme)
+	eventually(t, 60*time.Second, "acme's watermark at its head", func() (bool, string) {
+		last, sd := s.emailAudit(t, "acme")
+		return sd.Watermark == last && sd.Unsettled == 0, fmt.Sprintf("last_seq %d, %+v", last, sd)
+	})
+	s.checkEmailsOnce(t, acme)
+	ids := map[string]bool{}
+	for _, e := range acme {
+		ids[e.ID] = true
+	}
+	ofAcme := func(it map[string]types.AttributeValue) (restore.Kind, bool) {
+		pk := it[keys.AttrPK].(*types.AttributeValueMemberS).Value
+		k := restore.KindOf(pk)
+		switch k {
+		case restore.Effects:
+			id, rest, _ := strings.Cut(strings.TrimPrefix(pk, keys.StateEffectPrefix), ":")
+			return k, ids[id] && strings.HasPrefix(rest, emailSub+":")
+		case restore.Watermarks:
+			return k, pk == keys.StateWatermarkPrefix+"acme" && it[keys.AttrSK].(*types.AttributeValueMemberS).Value == emailSub
+		case restore.Claims:
+			return k, ids[strings.TrimPrefix(pk, keys.StateEventClaimPrefix)]
+		}
+		return k, false
+	}
+	del := func(table string, it map[string]types.AttributeValue) {
+		t.Helper()
+		if _, err := s.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table),
+			Key: map[string]types.AttributeValue{keys.AttrPK: it[keys.AttrPK], keys.AttrSK: it[keys.AttrSK]}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The restore point, without acme's email effect records and watermark.
+	copyTable := aws.ToString(localaws.CreateTable(t, s.ddb, delivery.StateTableSchema(localaws.UniqueName(t, "state-restored"))).TableName)
+	for _, it := range scanAll(t, s.ddb, state) {
+		if k, mine := ofAcme(it); mine && k != restore.Claims {
+			continue
+		}
+		if _, err := s.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(copyTable), Item: it}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The damage: the email entry out of each of acme's claim items, its
+	// effect records and watermark deleted.
+	removed := 0
+	for _, it := range scanAll(t, s.ddb, state) {
+		k, mine := ofAcme(it)
+		switch {
+		case !mine:
+		case k == restore.Claims:
+			if _, ok := it[keys.AttrSubClaimPrefix+emailSub]; !ok {
+				t.Fatalf("claim item %v has no %s entry", it[keys.AttrPK], emailSub)
+			}
+			if _, err := s.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(state),
+				Key:                      map[string]types.AttributeValue{keys.AttrPK: it[keys.AttrPK], keys.AttrSK: it[keys.AttrSK]},
+				UpdateExpression:         aws.String("REMOVE #e"),
+				ExpressionAttributeNames: map[string]string{"#e": keys.AttrSubClaimPrefix + emailSub}}); err != nil {
+				t.Fatal(err)
+			}
+			removed++
+		default:
+			del(state, it)
+		}
+	}
+	if removed != len(acme) {
+		t.Fatalf("removed the email entry from %d claim items, want %d (one per acme event)", removed, len(acme))
+	}
+	for _, e := range acme {
+		if _, ok := s.claim(e.ID, emailSub); ok {
+			t.Fatalf("acme seq %d: the email claim is still there after the damage", e.Seq)
+		}
+		out, err := s.ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(state), ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{keys.AttrPK: &types.AttributeValueMemberS{Value: keys.StateEventClaimPrefix + e.ID},
+				keys.AttrSK: &types.AttributeValueMemberS{Value: keys.StateEventClaimSK}}})
+		if err != nil || out.Item == nil {
+			t.Fatalf("acme seq %d: the claim item is gone (%v): the damage must leave the item, only its entry removed", e.Seq, err)
+		}
+	}
+	if _, sd := s.emailAudit(t, "acme"); sd.Unsettled != int64(len(acme)) {
+		t.Fatalf("reconcile acme after the damage: %+v, want its %d events unsettled (what dlq-repair redelivers)", sd, len(acme))
+	}
+
+	code, out, errOut := s.cli2("restore-state", "-from", copyTable, "-state-table", state, "-json")
+	var dry restore.Report
+	if err := json.Unmarshal([]byte(out), &dry); code != 0 || err != nil {
+		t.Fatalf("restore-state (dry run): exit %d, %v\nstdout: %s\nstderr: %s", code, err, out, errOut)
+	}
+	if c := dry.Kinds[restore.Claims]; dry.Applied || c.Merged != len(acme) || c.Entries != len(acme) || c.Copied != 0 || !strings.Contains(errOut, "nothing written") {
+		t.Fatalf("dry run: claims %+v\nstderr: %s; want acme's %d claim items to merge, nothing applied", c, errOut, len(acme))
+	}
+	if _, ok := s.claim(acme[0].ID, emailSub); ok {
+		t.Fatal("the dry run merged an entry")
+	}
+
+	code, out, errOut = s.cli2("restore-state", "-from", copyTable, "-state-table", state, "-yes", "-json")
+	var rep restore.Report
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
+		t.Fatalf("restore-state -yes: exit %d, %v\nstdout: %s\nstderr: %s", code, err, out, errOut)
+	}
+	t.Logf("restore-state: %s", out)
+	if c := rep.Kinds[restore.Claims]; c.Merged != len(acme) || c.Entries != len(acme) || c.Failed != 0 || rep.Merged != len(acme) {
+		t.Errorf("restore-state claims: %+v (merged %d), want acme's %d claim items merged", c, rep.Merged, len(acme))
+	}
+	for _, e := range acme {
+		if c, ok := s.claim(e.ID, emailSub); !ok || c.Status != delivery.StatusCompleted {
+			t.Errorf("acme seq %d after restore-state: claim %q (found %v), want completed", e.Seq, c.Status, ok)
+		}
+	}
+
+	repaired, repOut := s.repair()
+	t.Logf("dlq-repair: %s", repOut)
+	if last, sd := s.emailAudit(t, "acme"); sd.Watermark != last || sd.Unsettled != 0 {
+		t.Errorf("reconcile acme after restore-state and dlq-repair: %+v, want settled through its head %d", sd, last)
+	}
+	// A redelivery would be on its way by now; give it the time one takes.
+	time.Sleep(3 * time.Second)
+	per := s.emailsSent(t)
+	for _, e := range acme {
+		if n := per[emailKey(e)]; n != 1 {
+			t.Errorf("acme seq %d: %d emails sent, want exactly 1 (its claim entry was merged back)", e.Seq, n)
+		}
+	}
+	if src := repaired.Sources["unsettled"]; src.Fixed != 0 {
+		t.Errorf("dlq-repair's unsettled source: %+v, want nothing to fix", src)
+	}
+}
+
 // emailAudit is reconcile's delivery audit of tenant for the email
 // subscription, and the tenant's last seq.
 func (s *stack) emailAudit(t *testing.T, tenant string) (int64, subscriptionAudit) {

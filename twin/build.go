@@ -98,7 +98,8 @@ func Synth(ctx context.Context, root, appPkg, outDir, codeRoot string) (string, 
 		return "", fmt.Errorf("synth: %w", err)
 	}
 	appCtx["codeRoot"] = absCode
-	// The twin delivers no alarms; an application's backbone refuses to
+	// The twin sends no alarm beyond its topics (EvaluateAlarms records what
+	// reaches each, no email leaves); an application's backbone refuses to
 	// synthesize until it is told where they go, or why nowhere.
 	if appCtx[keys.ContextAlarmEmail] == nil && appCtx[keys.ContextAlarmTopicArn] == nil && appCtx[keys.ContextNoAlarmDestination] == nil {
 		appCtx[keys.ContextNoAlarmDestination] = "the local twin delivers no alarms"

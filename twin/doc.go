@@ -71,7 +71,14 @@
 //	    bucket policy's denials). Ref: name. GetAtt: Arn, DomainName,
 //	    RegionalDomainName. Functions get AWS_ENDPOINT_URL_S3 (path-style).
 //
-// Every other resource (IAM, logs, alarms, dashboards…) gets a placeholder
+//	AWS::CloudWatch::Alarm, AWS::SNS::Topic
+//	    Placeholders (an SNS topic's Ref is its ARN), but EvaluateAlarms
+//	    evaluates each alarm from its properties over the EMF metrics the
+//	    functions printed (a metric alarm, or one Metrics Insights query),
+//	    and Notifications returns what each change of state published to
+//	    the topics of its actions (alarms.go).
+//
+// Every other resource (IAM, logs, dashboards…) gets a placeholder
 // name and ARN so outputs that mention it resolve. Intrinsics: Ref,
 // Fn::GetAtt, Fn::Join, Fn::Select, Fn::Split, Fn::Sub, Fn::If and the
 // condition functions, Fn::FindInMap, Fn::Base64, pseudo parameters.

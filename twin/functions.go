@@ -116,6 +116,7 @@ func (tw *Twin) createFunction(ctx context.Context, res *cfn.Resource) (*resourc
 		Name: name, ARN: arn, Binary: binary, Env: env, Timeout: f.timeout, Concurrency: concurrency,
 		Output: func(l lambdart.Line) {
 			tw.lines.add(id, l)
+			tw.metrics.observe(l.Text)
 			if w := tw.cfg.FunctionOutput; w != nil {
 				tw.outMu.Lock()
 				fmt.Fprintf(w, "%s[%d] %s\n", id, l.Env, l.Text)

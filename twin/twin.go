@@ -128,6 +128,7 @@ type Twin struct {
 	invokeLn  net.Listener
 	invokeSrv *http.Server
 	lines     lineRing
+	metrics   metricStore // the functions' EMF metrics, the alarms' states (alarms.go)
 	// failureQueues are the Pipe DLQs and on-failure destinations.
 	failureQueues []string
 	outMu         sync.Mutex // FunctionOutput is written from many processes' readers
@@ -341,8 +342,10 @@ func (tw *Twin) ensure(ctx context.Context, id string) (*resource, error) {
 }
 
 // placeholder stands for a resource the twin does not reproduce (IAM,
-// logs, alarms…): Ref and Arn resolve to names and ARNs of the usual shape,
-// so outputs that mention them still print.
+// logs, alarms…): Ref and Arn resolve to names and ARNs of the usual shape
+// (an SNS topic's Ref to its ARN, as CloudFormation's), so outputs that
+// mention them still print. Alarms are evaluated and topics receive their
+// notifications all the same (alarms.go).
 func (tw *Twin) placeholder(res *cfn.Resource) *resource {
 	service := "cloudformation"
 	if parts := strings.Split(res.Type, "::"); len(parts) == 3 {
@@ -353,7 +356,11 @@ func (tw *Twin) placeholder(res *cfn.Resource) *resource {
 	if service == "iam" {
 		arn = fmt.Sprintf("arn:aws:iam::%s:%s/%s", localaws.AccountID, strings.ToLower(strings.Split(res.Type, "::")[2]), name)
 	}
-	return &resource{id: res.LogicalID, typ: res.Type, ref: name, attrs: map[string]any{"Arn": arn}}
+	r := &resource{id: res.LogicalID, typ: res.Type, ref: name, attrs: map[string]any{"Arn": arn}}
+	if res.Type == "AWS::SNS::Topic" { // its Ref is its ARN (alarm actions name it so)
+		r.ref, r.attrs["TopicArn"], r.attrs["TopicName"] = arn, arn, name
+	}
+	return r
 }
 
 // Ref answers cfn.Identities.

@@ -16,8 +16,9 @@ import (
 const restoreStateSynopsis = "-from RESTORED_TABLE [-state-table NAME | -stack NAME [-backbone ID] | -local] [-yes] [-json]"
 
 // runRestoreState merges a restored copy of the state table into the live
-// one (pkg/restore): rows the live table lacks are copied, none is
-// overwritten. Without -yes it only counts.
+// one (pkg/restore): rows the live table lacks are copied, and the
+// subscription entries a live claim item lacks merged into it; no row or
+// entry is overwritten. Without -yes it only counts.
 func runRestoreState(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := Flags("restore-state", restoreStateSynopsis, stderr)
 	from := fs.String("from", "", "the table restored from a backup or to a point in time (RestoreTableToPointInTime), read only")
@@ -26,7 +27,7 @@ func runRestoreState(ctx context.Context, args []string, stdout, stderr io.Write
 	stack := fs.String("stack", "", stackHelp+" (StateTableName)")
 	fs.String(backboneFlag, "", backboneHelp)
 	yes := fs.Bool("yes", false, "copy the rows (without -yes: count what would be copied, write nothing)")
-	asJSON := fs.Bool("json", false, "one JSON object: the report (from, to, applied, copied, kinds, not_copied)")
+	asJSON := fs.Bool("json", false, "one JSON object: the report (from, to, applied, copied, merged, kinds, not_copied)")
 	addAWSFlags(fs)
 	if err := Parse(fs, args); err != nil {
 		return 0, err
@@ -66,7 +67,7 @@ func runRestoreState(ctx context.Context, args []string, stdout, stderr io.Write
 		return 0, runErr
 	}
 	if !*yes {
-		fmt.Fprintf(stderr, "fourlanes restore-state: nothing written; %d rows would be copied into %s: run again with -yes to copy them\n", r.Copied, r.To)
+		fmt.Fprintf(stderr, "fourlanes restore-state: nothing written; %d rows would be copied into %s and %d claim items merged: run again with -yes to write them\n", r.Copied, r.To, r.Merged)
 	}
 	if n := r.NotCopied[restore.Unknown]; n > 0 {
 		fmt.Fprintf(stderr, "fourlanes restore-state: %d rows of no kind fourlanes knows were not copied (partition keys such as %s)\n", n, strings.Join(r.UnknownKeys, ", "))
@@ -79,12 +80,17 @@ func printRestore(w io.Writer, r restore.Report) {
 	if r.Applied {
 		verb = "copied"
 	}
-	fmt.Fprintf(w, "from %s into %s: %s %d rows the live table lacks\n", r.From, r.To, verb, r.Copied)
+	mergeVerb := "would merge"
+	if r.Applied {
+		mergeVerb = "merged"
+	}
+	fmt.Fprintf(w, "from %s into %s: %s %d rows the live table lacks; %s missing subscription entries into %d live claim items\n",
+		r.From, r.To, verb, r.Copied, mergeVerb, r.Merged)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KIND\tRESTORED\tPRESENT\tCOPIED\tEXPIRED\tRESOLVED\tFAILED")
+	fmt.Fprintln(tw, "KIND\tRESTORED\tPRESENT\tCOPIED\tMERGED\tENTRIES\tEXPIRED\tRESOLVED\tFAILED")
 	for _, k := range restore.Copied {
 		c := r.Kinds[k]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\n", k, c.Restored, c.Present, c.Copied, c.Expired, c.Resolved, c.Failed)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", k, c.Restored, c.Present, c.Copied, c.Merged, c.Entries, c.Expired, c.Resolved, c.Failed)
 	}
 	tw.Flush()
 	var left []string

@@ -19,7 +19,8 @@ import (
 // TestRestoreState: restore-state refuses without -from or with -from
 // naming the live table (exit 2); without -yes it prints what it would copy
 // and writes nothing; with -yes it copies the watermark the live table
-// lacks and says so, in a table and in -json.
+// lacks and merges the subscription entry a live claim item lacks, and
+// says so, in a table and in -json.
 func TestRestoreState(t *testing.T) {
 	ctx := context.Background()
 	db := localaws.DynamoDB(t)
@@ -33,6 +34,20 @@ func TestRestoreState(t *testing.T) {
 	}
 	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(restored), Item: wm}); err != nil {
 		t.Fatal(err)
+	}
+	claim := func(subs ...string) map[string]types.AttributeValue {
+		it := map[string]types.AttributeValue{keys.AttrPK: &types.AttributeValueMemberS{Value: keys.StateEventClaimPrefix + "e1"},
+			keys.AttrSK: &types.AttributeValueMemberS{Value: keys.StateEventClaimSK}}
+		for _, sub := range subs {
+			it[keys.AttrSubClaimPrefix+sub] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+				keys.ClaimFieldStatus: &types.AttributeValueMemberS{Value: keys.ClaimCompleted}}}
+		}
+		return it
+	}
+	for table, it := range map[string]map[string]types.AttributeValue{restored: claim("s.email", "s.search"), live: claim("s.search")} {
+		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: it}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	liveHas := func() bool {
 		t.Helper()
@@ -56,7 +71,8 @@ func TestRestoreState(t *testing.T) {
 	}
 
 	code, stdout, stderr := runCLI(t, "restore-state", "-from", restored, "-state-table", live)
-	if code != ExitOK || !strings.Contains(stdout, "would copy 1 rows") || !strings.Contains(stderr, "nothing written") {
+	if code != ExitOK || !strings.Contains(stdout, "would copy 1 rows") || !strings.Contains(stdout, "would merge missing subscription entries into 1 live claim items") ||
+		!strings.Contains(stderr, "nothing written") {
 		t.Fatalf("dry run: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
 	if liveHas() {
@@ -68,15 +84,15 @@ func TestRestoreState(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &r); code != ExitOK || err != nil {
 		t.Fatalf("-yes -json: exit %d, %v\nstdout: %s\nstderr: %s", code, err, stdout, stderr)
 	}
-	if !r.Applied || r.Copied != 1 || r.Kinds[restore.Watermarks].Copied != 1 {
-		t.Errorf("report %+v, want one watermark copied", r)
+	if !r.Applied || r.Copied != 1 || r.Kinds[restore.Watermarks].Copied != 1 || r.Merged != 1 || r.Kinds[restore.Claims].Entries != 1 {
+		t.Errorf("report %+v (claims %+v), want one watermark copied and one claim entry merged", r, r.Kinds[restore.Claims])
 	}
 	if !liveHas() {
 		t.Error("-yes did not copy the watermark")
 	}
 
 	code, stdout, _ = runCLI(t, "restore-state", "-from", restored, "-state-table", live, "-yes")
-	if code != ExitOK || !strings.Contains(stdout, "copied 0 rows") {
+	if code != ExitOK || !strings.Contains(stdout, "copied 0 rows") || !strings.Contains(stdout, "into 0 live claim items") {
 		t.Errorf("second run: exit %d, stdout %s; want 0 rows copied", code, stdout)
 	}
 	if code, _, stderr := runCLI(t, "restore-state", "-from", localaws.UniqueName(t, "missing"), "-state-table", live, "-yes"); code != ExitError || !strings.Contains(stderr, "missing") {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -17,6 +18,7 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/eventstore"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
+	"github.com/fourlanes/fourlanes/pkg/tenancy"
 )
 
 // MaxApplied is how many record ids a chain row remembers: more than a
@@ -54,7 +56,72 @@ const (
 	// Occupied: the key of a checkpoint to sign already holds another
 	// object; that seq stays unsigned.
 	Occupied Kind = "checkpoint_occupied"
+	// HeadShape: a head row that is not what an append writes (an
+	// attribute besides the head's, a shards attribute outside 2 to
+	// tenancy.MaxShards, a dedup_id not derived from its last_event_id).
+	// Nothing the chain covers changed, so it does not break the chain:
+	// what its events and hashes prove is still signed.
+	HeadShape Kind = "head_shape"
 )
+
+// breaks reports whether a finding of kind k breaks its chain: RowChanged
+// and HeadShape are about rows the chain does not cover.
+func (k Kind) breaks() bool { return k != RowChanged && k != HeadShape }
+
+// headAttrs is exactly what eventstore writes into a head row, with
+// keys.AttrShards besides for a tenant with chain shards.
+var headAttrs = []string{
+	keys.AttrDedupID, keys.AttrKind, keys.AttrLastEventID, keys.AttrLastHash, keys.AttrLastSeq, keys.AttrSeq, keys.AttrTenant,
+}
+
+// headShape returns "" when a head image has exactly the shape an append
+// writes, and otherwise what is odd about it.
+func headShape(im map[string]events.DynamoDBAttributeValue) string {
+	var odd []string
+	var extra []string
+	for name := range im {
+		if name != keys.AttrShards && !slices.Contains(headAttrs, name) {
+			extra = append(extra, name)
+		}
+	}
+	if len(extra) > 0 {
+		slices.Sort(extra)
+		odd = append(odd, fmt.Sprintf("attributes %s besides the head's", strings.Join(extra, ",")))
+	}
+	if v, ok := im[keys.AttrShards]; ok {
+		n, err := num(im, keys.AttrShards)
+		switch {
+		case err != nil:
+			odd = append(odd, fmt.Sprintf("%s of type %s, want a number of chain shards (2 to %d)", keys.AttrShards, dataType(v), tenancy.MaxShards))
+		case n < 2 || n > tenancy.MaxShards:
+			odd = append(odd, fmt.Sprintf("%s %d, want a number of chain shards (2 to %d)", keys.AttrShards, n, tenancy.MaxShards))
+		}
+	}
+	if d, want := str(im, keys.AttrDedupID), eventstore.HeadDedupID(str(im, keys.AttrLastEventID)); d != want || str(im, keys.AttrLastEventID) == "" {
+		odd = append(odd, fmt.Sprintf("%s %q not derived from its %s %q (want %q)", keys.AttrDedupID, d, keys.AttrLastEventID, str(im, keys.AttrLastEventID), want))
+	}
+	return strings.Join(odd, "; ")
+}
+
+func dataType(v events.DynamoDBAttributeValue) string {
+	switch v.DataType() {
+	case events.DataTypeString:
+		return "S"
+	case events.DataTypeNumber:
+		return "N"
+	case events.DataTypeBoolean:
+		return "BOOL"
+	case events.DataTypeBinary:
+		return "B"
+	case events.DataTypeNull:
+		return "NULL"
+	case events.DataTypeMap:
+		return "M"
+	case events.DataTypeList:
+		return "L"
+	}
+	return "a set"
+}
 
 // Finding is one thing the notary refused to sign.
 type Finding struct {
@@ -385,6 +452,11 @@ func (n *Notary) head(ctx context.Context, st *State, rec events.DynamoDBEventRe
 		return nil
 	}
 	f.Seq = last
+	if odd := headShape(nu); odd != "" {
+		sf := f
+		sf.Kind, sf.What = HeadShape, fmt.Sprintf("head row (%s, last_seq %d) is not what an append writes: %s", rec.EventName, last, odd)
+		n.report(ctx, st, sf)
+	}
 	from := int64(0) // an INSERT: the chain had no head
 	if rec.EventName == "MODIFY" {
 		if from, err = num(rec.Change.OldImage, keys.AttrLastSeq); err != nil {
@@ -520,12 +592,16 @@ func (n *Notary) report(ctx context.Context, st *State, f Finding) {
 		if st.FirstFinding == "" {
 			st.FirstFinding = st.LastFinding
 		}
-		if f.Kind != RowChanged {
+		if f.Kind.breaks() {
 			st.Broken = true
 		}
 	}
+	outcome := "not signed"
+	if !f.Kind.breaks() {
+		outcome = "the chain is whole: what it covers is still signed"
+	}
 	n.cfg.Metrics.Count(keys.MetricNotaryFinding, 1, "Finding", string(f.Kind))
-	n.log.ErrorContext(ctx, fmt.Sprintf("notary finding: %s of chain %q at seq %d: %s; not signed", f.Kind, f.Chain, f.Seq, f.What),
+	n.log.ErrorContext(ctx, fmt.Sprintf("notary finding: %s of chain %q at seq %d: %s; %s", f.Kind, f.Chain, f.Seq, f.What, outcome),
 		slog.String(obs.KeyFinding, string(f.Kind)),
 		slog.String(obs.KeyChain, f.Chain),
 		slog.Int64(obs.KeySeq, f.Seq),

@@ -251,6 +251,19 @@ func (r *rig) state(name string) *notary.State {
 	return st
 }
 
+// errorMessages returns the messages of the ERROR lines logged.
+func (r *rig) errorMessages() []string {
+	r.t.Helper()
+	var out []string
+	for _, l := range bytes.Split(bytes.TrimSpace(r.logs.Bytes()), []byte("\n")) {
+		var m map[string]any
+		if err := json.Unmarshal(l, &m); err == nil && m["level"] == "ERROR" {
+			out = append(out, fmt.Sprint(m["msg"]))
+		}
+	}
+	return out
+}
+
 // findings returns the finding kinds of the ERROR lines logged.
 func (r *rig) findings() []string {
 	r.t.Helper()
@@ -719,5 +732,81 @@ func TestTamperWatchChangesAreFindings(t *testing.T) {
 				t.Errorf("signed %v, want only the honest seq 2", r.signer.signed)
 			}
 		})
+	}
+}
+
+// TestHeadShapeIsLoudButSigned: a head advance whose chain links (events
+// inserted, hashes right) but whose head row is not what an append writes
+// (an extra attribute, shards outside 2 to 32 or not a number, a dedup_id
+// not derived from its last_event_id) is a head_shape finding (ERROR line,
+// NotaryFinding, the chain row's findings), on the head's INSERT as on a
+// MODIFY; the chain is whole, so it is not broken and the advance is
+// signed, and later advances too. A tenant's valid shards attribute is no
+// finding.
+func TestHeadShapeIsLoudButSigned(t *testing.T) {
+	tests := []struct {
+		name  string
+		shape func(h envelope.Item)
+		want  string // in the finding's what; "" for no finding
+	}{
+		{"extra attribute", func(h envelope.Item) { h["note"] = &types.AttributeValueMemberS{Value: "x"} }, "attributes note besides the head's"},
+		{"shards 1", func(h envelope.Item) { h[keys.AttrShards] = &types.AttributeValueMemberN{Value: "1"} }, "shards 1, want a number of chain shards (2 to 32)"},
+		{"shards 33", func(h envelope.Item) { h[keys.AttrShards] = &types.AttributeValueMemberN{Value: "33"} }, "shards 33"},
+		{"shards not a number", func(h envelope.Item) { h[keys.AttrShards] = &types.AttributeValueMemberS{Value: "4"} }, "shards of type S"},
+		{"dedup_id not derived", func(h envelope.Item) { h[keys.AttrDedupID] = &types.AttributeValueMemberS{Value: "head-other"} }, `dedup_id "head-other" not derived`},
+		{"dedup_id missing", func(h envelope.Item) { delete(h, keys.AttrDedupID) }, `dedup_id "" not derived`},
+		{"valid shards", func(h envelope.Item) { h[keys.AttrShards] = &types.AttributeValueMemberN{Value: "4"} }, ""},
+	}
+	for _, tt := range tests {
+		for _, first := range []bool{true, false} {
+			name := tt.name + "/modify"
+			if first {
+				name = tt.name + "/insert"
+			}
+			t.Run(name, func(t *testing.T) {
+				r := newRig(t)
+				c := &chainOf{t: t, name: "acme"}
+				if !first {
+					c.emit(r.tb, 2, false)
+					r.run()
+				}
+				e := c.next("odd")
+				r.tb.write(c.name, e.Seq, item(t, e))
+				h := headItem(c.name, e)
+				tt.shape(h)
+				r.tb.write(c.name, 0, h)
+				r.run()
+				c.emit(r.tb, 1, false) // an honest advance after it
+				r.run()
+
+				f := r.findings()
+				st := r.state(c.name)
+				wantSigned := 2
+				if !first {
+					wantSigned = 3
+				}
+				if len(r.signer.signed) != wantSigned || st.Seq != e.Seq+1 || st.Broken {
+					t.Errorf("signed %v, chain at %d, broken %v; want every advance signed (%d), through seq %d, not broken", r.signer.signed, st.Seq, st.Broken, wantSigned, e.Seq+1)
+				}
+				if tt.want == "" {
+					if len(f) != 0 || st.Findings != 0 {
+						t.Errorf("findings %v (row: %d), want none\n%s", f, st.Findings, r.logs.String())
+					}
+					return
+				}
+				if len(f) != 1 || f[0] != string(notary.HeadShape) {
+					t.Fatalf("findings %v, want one %s\n%s", f, notary.HeadShape, r.logs.String())
+				}
+				if msg := r.errorMessages(); len(msg) != 1 || !strings.Contains(msg[0], tt.want) || !strings.Contains(msg[0], "still signed") {
+					t.Errorf("the finding's line %q does not say %q and that the chain is still signed", msg, tt.want)
+				}
+				if !strings.Contains(r.metrics.String(), `"Finding":"`+string(notary.HeadShape)+`"`) {
+					t.Errorf("no EMF %s with Finding %s:\n%s", keys.MetricNotaryFinding, notary.HeadShape, r.metrics.String())
+				}
+				if st.Findings != 1 || !strings.HasPrefix(st.FirstFinding, string(notary.HeadShape)) {
+					t.Errorf("chain row: findings %d, first %q; want the head_shape finding recorded", st.Findings, st.FirstFinding)
+				}
+			})
+		}
 	}
 }

@@ -83,6 +83,12 @@ func (r *Reconciler) compareNotary(ctx context.Context, tenant string, head *cha
 	brk := func(seq int64, reason chain.Reason, expected, got string) *chain.BreakError {
 		return &chain.BreakError{Tenant: tenant, Seq: seq, Reason: reason, Expected: expected, Got: got}
 	}
+	if !st.Broken && st.Findings > 0 {
+		// Findings that leave the chain whole (a head row of another shape,
+		// a changed idempotency-key row): still signed, still reported.
+		rep.addFindings(Finding{Kind: FindingNotary, Key: "whole", Reason: fmt.Sprintf(
+			"notary, %d findings that leave the chain whole (still signed); first: %s; latest: %s", st.Findings, st.FirstFinding, st.LastFinding)})
+	}
 	switch {
 	case st.Broken:
 		first := st.FirstFinding

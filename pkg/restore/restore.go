@@ -10,7 +10,11 @@
 //
 //   - claims (claims#<event>, and claim#<event>:<sub> of the earlier
 //     layout): a completed entry is what stops a redelivery (dlq-repair's
-//     unsettled walk, a redrive) from running the handler again.
+//     unsettled walk, a redrive) from running the handler again. An event's
+//     claim item holds one entry per subscription: when the live item lacks
+//     some of the restored item's entries, those entries (and only those)
+//     are merged into it, each conditioned on the live item still lacking
+//     it; an entry the live item has is never touched.
 //   - effects (effect#…): an effect recorded done is not done again; one
 //     started and never recorded done is redone or held for an operator
 //     (pkg/effect), never silently run as if new.
@@ -51,6 +55,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -168,6 +173,11 @@ type Count struct {
 	// Copied: rows copied into the live table (with Apply), or that would
 	// be (without).
 	Copied int `json:"copied"`
+	// Merged: claim items the live table has but with fewer subscription
+	// entries, into which the missing entries were merged (with Apply), or
+	// would be (without); Entries: how many entries, over those items.
+	Merged  int `json:"merged,omitempty"`
+	Entries int `json:"entries_merged,omitempty"`
 	// Expired: rows whose TTL has passed, not copied.
 	Expired int `json:"expired,omitempty"`
 	// Resolved: dead letters the live table shows resolved since, not copied.
@@ -187,8 +197,9 @@ type Report struct {
 	NotCopied map[Kind]int    `json:"not_copied"`
 	// UnknownKeys: up to 10 partition keys of Unknown rows, to name them.
 	UnknownKeys []string `json:"unknown_keys,omitempty"`
-	// Copied is the sum of Kinds[*].Copied.
+	// Copied is the sum of Kinds[*].Copied; Merged, of Kinds[*].Merged.
 	Copied int `json:"copied"`
+	Merged int `json:"merged"`
 }
 
 // batchGetMax is BatchGetItem's limit of keys per request.
@@ -231,6 +242,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	for _, c := range r.Kinds {
 		r.Copied += c.Copied
+		r.Merged += c.Merged
 	}
 	if m.failed > 0 {
 		return r, fmt.Errorf("%d rows could not be copied (first: %w); running again copies what is still missing", m.failed, m.firstErr)
@@ -288,15 +300,15 @@ func (m *merge) add(ctx context.Context, it map[string]types.AttributeValue) err
 	return nil
 }
 
-// flush reads which pending rows the live table has (consistently) and
-// copies the others.
+// flush reads the live copies of the pending rows (consistently, whole: an
+// event's claim item is compared entry by entry) and copies the rows the
+// live table lacks, or merges the entries a live claim item lacks.
 func (m *merge) flush(ctx context.Context) error {
 	if len(m.pending) == 0 {
 		return nil
 	}
-	present := map[string]bool{}
-	req := map[string]types.KeysAndAttributes{m.cfg.To: {ConsistentRead: aws.Bool(true), ProjectionExpression: aws.String("#pk, #sk"),
-		ExpressionAttributeNames: map[string]string{"#pk": keys.AttrPK, "#sk": keys.AttrSK}}}
+	live := map[string]map[string]types.AttributeValue{}
+	req := map[string]types.KeysAndAttributes{m.cfg.To: {ConsistentRead: aws.Bool(true)}}
 	for _, it := range m.pending {
 		ka := req[m.cfg.To]
 		ka.Keys = append(ka.Keys, keyOf(it))
@@ -304,10 +316,8 @@ func (m *merge) flush(ctx context.Context) error {
 	}
 	for attempt := 0; len(req) > 0; attempt++ {
 		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Duration(min(attempt, 6)) * 100 * time.Millisecond):
+			if err := pause(ctx, attempt); err != nil {
+				return err
 			}
 		}
 		out, err := m.cfg.DB.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
@@ -315,20 +325,147 @@ func (m *merge) flush(ctx context.Context) error {
 			return fmt.Errorf("read the live state table %s: %w", m.cfg.To, err)
 		}
 		for _, it := range out.Responses[m.cfg.To] {
-			present[keys.KeyString(keyOf(it))] = true
+			live[keys.KeyString(keyOf(it))] = it
 		}
 		req = out.UnprocessedKeys
 	}
 	for _, it := range m.pending {
-		c := m.r.Kinds[KindOf(str(it, keys.AttrPK))]
-		if present[keys.KeyString(keyOf(it))] {
+		pk := str(it, keys.AttrPK)
+		c := m.r.Kinds[KindOf(pk)]
+		cur, present := live[keys.KeyString(keyOf(it))]
+		switch {
+		case !present:
+			m.copy(ctx, it, c)
+		case strings.HasPrefix(pk, keys.StateEventClaimPrefix):
+			m.mergeClaim(ctx, it, cur, c)
+		default:
 			c.Present++
-			continue
 		}
-		m.copy(ctx, it, c)
 	}
 	m.pending = m.pending[:0]
 	return nil
+}
+
+func pause(ctx context.Context, attempt int) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Duration(min(attempt, 6)) * 100 * time.Millisecond):
+		return nil
+	}
+}
+
+// maxEntriesPerWrite bounds the entries one merge write adds, so that its
+// expressions stay well inside DynamoDB's 4 KB per expression (as
+// pkg/delivery bounds a claim write's).
+const maxEntriesPerWrite = 25
+
+// maxMergeTries bounds the merge writes of one claim item refused because
+// the live item changed since it was read: each refusal returns the item as
+// it is now, so a retry only follows a concurrent write.
+const maxMergeTries = 8
+
+// missingEntries are the subscription entries (keys.AttrSubClaimPrefix
+// attributes) of the restored claim item that the live one lacks, sorted.
+func missingEntries(restored, live map[string]types.AttributeValue) []string {
+	var out []string
+	for name, v := range restored {
+		if _, isMap := v.(*types.AttributeValueMemberM); !isMap || !strings.HasPrefix(name, keys.AttrSubClaimPrefix) {
+			continue
+		}
+		if _, has := live[name]; !has {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// mergeClaim adds to the live claim item the subscription entries of the
+// restored one it lacks, as they were restored, each conditioned on the
+// live item still lacking it: an entry the live item has is newer and
+// stays. A dead entry also joins keys.AttrDeadSubs and takes the item's TTL
+// away, as delivery's Kill does (a dead claim never expires). A refused
+// write (another writer changed the item since it was read) is retried
+// against the item as it is then; an item deleted since is copied whole.
+func (m *merge) mergeClaim(ctx context.Context, restored, live map[string]types.AttributeValue, c *Count) {
+	missing := missingEntries(restored, live)
+	if len(missing) == 0 {
+		c.Present++
+		return
+	}
+	if !m.cfg.Apply {
+		c.Merged++
+		c.Entries += len(missing)
+		return
+	}
+	added := 0
+	for tries := 0; len(missing) > 0; {
+		chunk := missing[:min(len(missing), maxEntriesPerWrite)]
+		err := m.addEntries(ctx, restored, chunk)
+		var ccf *types.ConditionalCheckFailedException
+		switch {
+		case err == nil:
+			added += len(chunk)
+			missing = missing[len(chunk):]
+			continue
+		case !errors.As(err, &ccf):
+			m.fail(c, fmt.Errorf("merge %d claim entries into %s / %s in %s: %w", len(missing), str(restored, keys.AttrPK), str(restored, keys.AttrSK), m.cfg.To, err))
+			return
+		}
+		if tries++; tries == maxMergeTries {
+			m.fail(c, fmt.Errorf("merge claim entries into %s / %s in %s: the live item changed under %d writes in a row; running again merges what is still missing",
+				str(restored, keys.AttrPK), str(restored, keys.AttrSK), m.cfg.To, tries))
+			return
+		}
+		if len(ccf.Item) == 0 { // deleted since the read
+			if added == 0 {
+				m.copy(ctx, restored, c) // the whole restored row, as for any row the live table lacks
+				return
+			}
+			m.fail(c, fmt.Errorf("merge claim entries into %s / %s in %s: the live item was deleted during the merge; running again copies it",
+				str(restored, keys.AttrPK), str(restored, keys.AttrSK), m.cfg.To))
+			return
+		}
+		missing = missingEntries(restored, ccf.Item)
+	}
+	if added == 0 {
+		c.Present++ // a concurrent writer added every entry: the live item wins
+		return
+	}
+	c.Merged++
+	c.Entries += added
+}
+
+// addEntries writes the restored entries names into the live claim item, if
+// it exists and still lacks every one of them.
+func (m *merge) addEntries(ctx context.Context, restored map[string]types.AttributeValue, names []string) error {
+	attr := map[string]string{"#pk": keys.AttrPK}
+	vals := map[string]types.AttributeValue{}
+	var sets, conds, dead []string
+	conds = append(conds, "attribute_exists(#pk)")
+	for i, name := range names {
+		np, vp := "#e"+strconv.Itoa(i), ":e"+strconv.Itoa(i)
+		attr[np], vals[vp] = name, restored[name]
+		sets = append(sets, np+" = "+vp)
+		conds = append(conds, "attribute_not_exists("+np+")")
+		if e := restored[name].(*types.AttributeValueMemberM).Value; str(e, keys.ClaimFieldStatus) == keys.ClaimDead {
+			dead = append(dead, strings.TrimPrefix(name, keys.AttrSubClaimPrefix))
+		}
+	}
+	expr := "SET " + strings.Join(sets, ", ")
+	if len(dead) > 0 {
+		attr["#ds"], attr["#exp"] = keys.AttrDeadSubs, keys.AttrExpiresAt
+		vals[":ds"] = &types.AttributeValueMemberSS{Value: dead}
+		expr += " ADD #ds :ds REMOVE #exp"
+	}
+	_, err := m.cfg.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(m.cfg.To), Key: keyOf(restored),
+		UpdateExpression: aws.String(expr), ConditionExpression: aws.String(strings.Join(conds, " AND ")),
+		ExpressionAttributeNames: attr, ExpressionAttributeValues: vals,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	return err
 }
 
 // copy puts one row the live table lacks, conditioned on its still lacking

@@ -261,3 +261,220 @@ func TestRunFailsLoud(t *testing.T) {
 		}
 	}
 }
+
+func entry(status string) types.AttributeValue {
+	return &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{keys.ClaimFieldStatus: s(status), keys.ClaimFieldAttempts: n(1)}}
+}
+
+func claimWith(eventID string, attrs ...any) map[string]types.AttributeValue {
+	return row(keys.StateEventClaimPrefix+eventID, keys.StateEventClaimSK, append([]any{keys.AttrTenant, s("acme")}, attrs...)...)
+}
+
+func status(t *testing.T, it map[string]types.AttributeValue, sub string) string {
+	t.Helper()
+	e, ok := it[keys.AttrSubClaimPrefix+sub].(*types.AttributeValueMemberM)
+	if !ok {
+		return ""
+	}
+	return e.Value[keys.ClaimFieldStatus].(*types.AttributeValueMemberS).Value
+}
+
+// TestRunMergesMissingClaimEntries, on our DynamoDB: a claim item the live
+// table has, lacking subscription entries the restored one has, gets those
+// entries (a dead one with its dead set, the item's TTL gone), and only
+// those: an entry the live item has stays as it is, even when the restored
+// one says otherwise. The dry run counts the merge and writes nothing; a
+// second run merges nothing.
+func TestRunMergesMissingClaimEntries(t *testing.T) {
+	db := localaws.DynamoDB(t)
+	ctx := context.Background()
+	live := aws.ToString(localaws.CreateTable(t, db, delivery.StateTableSchema(localaws.UniqueName(t, "live"))).TableName)
+	restored := aws.ToString(localaws.CreateTable(t, db, delivery.StateTableSchema(localaws.UniqueName(t, "restored"))).TableName)
+	future := n(time.Now().Add(24 * time.Hour).Unix())
+	put(t, db, restored,
+		claimWith("e1", keys.AttrSubClaimPrefix+"a", entry(keys.ClaimCompleted), keys.AttrSubClaimPrefix+"b", entry(keys.ClaimCompleted),
+			keys.AttrSubClaimPrefix+"c", entry(keys.ClaimDead), keys.AttrDeadSubs, &types.AttributeValueMemberSS{Value: []string{"c"}}),
+		claimWith("e2", keys.AttrSubClaimPrefix+"a", entry(keys.ClaimCompleted), keys.AttrSubClaimPrefix+"b", entry(keys.ClaimCompleted), keys.AttrExpiresAt, future),
+	)
+	put(t, db, live,
+		claimWith("e1", keys.AttrSubClaimPrefix+"a", entry(keys.ClaimPending), keys.AttrExpiresAt, future),
+		claimWith("e2", keys.AttrSubClaimPrefix+"a", entry(keys.ClaimCompleted), keys.AttrExpiresAt, future),
+	)
+	cfg := restore.Config{DB: db, From: restored, To: live}
+	dry, err := restore.Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := *dry.Kinds[restore.Claims], (restore.Count{Restored: 2, Merged: 2, Entries: 3}); got != want {
+		t.Errorf("dry run claims: %+v, want %+v", got, want)
+	}
+	if dry.Merged != 2 || dry.Copied != 0 {
+		t.Errorf("dry run: merged %d, copied %d, want 2 and 0", dry.Merged, dry.Copied)
+	}
+	if e1 := scan(t, db, live)[keys.StateEventClaimPrefix+"e1|"+keys.StateEventClaimSK]; status(t, e1, "b") != "" {
+		t.Fatalf("the dry run merged an entry: %v", e1)
+	}
+
+	cfg.Apply = true
+	r, err := restore.Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := *r.Kinds[restore.Claims], (restore.Count{Restored: 2, Merged: 2, Entries: 3}); got != want {
+		t.Errorf("apply claims: %+v, want %+v", got, want)
+	}
+	after := scan(t, db, live)
+	e1, e2 := after[keys.StateEventClaimPrefix+"e1|"+keys.StateEventClaimSK], after[keys.StateEventClaimPrefix+"e2|"+keys.StateEventClaimSK]
+	for _, c := range []struct {
+		it        map[string]types.AttributeValue
+		sub, want string
+	}{{e1, "a", keys.ClaimPending}, {e1, "b", keys.ClaimCompleted}, {e1, "c", keys.ClaimDead}, {e2, "a", keys.ClaimCompleted}, {e2, "b", keys.ClaimCompleted}} {
+		if got := status(t, c.it, c.sub); got != c.want {
+			t.Errorf("%s entry %s after the merge: %q, want %q", str(c.it, keys.AttrPK), c.sub, got, c.want)
+		}
+	}
+	if ds, ok := e1[keys.AttrDeadSubs].(*types.AttributeValueMemberSS); !ok || len(ds.Value) != 1 || ds.Value[0] != "c" {
+		t.Errorf("e1's dead set after merging a dead entry: %v, want [c]", e1[keys.AttrDeadSubs])
+	}
+	if _, ok := e1[keys.AttrExpiresAt]; ok {
+		t.Error("e1 keeps its TTL with a dead entry merged in: a dead claim must never expire")
+	}
+	if _, ok := e2[keys.AttrExpiresAt]; !ok {
+		t.Error("e2 lost its TTL, with no dead entry merged in")
+	}
+	var got delivery.ClaimRecord
+	got, found, err := delivery.NewDynamoStore(db, live).Get(ctx, delivery.Key{EventID: "e1", Subscription: "b"})
+	if err != nil || !found || got.Status != delivery.StatusCompleted {
+		t.Errorf("delivery reads e1/b after the merge: %+v, found %v, %v; want completed", got, found, err)
+	}
+
+	again, err := restore.Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := *again.Kinds[restore.Claims], (restore.Count{Restored: 2, Present: 2}); got != want {
+		t.Errorf("second run claims: %+v, want %+v", got, want)
+	}
+}
+
+func str(it map[string]types.AttributeValue, name string) string {
+	v, _ := it[name].(*types.AttributeValueMemberS)
+	if v == nil {
+		return ""
+	}
+	return v.Value
+}
+
+// racer runs before, once per merge write, just before the write: another
+// writer changing the live claim item between the merge's read and its
+// write.
+type racer struct {
+	*dynamodb.Client
+	before func(n int)
+	n      int
+}
+
+func (r *racer) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	r.n++
+	r.before(r.n)
+	return r.Client.UpdateItem(ctx, in, optFns...)
+}
+
+// TestRunMergeLosesNoConcurrentWrite: an entry another writer adds between
+// the merge's read and its write is kept (the write is refused, the merge
+// retries with what is still missing); an item deleted in between is
+// copied whole; an item that changes under every write is a failure named
+// in the error, never a silent success.
+func TestRunMergeLosesNoConcurrentWrite(t *testing.T) {
+	db := localaws.DynamoDB(t)
+	ctx := context.Background()
+	schema := func(name string) string {
+		return aws.ToString(localaws.CreateTable(t, db, delivery.StateTableSchema(localaws.UniqueName(t, name))).TableName)
+	}
+	setEntry := func(table, sub, st string) {
+		t.Helper()
+		if _, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table),
+			Key:                      map[string]types.AttributeValue{keys.AttrPK: s(keys.StateEventClaimPrefix + "e1"), keys.AttrSK: s(keys.StateEventClaimSK)},
+			UpdateExpression:         aws.String("SET #e = :e"),
+			ExpressionAttributeNames: map[string]string{"#e": keys.AttrSubClaimPrefix + sub}, ExpressionAttributeValues: map[string]types.AttributeValue{":e": entry(st)},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("entry added meanwhile", func(t *testing.T) {
+		live, restored := schema("live"), schema("restored")
+		put(t, db, restored, claimWith("e1", keys.AttrSubClaimPrefix+"a", entry(keys.ClaimCompleted), keys.AttrSubClaimPrefix+"b", entry(keys.ClaimCompleted),
+			keys.AttrSubClaimPrefix+"c", entry(keys.ClaimCompleted)))
+		put(t, db, live, claimWith("e1", keys.AttrSubClaimPrefix+"a", entry(keys.ClaimCompleted)))
+		rdb := &racer{Client: db, before: func(n int) {
+			if n == 1 {
+				setEntry(live, "b", keys.ClaimPending) // a delivery claims b meanwhile
+			}
+		}}
+		r, err := restore.Run(ctx, restore.Config{DB: rdb, From: restored, To: live, Apply: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := *r.Kinds[restore.Claims], (restore.Count{Restored: 1, Merged: 1, Entries: 1}); got != want {
+			t.Errorf("claims: %+v, want %+v", got, want)
+		}
+		if rdb.n != 2 {
+			t.Errorf("%d merge writes, want 2 (one refused, one retried)", rdb.n)
+		}
+		e1 := scan(t, db, live)[keys.StateEventClaimPrefix+"e1|"+keys.StateEventClaimSK]
+		if got := status(t, e1, "b"); got != keys.ClaimPending {
+			t.Errorf("b after the merge: %q, want the concurrent writer's pending", got)
+		}
+		if got := status(t, e1, "c"); got != keys.ClaimCompleted {
+			t.Errorf("c after the merge: %q, want completed", got)
+		}
+	})
+
+	t.Run("item deleted meanwhile", func(t *testing.T) {
+		live, restored := schema("live"), schema("restored")
+		put(t, db, restored, claimWith("e1", keys.AttrSubClaimPrefix+"a", entry(keys.ClaimCompleted), keys.AttrSubClaimPrefix+"b", entry(keys.ClaimCompleted)))
+		put(t, db, live, claimWith("e1", keys.AttrSubClaimPrefix+"a", entry(keys.ClaimCompleted)))
+		rdb := &racer{Client: db, before: func(int) {
+			if _, err := db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(live),
+				Key: map[string]types.AttributeValue{keys.AttrPK: s(keys.StateEventClaimPrefix + "e1"), keys.AttrSK: s(keys.StateEventClaimSK)}}); err != nil {
+				t.Fatal(err)
+			}
+		}}
+		r, err := restore.Run(ctx, restore.Config{DB: rdb, From: restored, To: live, Apply: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := *r.Kinds[restore.Claims], (restore.Count{Restored: 1, Copied: 1}); got != want {
+			t.Errorf("claims: %+v, want %+v", got, want)
+		}
+		e1 := scan(t, db, live)[keys.StateEventClaimPrefix+"e1|"+keys.StateEventClaimSK]
+		if status(t, e1, "a") != keys.ClaimCompleted || status(t, e1, "b") != keys.ClaimCompleted {
+			t.Errorf("e1 after the merge: %v, want the restored item whole", e1)
+		}
+	})
+
+	t.Run("item changing under every write", func(t *testing.T) {
+		live, restored := schema("live"), schema("restored")
+		attrs := []any{}
+		for i := range 12 {
+			attrs = append(attrs, keys.AttrSubClaimPrefix+"s"+strconv.Itoa(i), entry(keys.ClaimCompleted))
+		}
+		put(t, db, restored, claimWith("e1", attrs...))
+		put(t, db, live, claimWith("e1"))
+		rdb := &racer{Client: db, before: func(n int) { setEntry(live, "s"+strconv.Itoa(n-1), keys.ClaimPending) }}
+		r, err := restore.Run(ctx, restore.Config{DB: rdb, From: restored, To: live, Apply: true})
+		if err == nil || !strings.Contains(err.Error(), keys.StateEventClaimPrefix+"e1") {
+			t.Fatalf("Run: %v, want an error naming %se1", err, keys.StateEventClaimPrefix)
+		}
+		if got := r.Kinds[restore.Claims].Failed; got != 1 {
+			t.Errorf("claims: %+v, want 1 failed", *r.Kinds[restore.Claims])
+		}
+		e1 := scan(t, db, live)[keys.StateEventClaimPrefix+"e1|"+keys.StateEventClaimSK]
+		for i := range 8 {
+			if got := status(t, e1, "s"+strconv.Itoa(i)); got != keys.ClaimPending {
+				t.Errorf("s%d: %q, want the concurrent writer's pending", i, got)
+			}
+		}
+	})
+}

@@ -8,6 +8,11 @@
 //	noAlarmDestination  the reason the alarms may reach no one (a sandbox);
 //	                    the template records it. One of the three is
 //	                    required: the synthesis fails without.
+//	notificationsAlarmEmail  address paged for the order email's dead letters
+//	                    (the catalog's owner team-notifications), beside
+//	                    the stack's topic; default
+//	                    notifications-oncall@example.com, which receives
+//	                    nothing
 //	reserveConcurrency  "false" to reserve no concurrency (accounts whose
 //	                    concurrency quota is still 10); default "true"
 //	codeRoot            folder of the built functions (default "build")
@@ -45,7 +50,8 @@ func main() {
 		ReserveConcurrency: contextString(app, "reserveConcurrency", "true") != "false",
 	}
 	bp.AlarmsFromContext(app)
-	stack.NewStack(app, contextString(app, "stackName", "Fourlanes"), &stack.Props{Backbone: bp})
+	stack.NewStack(app, contextString(app, "stackName", "Fourlanes"), &stack.Props{Backbone: bp,
+		NotificationsEmail: contextString(app, "notificationsAlarmEmail", stack.DefaultNotificationsEmail)})
 	app.Synth(nil)
 }
 

@@ -4,6 +4,8 @@
 package stack
 
 import (
+	"cmp"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -11,6 +13,7 @@ import (
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/fourlanes/fourlanes/examples/orders"
+	"github.com/fourlanes/fourlanes/examples/orders/notifications"
 	ordersmod "github.com/fourlanes/fourlanes/examples/orders/orders"
 	searchmod "github.com/fourlanes/fourlanes/examples/orders/search"
 	"github.com/fourlanes/fourlanes/infra/backbone"
@@ -43,7 +46,17 @@ type Stack struct {
 type Props struct {
 	awscdk.StackProps
 	Backbone backbone.Props
+	// NotificationsEmail is paged for the order email's dead letters (the
+	// catalog's owner notifications.Owner), beside the stack's topic, when
+	// Backbone.Owners does not name the owner; default
+	// DefaultNotificationsEmail.
+	NotificationsEmail string
 }
+
+// DefaultNotificationsEmail is the notifications team's address when none
+// is given (-c notificationsAlarmEmail=…): a reserved domain, which receives
+// nothing; a deployment names its team's.
+const DefaultNotificationsEmail = "notifications-oncall@example.com"
 
 // NewStack creates the example's stack: the orders table (the tracked ORDER
 // entity, with its stream), the search table (the search module's
@@ -92,6 +105,14 @@ func NewStack(scope constructs.Construct, id string, props *Props) *Stack {
 	}}, jsii.Bool(false))
 
 	p.App = example.App
+	if _, named := p.Owners[notifications.Owner]; !named {
+		owners := map[string]backbone.OwnerDestination{}
+		for k, v := range p.Owners {
+			owners[k] = v
+		}
+		owners[notifications.Owner] = backbone.OwnerDestination{Email: cmp.Or(props.NotificationsEmail, DefaultNotificationsEmail)}
+		p.Owners = owners
+	}
 	p.Tracked = map[string]awsdynamodb.ITable{ordersmod.Entity: orders}
 	p.Tables = map[string]awsdynamodb.ITable{searchmod.EnvTable: search}
 	b := backbone.New(st, backbone.UnprefixedID, &p)
