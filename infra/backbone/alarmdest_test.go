@@ -510,4 +510,39 @@ func TestCatalogOwnerAlarms(t *testing.T) {
 			}
 		})
 	}
+
+	// Opted out (a sandbox: Props.NoAlarmDestination): an owner without a
+	// destination still gets alarms of its own, on a topic of its own that
+	// no one is subscribed to and that records why, as the stack's does.
+	t.Run("owner without destination, alarms opted out", func(t *testing.T) {
+		ls := synthLibrary(t, func(_ awscdk.Stack, p *Props) {
+			p.App, p.Owners = ownedLibrary(), map[string]OwnerDestination{"team-lending": {TopicArn: lending}}
+			p.AlarmEmail, p.NoAlarmDestination = "", "sandbox account"
+		})
+		if len(ls.errors) > 0 {
+			t.Fatalf("synthesis errors: %v", ls.errors)
+		}
+		tmpl := backbonetest.Template(ls.doc)
+		if subs := tmpl.Resources("AWS::SNS::Subscription"); len(subs) != 0 {
+			t.Errorf("subscriptions %v, want none (no destination anywhere)", subs)
+		}
+		var deskTopic string
+		for _, al := range tmpl.Resources("AWS::CloudWatch::Alarm") {
+			if d, _ := props(al)["AlarmDescription"].(string); !strings.Contains(d, "owner team-desk") {
+				continue
+			}
+			for _, a := range list(props(al)["AlarmActions"]) {
+				if ref, _ := a.(map[string]any)["Ref"].(string); ref != "" && ref != LogicalAlarmTopic {
+					deskTopic = ref
+				}
+			}
+		}
+		topic := tmpl.Resources("AWS::SNS::Topic")[deskTopic]
+		if deskTopic == "" || topic == nil {
+			t.Fatalf("team-desk's alarms notify no topic of its own (%q)", deskTopic)
+		}
+		if md, _ := topic["Metadata"].(map[string]any); md[keys.MetadataNoAlarmDestination] != "sandbox account" {
+			t.Errorf("team-desk's topic metadata %v, want %s = the opt-out's reason", topic["Metadata"], keys.MetadataNoAlarmDestination)
+		}
+	})
 }

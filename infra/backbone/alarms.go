@@ -423,7 +423,7 @@ func NewAlarms(scope constructs.Construct, id string, props *AlarmsProps) *Alarm
 		pipeMetric(pipe, "ExecutionThrottled", "Sum"), 1, 1)
 
 	projectionAlarms(alarm)
-	a.ownerAlarms(props.App, props.Owners, topic)
+	a.ownerAlarms(props.App, props.Owners, props.NoDestination, topic)
 	// Commit → handler done, per subscription (EMF DeliveryLag with the
 	// Subscription dimension, from durable-consumer and changefeed).
 	// Percentiles need the metric itself: Metrics Insights has none.

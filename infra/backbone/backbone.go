@@ -164,7 +164,10 @@ type Props struct {
 	// letters, its LOCAL handlers' failures and its modules' event types
 	// that matched no subscription, notifying its destination beside the
 	// stack's topic. An owner the catalog names without a destination
-	// here, or one here the catalog does not name, fails the synthesis.
+	// here fails the synthesis, unless NoAlarmDestination says why the
+	// alarms reach no one: then the owner's topic, like the stack's, has
+	// no subscriber and the template records the reason. One here the
+	// catalog does not name fails it too.
 	Owners map[string]OwnerDestination
 	// ReconcileAccess, when set, limits what each caller of reconcile's
 	// Function URL sees to its tenants (pkg/reconcile, TenantAccess: the
@@ -281,7 +284,7 @@ func New(scope constructs.Construct, id string, props *Props) *Backbone {
 	if p.AlarmTopic == nil && isTopicArn(p.AlarmTopicArn) {
 		p.AlarmTopic = awssns.Topic_FromTopicArn(c, jsii.String("AlarmTopic"), jsii.String(p.AlarmTopicArn))
 	}
-	for _, err := range ownerErrors(p.App, p.Owners) {
+	for _, err := range ownerErrors(p.App, p.Owners, p.NoAlarmDestination) {
 		fail("%v", err)
 	}
 	w := resolve(&p)

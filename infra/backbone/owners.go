@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
@@ -89,7 +90,7 @@ func ownerUses(a app.Application) map[string]*owned {
 // ownerErrors checks each module's AlarmTopicArn, and that every owner the
 // catalog names has a destination in owners, and every destination an
 // owner.
-func ownerErrors(a app.Application, owners map[string]OwnerDestination) []error {
+func ownerErrors(a app.Application, owners map[string]OwnerDestination, noDestination string) []error {
 	var errs []error
 	for _, m := range a.Modules {
 		arn := m.AlarmTopicArn
@@ -109,8 +110,8 @@ func ownerErrors(a app.Application, owners map[string]OwnerDestination) []error 
 	}
 	uses := ownerUses(a)
 	for _, name := range slices.Sorted(maps.Keys(uses)) {
-		if _, ok := owners[name]; !ok {
-			errs = append(errs, fmt.Errorf("owner %q (%s) has no alarm destination: add it to Props.Owners with an Email, Topic or TopicArn",
+		if _, ok := owners[name]; !ok && noDestination == "" {
+			errs = append(errs, fmt.Errorf("owner %q (%s) has no alarm destination: add it to Props.Owners with an Email, Topic or TopicArn (or set Props.NoAlarmDestination, the reason no alarm reaches anyone)",
 				name, strings.Join(uses[name].users, ", ")))
 		}
 	}
@@ -161,7 +162,7 @@ func ownedNames(m app.Module) []string {
 // dead letters (EMF DeadLettered by Subscription), its LOCAL handlers'
 // failures (LocalHandlerFailures by Subscription) and the event types of
 // its modules that matched no subscription (Unmatched by Lane and Type).
-func (a *Alarms) ownerAlarms(application app.Application, owners map[string]OwnerDestination, stack awssns.ITopic) {
+func (a *Alarms) ownerAlarms(application app.Application, owners map[string]OwnerDestination, noDestination string, stack awssns.ITopic) {
 	var groups []*owned
 	for _, m := range application.Modules {
 		if !isTopicArn(m.AlarmTopicArn) {
@@ -185,11 +186,21 @@ func (a *Alarms) ownerAlarms(application app.Application, owners map[string]Owne
 	uses := ownerUses(application)
 	for _, name := range slices.Sorted(maps.Keys(uses)) {
 		d, ok := owners[name]
-		if !ok {
+		if !ok && noDestination == "" {
 			continue // refused by ownerErrors
 		}
 		g := uses[name]
 		switch {
+		case !ok:
+			// No one to page (Props.NoAlarmDestination): a topic of the
+			// owner's all the same, so its alarms stay apart from the
+			// stack's, recording why no one is subscribed.
+			t := awssns.NewTopic(a.Construct, jsii.String(g.id+"Topic"), &awssns.TopicProps{
+				DisplayName: jsii.String("fourlanes alarms of " + name),
+				EnforceSSL:  jsii.Bool(true),
+			})
+			t.Node().DefaultChild().(awscdk.CfnResource).AddMetadata(jsii.String(keys.MetadataNoAlarmDestination), jsii.String(noDestination))
+			g.topic = t
 		case d.Topic != nil:
 			g.topic = d.Topic
 		case isTopicArn(d.TopicArn):

@@ -10,9 +10,7 @@
 //	                    required: the synthesis fails without.
 //	notificationsAlarmEmail  address paged for the order email's dead letters
 //	                    (the catalog's owner team-notifications), beside
-//	                    the stack's topic; default
-//	                    notifications-oncall@example.com, which receives
-//	                    nothing
+//	                    the stack's topic; default alarmEmail
 //	reserveConcurrency  "false" to reserve no concurrency (accounts whose
 //	                    concurrency quota is still 10); default "true"
 //	codeRoot            folder of the built functions (default "build")
@@ -51,7 +49,7 @@ func main() {
 	}
 	bp.AlarmsFromContext(app)
 	stack.NewStack(app, contextString(app, "stackName", "Fourlanes"), &stack.Props{Backbone: bp,
-		NotificationsEmail: contextString(app, "notificationsAlarmEmail", stack.DefaultNotificationsEmail)})
+		NotificationsEmail: contextString(app, "notificationsAlarmEmail", "")})
 	app.Synth(nil)
 }
 

@@ -48,15 +48,12 @@ type Props struct {
 	Backbone backbone.Props
 	// NotificationsEmail is paged for the order email's dead letters (the
 	// catalog's owner notifications.Owner), beside the stack's topic, when
-	// Backbone.Owners does not name the owner; default
-	// DefaultNotificationsEmail.
+	// Backbone.Owners does not name the owner. Empty: the stack's
+	// Backbone.AlarmEmail, the same on-call; with neither, the synthesis
+	// fails naming the owner unless Backbone.NoAlarmDestination says why
+	// no one is paged.
 	NotificationsEmail string
 }
-
-// DefaultNotificationsEmail is the notifications team's address when none
-// is given (-c notificationsAlarmEmail=…): a reserved domain, which receives
-// nothing; a deployment names its team's.
-const DefaultNotificationsEmail = "notifications-oncall@example.com"
 
 // NewStack creates the example's stack: the orders table (the tracked ORDER
 // entity, with its stream), the search table (the search module's
@@ -110,7 +107,9 @@ func NewStack(scope constructs.Construct, id string, props *Props) *Stack {
 		for k, v := range p.Owners {
 			owners[k] = v
 		}
-		owners[notifications.Owner] = backbone.OwnerDestination{Email: cmp.Or(props.NotificationsEmail, DefaultNotificationsEmail)}
+		if email := cmp.Or(props.NotificationsEmail, p.AlarmEmail); email != "" {
+			owners[notifications.Owner] = backbone.OwnerDestination{Email: email}
+		}
 		p.Owners = owners
 	}
 	p.Tracked = map[string]awsdynamodb.ITable{ordersmod.Entity: orders}
