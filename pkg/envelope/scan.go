@@ -246,7 +246,8 @@ func scanCount(b []byte, i int) (int, int64, bool) {
 // per token cost more than the bytes.
 func scanPayload(b []byte, i int) (int, bool) {
 	type frame struct { // small: the whole stack is zeroed on every call
-		prevStart, prevEnd int32 // the last member name of an object: b[prevStart:prevEnd]
+		prevStart, prevEnd int32  // the last member name of an object: b[prevStart:prevEnd]
+		prevKey            uint64 // its key, if it has one (else 0)
 		obj, hasPrev       bool
 	}
 	var stack [maxScanDepth]frame
@@ -329,18 +330,28 @@ func scanPayload(b []byte, i int) (int, bool) {
 				return i, false
 			}
 			// Names are short: find the closing quote inline; anything
-			// else in the way takes the careful path.
+			// else in the way takes the careful path. A name of at most
+			// eight plain ASCII bytes gets a key: its bytes big-endian,
+			// zero-padded, whose order as integers is the names' order
+			// (for ASCII, UTF-16 order is byte order, and no name byte is
+			// zero), so the next name compares in one instruction.
 			end := i + 1
+			var key uint64
 			if end+8 <= n {
-				if m := special(binary.LittleEndian.Uint64(b[end:])); m != 0 {
-					end += bits.TrailingZeros64(m) >> 3
+				x := binary.LittleEndian.Uint64(b[end:])
+				if m := special(x); m != 0 {
+					k := bits.TrailingZeros64(m) >> 3
+					end += k
+					key = bits.ReverseBytes64(x & (1<<(8*k) - 1))
 				} else {
 					end += 8
+					key = bits.ReverseBytes64(x)
 				}
 			}
 			if end < n && b[end] == '"' {
 				end++
 			} else {
+				key = 0
 				var escaped, ok bool
 				if end, escaped, ok = scanStringTail(b, end); !ok || escaped {
 					return i, false // an escaped name would need decoding to sort
@@ -350,10 +361,16 @@ func scanPayload(b []byte, i int) (int, bool) {
 				return i, false // an empty name: DynamoDB refuses it
 			}
 			f := &stack[d]
-			if f.hasPrev && compareUTF16(b[f.prevStart:f.prevEnd], b[i+1:end-1]) >= 0 {
-				return i, false
+			if f.hasPrev {
+				if f.prevKey != 0 && key != 0 {
+					if f.prevKey >= key {
+						return i, false
+					}
+				} else if compareUTF16(b[f.prevStart:f.prevEnd], b[i+1:end-1]) >= 0 {
+					return i, false
+				}
 			}
-			f.hasPrev, f.prevStart, f.prevEnd = true, int32(i+1), int32(end-1)
+			f.hasPrev, f.prevStart, f.prevEnd, f.prevKey = true, int32(i+1), int32(end-1), key
 			if end >= n || b[end] != ':' {
 				return end, false
 			}
