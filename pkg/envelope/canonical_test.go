@@ -405,3 +405,46 @@ func TestSpecialMarksTheFirstByte(t *testing.T) {
 		check(x & 0x7f7f7f7f7f7f7f7f)
 	}
 }
+
+// TestHexRules checks isHexHash and validID, which read eight bytes at a
+// time, against a byte-wise reading: every byte value in every position
+// of a valid hash and a valid id.
+func TestHexRules(t *testing.T) {
+	isHex := func(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' }
+	hash := []byte(strings.Repeat("0123456789abcdef", 4))
+	id := []byte("0190c5a8-7d4e-7c3b-9d1a-2b3c4d5e6f70")
+	for pos := range 64 {
+		for c := range 256 {
+			h := bytes.Clone(hash)
+			h[pos] = byte(c)
+			if got, want := isHexHash(h), isHex(byte(c)); got != want || isHexHash(string(h)) != want {
+				t.Fatalf("isHexHash(%q) = %v; want %v", h, got, want)
+			}
+		}
+	}
+	for pos := range 36 {
+		for c := range 256 {
+			v := bytes.Clone(id)
+			v[pos] = byte(c)
+			want := isHex(byte(c))
+			if pos == 8 || pos == 13 || pos == 18 || pos == 23 {
+				want = c == '-'
+			}
+			if got := validID(v); got != want || validID(string(v)) != want {
+				t.Fatalf("validID(%q) = %v; want %v", v, got, want)
+			}
+		}
+	}
+	for _, s := range []string{"", runOfA(63), runOfA(65)} {
+		if isHexHash(s) {
+			t.Errorf("isHexHash(%q) = true", s)
+		}
+	}
+	for _, s := range []string{"", string(id[:35]), string(id) + "0", strings.ToUpper(string(id))} {
+		if validID(s) {
+			t.Errorf("validID(%q) = true", s)
+		}
+	}
+}
+
+func runOfA(n int) string { return strings.Repeat("a", n) }
