@@ -228,7 +228,7 @@ func benchVerify(o options) (section, error) {
 			}
 			return nil
 		}},
-		{"**reconcile in place: `Verifier.NextItem` over event rows**", "what reconcile now does with each page of rows DynamoDB returned (the SDK's `map[string]types.AttributeValue`): the canonical line written straight from the attributes (`envelope.AppendItemLine`, certified by `ScanCanonical`), hashed in place; every check of SPEC.md §6 and the head", func() error {
+		{"**reconcile in place: `Verifier.NextItem` over event rows**", "what reconcile now does with each page of rows DynamoDB returned (the SDK's `map[string]types.AttributeValue`): the canonical line written straight from the attributes (`envelope.AppendItemLine`: canonical by construction, each field checked as it is written, no second scan), hashed in place; every check of SPEC.md §6 and the head", func() error {
 			v := chain.NewVerifier(benchTenant)
 			for i := range rows {
 				handled, err := v.NextItem(rows[i])

@@ -155,9 +155,10 @@ func (v *Verifier) NextCanonical(c *envelope.CanonicalLine) error {
 
 // NextItem is Next for an event row read from DynamoDB, verified in place:
 // the row's canonical line is written straight from its attributes
-// (envelope.AppendItemLine, which certifies it with ScanCanonical) and
-// hashed as NextCanonical hashes an export line, without decoding the row
-// into an Envelope. handled false means the row was not certainly well
+// (envelope.AppendItemLine, canonical by construction, each field checked
+// as it is written as ScanCanonical checks a line) and hashed as
+// NextCanonical hashes an export line, without decoding the row into an
+// Envelope. handled false means the row was not certainly well
 // formed and nothing was checked: decode it (envelope.FromItem) and call
 // Next, which gives the verdict and its error.
 func (v *Verifier) NextItem(it envelope.Item) (handled bool, err error) {

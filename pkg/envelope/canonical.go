@@ -291,13 +291,16 @@ func plain(x uint64) bool { return special(x) == 0 }
 // refuses. The lowest marked byte is exact (a borrow only ever marks bytes
 // above a marked one), so bits.TrailingZeros64(special(x))/8 is the index of
 // the first byte to look at.
+//
+// Flipping bit 1 of every byte maps '"' (0x22) to 0x20 and the control
+// characters (0x00–0x1F) onto themselves, while 0x20, 0x21 and 0x23 land on
+// 0x22, 0x23 and 0x21: one "less than 0x21" test then finds both.
 func special(x uint64) uint64 {
-	below := (x - lsb*0x20) & ^x
-	quote := x ^ (lsb * '"')
-	quote = (quote - lsb) & ^quote
+	y := x ^ (lsb * 0x02)
+	low := (y - lsb*0x21) & ^y // a control character or '"'
 	slash := x ^ (lsb * '\\')
 	slash = (slash - lsb) & ^slash
-	return (x | below | quote | slash) & msb
+	return (x | low | slash) & msb
 }
 
 // load64 reads eight bytes of s, the first in the low byte (one load on
@@ -317,9 +320,13 @@ func appendString(b []byte, s string) ([]byte, bool) {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		if i+8 <= len(s) && plain(load64(s[i:])) {
-			i += 8
-			continue
+		if i+8 <= len(s) {
+			if plain(load64(s[i:])) {
+				i += 8
+				continue
+			}
+		} else if len(s) >= 8 && plain(load64(s[len(s)-8:])) {
+			break // the last eight bytes, the rest among them, are plain
 		}
 		c := s[i]
 		if c >= utf8.RuneSelf {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -358,3 +359,92 @@ func BenchmarkCanonicalBytes(b *testing.B) {
 		})
 	}
 }
+
+// TestSpecialMarksTheFirstByte checks special against a byte-wise reading:
+// zero exactly when no byte needs a look, else its lowest mark on the first
+// such byte.
+func TestSpecialMarksTheFirstByte(t *testing.T) {
+	needsLook := func(c byte) bool { return c < 0x20 || c >= 0x80 || c == '"' || c == '\\' }
+	check := func(x uint64) {
+		first := -1
+		for k := range 8 {
+			if needsLook(byte(x >> (8 * k))) {
+				first = k
+				break
+			}
+		}
+		m := special(x)
+		switch {
+		case first < 0 && m != 0:
+			t.Fatalf("special(%#016x) = %#016x; want 0", x, m)
+		case first >= 0 && (m == 0 || bits.TrailingZeros64(m)>>3 != first):
+			t.Fatalf("special(%#016x) = %#016x; want the lowest mark on byte %d", x, m, first)
+		}
+	}
+	// Every byte value in every position, among neighbours that sit on the
+	// edges of the tests (a borrow must not move the first mark).
+	edges := []byte{0x00, 0x01, 0x1f, 0x20, 0x21, 0x22, 0x23, 0x5b, 0x5c, 0x5d, 0x7f, 0x80, 'a'}
+	for pos := range 8 {
+		for c := range 256 {
+			for _, e := range edges {
+				var x uint64
+				for k := range 8 {
+					x |= uint64(e) << (8 * k)
+				}
+				x &^= 0xff << (8 * pos)
+				x |= uint64(c) << (8 * pos)
+				check(x)
+				check(x&^(0xff<<(8*((pos+1)%8))) | 'a'<<(8*((pos+1)%8)))
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(41, 42))
+	for range 1 << 20 {
+		x := r.Uint64()
+		check(x)
+		check(x & 0x7f7f7f7f7f7f7f7f)
+	}
+}
+
+// TestHexRules checks isHexHash and validID, which read eight bytes at a
+// time, against a byte-wise reading: every byte value in every position
+// of a valid hash and a valid id.
+func TestHexRules(t *testing.T) {
+	isHex := func(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' }
+	hash := []byte(strings.Repeat("0123456789abcdef", 4))
+	id := []byte("0190c5a8-7d4e-7c3b-9d1a-2b3c4d5e6f70")
+	for pos := range 64 {
+		for c := range 256 {
+			h := bytes.Clone(hash)
+			h[pos] = byte(c)
+			if got, want := isHexHash(h), isHex(byte(c)); got != want || isHexHash(string(h)) != want {
+				t.Fatalf("isHexHash(%q) = %v; want %v", h, got, want)
+			}
+		}
+	}
+	for pos := range 36 {
+		for c := range 256 {
+			v := bytes.Clone(id)
+			v[pos] = byte(c)
+			want := isHex(byte(c))
+			if pos == 8 || pos == 13 || pos == 18 || pos == 23 {
+				want = c == '-'
+			}
+			if got := validID(v); got != want || validID(string(v)) != want {
+				t.Fatalf("validID(%q) = %v; want %v", v, got, want)
+			}
+		}
+	}
+	for _, s := range []string{"", runOfA(63), runOfA(65)} {
+		if isHexHash(s) {
+			t.Errorf("isHexHash(%q) = true", s)
+		}
+	}
+	for _, s := range []string{"", string(id[:35]), string(id) + "0", strings.ToUpper(string(id))} {
+		if validID(s) {
+			t.Errorf("validID(%q) = true", s)
+		}
+	}
+}
+
+func runOfA(n int) string { return strings.Repeat("a", n) }

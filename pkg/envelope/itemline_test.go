@@ -99,6 +99,16 @@ func checkItemLine(t *testing.T, it Item) bool {
 	if !bytes.Equal(b[len(prefix):], want) || !bytes.Equal(c.Line, want) {
 		t.Fatalf("AppendItemLine wrote\n%q\nCanonicalJSON of FromItem gives\n%q", b[len(prefix):], want)
 	}
+	// The line is canonical by construction; ScanCanonical must agree, and
+	// read the same fields at the same places.
+	sc, scanned := ScanCanonical(c.Line)
+	if !scanned {
+		t.Fatalf("AppendItemLine wrote a line ScanCanonical refuses: %q", c.Line)
+	}
+	if !bytes.Equal(sc.TenantID, c.TenantID) || !bytes.Equal(sc.PrevHash, c.PrevHash) || !bytes.Equal(sc.Hash, c.Hash) ||
+		sc.Seq != c.Seq || sc.hashStart != c.hashStart || sc.hashEnd != c.hashEnd {
+		t.Fatalf("AppendItemLine's CanonicalLine %+v differs from ScanCanonical's %+v", c, sc)
+	}
 	before, after := c.Canonical()
 	canon, _ := e.CanonicalBytes()
 	if !bytes.Equal(append(bytes.Clone(before), after...), canon) || string(c.Hash) != e.Hash || c.Seq != e.Seq {
@@ -145,4 +155,55 @@ func TestAppendItemLineAgreesWithDecoding(t *testing.T) {
 		t.Errorf("the row-to-line path took only %d rows; %d were plain", fast, plain)
 	}
 	t.Logf("row-to-line path: %d rows (%d plain), %d mutated rows (each checked against decoding)", fast, plain, mutatedFast)
+}
+
+// FuzzAppendItemLine checks checkItemLine's property on rows holding fuzzed
+// text and numbers: a payload string, a payload member name and a payload
+// number, and the same text in the envelope's string attributes, one at a
+// time (seed picks which, and the random event around them).
+func FuzzAppendItemLine(f *testing.F) {
+	f.Add(uint64(1), "plain", "name", "1")
+	f.Add(uint64(2), "Zo\u00eb \"q\" \\ \n \x01 \u2028", "é", "-0.5")
+	f.Add(uint64(3), "\xed\xa0\x80", "\"", "1e2")
+	f.Add(uint64(4), "\xff", "a\\b", "07")
+	f.Add(uint64(5), "0190c5a8-7d4e-7c3b-9d1a-2b3c4d5e6f70", "\U0001F600", "123456789012345")
+	f.Add(uint64(6), "2026-11-29T19:45:00.5Z", "", "9007199254740993")
+	f.Fuzz(func(t *testing.T, seed uint64, text, name, number string) {
+		r := rand.New(rand.NewPCG(seed, 25))
+		e, ok := storedEnvelope(r, seed%2 == 0)
+		if !ok {
+			return
+		}
+		it, err := e.ToItem()
+		if err != nil {
+			t.Fatal(err)
+		}
+		attrs := []string{keys.AttrID, keys.AttrType, keys.AttrTenant, keys.AttrOccurredAt, keys.AttrPrevHash,
+			keys.AttrHash, keys.AttrActorID, keys.AttrCausationID, keys.AttrCorrelationID}
+		switch seed / 2 % 4 {
+		case 0:
+			it[attrs[seed/8%uint64(len(attrs))]] = &types.AttributeValueMemberS{Value: text}
+		case 1:
+			attr := keys.AttrSeq
+			if seed/8%2 == 0 {
+				attr = keys.AttrSchemaVersion
+			}
+			it[attr] = &types.AttributeValueMemberN{Value: number}
+		default:
+			p, isM := it[keys.AttrPayload].(*types.AttributeValueMemberM)
+			if !isM {
+				t.Fatal("ToItem wrote no payload map")
+			}
+			m := map[string]types.AttributeValue{}
+			for k, v := range p.Value {
+				m[k] = v
+			}
+			m[name] = &types.AttributeValueMemberL{Value: []types.AttributeValue{
+				&types.AttributeValueMemberS{Value: text}, &types.AttributeValueMemberN{Value: number},
+				&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{text: &types.AttributeValueMemberNULL{Value: true}}},
+			}}
+			it[keys.AttrPayload] = &types.AttributeValueMemberM{Value: m}
+		}
+		checkItemLine(t, it)
+	})
 }

@@ -1,6 +1,7 @@
 package envelope
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/bits"
 	"unicode/utf8"
@@ -74,36 +75,6 @@ const (
 // required is the set of members a stored envelope must have.
 const required = 1<<mHash | 1<<mID | 1<<mOccurredAt | 1<<mPayload | 1<<mPrevHash | 1<<mSchemaVersion | 1<<mSeq | 1<<mTenantID | 1<<mType
 
-func memberIndex(name []byte) int {
-	switch string(name) {
-	case "actor_id":
-		return mActorID
-	case "causation_id":
-		return mCausationID
-	case "correlation_id":
-		return mCorrelationID
-	case "hash":
-		return mHash
-	case "id":
-		return mID
-	case "occurred_at":
-		return mOccurredAt
-	case "payload":
-		return mPayload
-	case "prev_hash":
-		return mPrevHash
-	case "schema_version":
-		return mSchemaVersion
-	case "seq":
-		return mSeq
-	case "tenant_id":
-		return mTenantID
-	case "type":
-		return mType
-	}
-	return -1
-}
-
 // ScanCanonical reads line as the canonical form of a valid stored envelope.
 // false means "not certainly": decode the line with FromJSON instead; it does
 // not mean the line is invalid.
@@ -117,36 +88,31 @@ func ScanCanonical(line []byte) (CanonicalLine, bool) {
 	seen, next := 0, 0
 	i := 1
 	for {
-		// A member name: ASCII, no escapes, one of the envelope's, after the last.
-		if i >= len(line) || line[i] != '"' {
-			return c, false
+		// A member name: one of the envelope's, after the last, written as
+		// it is (no escapes), and its colon.
+		m := next
+		for m < memberCount && !hasLiteral(line, i, memberNames[m]) {
+			m++
+		}
+		if m == memberCount {
+			return c, false // unknown, repeated, out of order or escaped
 		}
 		nameStart := i
-		end, escaped, ok := scanString(line, i)
-		if !ok || escaped {
-			return c, false
-		}
-		m := memberIndex(line[i+1 : end-1])
-		if m < next {
-			return c, false // unknown, repeated or out of order
-		}
 		seen |= 1 << m
 		next = m + 1
-		i = end
-		if i >= len(line) || line[i] != ':' {
-			return c, false
-		}
-		i++
+		i += len(memberNames[m])
 		switch m {
 		case mPayload:
 			if i >= len(line) || line[i] != '{' {
 				return c, false
 			}
+			var ok bool
 			if i, ok = scanPayload(line, i); !ok {
 				return c, false
 			}
 		case mSchemaVersion, mSeq:
 			var n int64
+			var ok bool
 			if i, n, ok = scanCount(line, i); !ok {
 				return c, false
 			}
@@ -155,22 +121,67 @@ func ScanCanonical(line []byte) (CanonicalLine, bool) {
 			} else {
 				schemaVersion = n
 			}
-		default: // a string member: no escapes, so its bytes are its value
-			if i >= len(line) || line[i] != '"' {
+		case mHash, mPrevHash, mID:
+			// Fixed length, and every byte a hex digit or '-': no escape,
+			// valid UTF-8, so the bytes are the value. Checked here, without
+			// a string scan.
+			w := 64
+			if m == mID {
+				w = 36
+			}
+			if len(line)-i < w+2 || line[i] != '"' || line[i+w+1] != '"' {
 				return c, false
 			}
-			end, escaped, ok := scanString(line, i)
-			if !ok || escaped {
+			v := line[i+1 : i+w+1]
+			if m == mID && !validID(v) || m != mID && !isHexHash(v) {
 				return c, false
 			}
-			str[m] = line[i+1 : end-1]
-			i = end
+			str[m] = v
+			i += w + 2
 			if m == mHash {
 				if i >= len(line) || line[i] != ',' {
 					return c, false
 				}
 				c.hashStart, c.hashEnd = nameStart, i+1
 			}
+		case mOccurredAt, mType, mTenantID:
+			// ASCII values whose rules leave out '"' and control characters:
+			// up to the next quote, then the rule, which (with no '\\' for
+			// the tenant, whose rule allows it) certifies no escape.
+			if i >= len(line) || line[i] != '"' {
+				return c, false
+			}
+			k := bytes.IndexByte(line[i+1:], '"')
+			if k < 0 {
+				return c, false
+			}
+			v := line[i+1 : i+1+k]
+			switch m {
+			case mOccurredAt:
+				if !canonicalTime(v) {
+					return c, false
+				}
+			case mType:
+				if !validType(v) {
+					return c, false
+				}
+			default:
+				if !tenancy.ValidTenant(v) || bytes.IndexByte(v, '\\') >= 0 {
+					return c, false
+				}
+			}
+			str[m] = v
+			i += k + 2
+		default: // actor_id, causation_id, correlation_id: no escapes, so the bytes are the value
+			if i >= len(line) || line[i] != '"' {
+				return c, false
+			}
+			end, escaped, ok := scanString(line, i)
+			if !ok || escaped || end == i+2 {
+				return c, false // an empty one: the decoded envelope would drop it
+			}
+			str[m] = line[i+1 : end-1]
+			i = end
 		}
 		if i >= len(line) {
 			return c, false
@@ -186,24 +197,29 @@ func ScanCanonical(line []byte) (CanonicalLine, bool) {
 		}
 		i++
 	}
-	if seen&required != required {
+	// ValidateStored's rules, each checked above as its member was read.
+	if seen&required != required || schemaVersion > MaxSchemaVersion {
 		return c, false
 	}
-	// ValidateStored's rules, on the raw bytes (equal to the decoded values:
-	// no escapes, valid UTF-8).
-	for _, m := range [...]int{mActorID, mCausationID, mCorrelationID} {
-		if seen&(1<<m) != 0 && len(str[m]) == 0 {
-			return c, false // present but empty: the decoded envelope would drop it
-		}
-	}
-	tenant := str[mTenantID]
-	if !validID(str[mID]) || !tenancy.ValidTenant(tenant) ||
-		!validType(str[mType]) || !canonicalTime(str[mOccurredAt]) ||
-		schemaVersion < 1 || schemaVersion > MaxSchemaVersion || c.Seq < 1 || !isHexHash(str[mPrevHash]) || !isHexHash(str[mHash]) {
-		return c, false
-	}
-	c.TenantID, c.PrevHash, c.Hash = tenant, str[mPrevHash], str[mHash]
+	c.TenantID, c.PrevHash, c.Hash = str[mTenantID], str[mPrevHash], str[mHash]
 	return c, true
+}
+
+// memberNames are the envelope's members as a canonical line writes them,
+// with their colon, by index.
+var memberNames = [memberCount]string{
+	mActorID:       `"actor_id":`,
+	mCausationID:   `"causation_id":`,
+	mCorrelationID: `"correlation_id":`,
+	mHash:          `"hash":`,
+	mID:            `"id":`,
+	mOccurredAt:    `"occurred_at":`,
+	mPayload:       `"payload":`,
+	mPrevHash:      `"prev_hash":`,
+	mSchemaVersion: `"schema_version":`,
+	mSeq:           `"seq":`,
+	mTenantID:      `"tenant_id":`,
+	mType:          `"type":`,
 }
 
 // scanCount reads a positive decimal integer of at most 15 digits (exact in
@@ -230,7 +246,8 @@ func scanCount(b []byte, i int) (int, int64, bool) {
 // per token cost more than the bytes.
 func scanPayload(b []byte, i int) (int, bool) {
 	type frame struct { // small: the whole stack is zeroed on every call
-		prevStart, prevEnd int32 // the last member name of an object: b[prevStart:prevEnd]
+		prevStart, prevEnd int32  // the last member name of an object: b[prevStart:prevEnd]
+		prevKey            uint64 // its key, if it has one (else 0)
 		obj, hasPrev       bool
 	}
 	var stack [maxScanDepth]frame
@@ -313,18 +330,28 @@ func scanPayload(b []byte, i int) (int, bool) {
 				return i, false
 			}
 			// Names are short: find the closing quote inline; anything
-			// else in the way takes the careful path.
+			// else in the way takes the careful path. A name of at most
+			// eight plain ASCII bytes gets a key: its bytes big-endian,
+			// zero-padded, whose order as integers is the names' order
+			// (for ASCII, UTF-16 order is byte order, and no name byte is
+			// zero), so the next name compares in one instruction.
 			end := i + 1
+			var key uint64
 			if end+8 <= n {
-				if m := special(binary.LittleEndian.Uint64(b[end:])); m != 0 {
-					end += bits.TrailingZeros64(m) >> 3
+				x := binary.LittleEndian.Uint64(b[end:])
+				if m := special(x); m != 0 {
+					k := bits.TrailingZeros64(m) >> 3
+					end += k
+					key = bits.ReverseBytes64(x & (1<<(8*k) - 1))
 				} else {
 					end += 8
+					key = bits.ReverseBytes64(x)
 				}
 			}
 			if end < n && b[end] == '"' {
 				end++
 			} else {
+				key = 0
 				var escaped, ok bool
 				if end, escaped, ok = scanStringTail(b, end); !ok || escaped {
 					return i, false // an escaped name would need decoding to sort
@@ -334,10 +361,16 @@ func scanPayload(b []byte, i int) (int, bool) {
 				return i, false // an empty name: DynamoDB refuses it
 			}
 			f := &stack[d]
-			if f.hasPrev && compareUTF16(b[f.prevStart:f.prevEnd], b[i+1:end-1]) >= 0 {
-				return i, false
+			if f.hasPrev {
+				if f.prevKey != 0 && key != 0 {
+					if f.prevKey >= key {
+						return i, false
+					}
+				} else if compareUTF16(b[f.prevStart:f.prevEnd], b[i+1:end-1]) >= 0 {
+					return i, false
+				}
 			}
-			f.hasPrev, f.prevStart, f.prevEnd = true, int32(i+1), int32(end-1)
+			f.hasPrev, f.prevStart, f.prevEnd, f.prevKey = true, int32(i+1), int32(end-1), key
 			if end >= n || b[end] != ':' {
 				return end, false
 			}
