@@ -26,6 +26,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -41,6 +42,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/logging"
 
+	"github.com/fourlanes/fourlanes/pkg/obs"
 	"github.com/fourlanes/fourlanes/pkg/tracing"
 )
 
@@ -116,10 +118,17 @@ const (
 //     AWS_IGNORE_CONFIGURED_ENDPOINT_URLS is true;
 //   - AWS_CA_BUNDLE, AWS_MAX_ATTEMPTS, AWS_RETRY_MODE and AWS_SDK_UA_APP_ID
 //     as the SDK reads them.
+//
+// Other SDK settings that are set (a profile, FIPS or dual-stack endpoints,
+// a defaults mode: Ignored) are logged at WARN as not read.
 func Load(ctx context.Context) (aws.Config, error) {
 	cfg, err := fromEnv(ctx)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("load AWS config: %w", err)
+	}
+	if set := ignoredSet(); len(set) > 0 {
+		slog.WarnContext(ctx, "AWS SDK settings in the environment that functions do not read (they read only what Lambda sets; see awsenv.Load)",
+			slog.String(obs.KeyEnv, strings.Join(set, ",")))
 	}
 	tracing.Instrument(&cfg)
 	return cfg, nil
@@ -165,6 +174,25 @@ func fromEnv(context.Context) (aws.Config, error) {
 		return aws.Config{}, err
 	}
 	return cfg, nil
+}
+
+// Ignored are the SDK's environment settings Load does not read: the
+// shared config files and profiles, the credential chain's other sources,
+// and endpoint variants. None is set in Lambda.
+var Ignored = []string{"AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_ROLE_ARN",
+	"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_USE_FIPS_ENDPOINT", "AWS_USE_DUALSTACK_ENDPOINT", "AWS_DEFAULTS_MODE",
+	"AWS_ACCOUNT_ID_ENDPOINT_MODE", "AWS_REQUEST_CHECKSUM_CALCULATION", "AWS_RESPONSE_CHECKSUM_VALIDATION",
+	"AWS_EC2_METADATA_DISABLED"}
+
+// ignoredSet is which of Ignored are set, not empty.
+func ignoredSet() []string {
+	var set []string
+	for _, n := range Ignored {
+		if os.Getenv(n) != "" {
+			set = append(set, n)
+		}
+	}
+	return set
 }
 
 func firstEnv(names ...string) string {

@@ -1,8 +1,10 @@
 package awsenv_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,13 +22,12 @@ import (
 	"github.com/fourlanes/fourlanes/pkg/tracing"
 )
 
-// isolate keeps a developer's AWS profile out of the test.
+// isolate keeps a developer's AWS settings out of the test.
 func isolate(t *testing.T) {
 	t.Helper()
-	dir := t.TempDir()
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
-	t.Setenv("AWS_PROFILE", "")
+	for _, n := range awsenv.Ignored {
+		t.Setenv(n, "")
+	}
 	t.Setenv("AWS_ACCESS_KEY_ID", "test")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	t.Setenv("AWS_REGION", "eu-west-1")
@@ -224,6 +225,30 @@ func TestLoadContainerCredentials(t *testing.T) {
 	t.Setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://192.0.2.1/creds")
 	if _, err := awsenv.Load(t.Context()); err == nil || !strings.Contains(err.Error(), "AWS_CONTAINER_CREDENTIALS_FULL_URI") {
 		t.Errorf("http credentials endpoint off loopback: got %v, want an error naming AWS_CONTAINER_CREDENTIALS_FULL_URI", err)
+	}
+}
+
+// TestLoadWarnsOfIgnored: an SDK setting functions do not read is named in
+// a WARN line, not silently dropped.
+func TestLoadWarnsOfIgnored(t *testing.T) {
+	isolate(t)
+	var buf bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewJSONHandler(&buf, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	if _, err := awsenv.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Len() != 0 {
+		t.Errorf("none of the ignored settings set: got %s, want no log line", buf.String())
+	}
+	t.Setenv("AWS_PROFILE", "dev")
+	t.Setenv("AWS_USE_FIPS_ENDPOINT", "true")
+	if _, err := awsenv.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := buf.String(); !strings.Contains(got, `"level":"WARN"`) || !strings.Contains(got, `"env":"AWS_PROFILE,AWS_USE_FIPS_ENDPOINT"`) {
+		t.Errorf("AWS_PROFILE and AWS_USE_FIPS_ENDPOINT set: got %s, want a WARN naming both", got)
 	}
 }
 
