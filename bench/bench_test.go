@@ -94,9 +94,28 @@ func TestRuntimeAPI(t *testing.T) {
 		t.Errorf("invocation: body %s, failed %q", inv.body, inv.failed)
 	}
 
-	// With nothing queued, next holds the long poll.
-	client := &http.Client{Timeout: 200 * time.Millisecond}
+	// The next invocation is for the next process: a /next on the
+	// connection the first one went out on (a stopped process's long poll,
+	// read late) does not take it; a new connection does.
+	api.queue("req-2", []byte(`{"x":2}`))
+	client := &http.Client{Timeout: 200 * time.Millisecond} // the default transport: the kept-alive connection
 	if resp, err := client.Get(base + "/invocation/next"); err == nil {
+		resp.Body.Close()
+		t.Error("next on the first invocation's connection took the second invocation")
+	}
+	fresh := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err = fresh.Get(base + "/invocation/next")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if id := resp.Header.Get("Lambda-Runtime-Aws-Request-Id"); id != "req-2" {
+		t.Errorf("next on a new connection: got id %q, want req-2", id)
+	}
+
+	// With nothing queued, next holds the long poll.
+	fresh.Timeout = 200 * time.Millisecond
+	if resp, err := fresh.Get(base + "/invocation/next"); err == nil {
 		resp.Body.Close()
 		t.Error("next answered with no invocation queued")
 	}

@@ -39,6 +39,11 @@ type runtimeAPI struct {
 
 	mu  sync.Mutex
 	inv *invocation
+	// served are the connections (remote addresses) an invocation went
+	// out on. Each process gets one invocation; a /next on one of them is
+	// the long poll of a process already stopped, read by the server
+	// after the next invocation was queued, which must not take it.
+	served map[string]bool
 }
 
 // invocation is one queued event and what became of it.
@@ -60,7 +65,7 @@ func startRuntimeAPI() (*runtimeAPI, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &runtimeAPI{addr: ln.Addr().String()}
+	r := &runtimeAPI{addr: ln.Addr().String(), served: map[string]bool{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+runtimePrefix+"/invocation/next", r.next)
 	mux.HandleFunc("POST "+runtimePrefix+"/invocation/{id}/response", func(w http.ResponseWriter, req *http.Request) {
@@ -91,7 +96,7 @@ func (r *runtimeAPI) queue(id string, payload []byte) *invocation {
 func (r *runtimeAPI) next(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	inv := r.inv
-	if inv == nil || inv.delivered {
+	if inv == nil || inv.delivered || r.served[req.RemoteAddr] {
 		r.mu.Unlock()
 		// Nothing queued: hold the long poll, as Lambda does, until the
 		// process is stopped.
@@ -99,6 +104,7 @@ func (r *runtimeAPI) next(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	inv.delivered, inv.nextAt = true, time.Now()
+	r.served[req.RemoteAddr] = true
 	r.mu.Unlock()
 	h := w.Header()
 	h.Set("Lambda-Runtime-Aws-Request-Id", inv.id)

@@ -22,8 +22,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"regexp"
 	"slices"
+
+	"github.com/fourlanes/fourlanes/internal/ident"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
@@ -98,7 +99,8 @@ type Reapplier interface {
 	Repair(ctx context.Context, tenant, entity, id string, version int64, item map[string]any) error
 }
 
-var nameRe = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+// validName is an application name's form: ^[a-z][a-z0-9-]{0,31}$.
+func validName(name string) bool { return ident.Word(name, 32, ident.Lower, ident.LowerDigitHyphen) }
 
 // Catalog returns the application's catalog, built from every module's
 // declaration.
@@ -122,7 +124,7 @@ func (a Application) Validate() error {
 // that needs both (a function at cold start) builds it once.
 func (a Application) Check() (*catalog.Catalog, error) {
 	var errs []error
-	if !nameRe.MatchString(a.Name) {
+	if !validName(a.Name) {
 		errs = append(errs, fmt.Errorf("app: Name %q: want 1 to 32 lower-case letters, digits and hyphens, starting with a letter", a.Name))
 	}
 	cat, err := a.Catalog()

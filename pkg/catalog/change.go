@@ -1,8 +1,9 @@
 package catalog
 
 import (
-	"regexp"
 	"strings"
+
+	"github.com/fourlanes/fourlanes/internal/ident"
 )
 
 // The change-feed namespace. Change events are derived from tracked tables'
@@ -17,10 +18,10 @@ const (
 	ChangeSchemaVersion = 1
 )
 
-var entityRe = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
+func entityChar(c byte) bool { return ident.Upper(c) || ident.Digit(c) || c == '_' }
 
 // ValidEntity reports whether name is a well-formed entity name (upper case).
-func ValidEntity(name string) bool { return len(name) <= 64 && entityRe.MatchString(name) }
+func ValidEntity(name string) bool { return ident.Word(name, 64, ident.Upper, entityChar) }
 
 // ChangeType returns record.written.<entity>, or record.deleted.<entity>
 // when deleted.

@@ -2,10 +2,11 @@ package catalog
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/fourlanes/fourlanes/internal/ident"
 
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 )
@@ -29,13 +30,32 @@ func (p Problem) String() string {
 	return fmt.Sprintf("%s %s: %s", p.Kind, p.Name, p.Msg)
 }
 
-var (
-	moduleRe = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
-	subRe    = regexp.MustCompile(`^[a-z][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)*$`)
-	// OwnerRe is the form of an owner's name (Module.Owner,
-	// Subscription.Owner): it names alarms, so letters, digits and '-'.
-	OwnerRe = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
-)
+// validModule is a module's form: ^[a-z][a-z0-9_-]*$.
+func validModule(name string) bool {
+	return ident.Word(name, 0, ident.Lower, ident.LowerDigitUnderscoreHyphen)
+}
+
+// validSubscription is a subscription's form:
+// ^[a-z][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)*$.
+func validSubscription(name string) bool {
+	first := ident.Lower
+	for {
+		seg, rest, more := strings.Cut(name, ".")
+		if !ident.Word(seg, 0, first, ident.LowerDigitUnderscoreHyphen) {
+			return false
+		}
+		if !more {
+			return true
+		}
+		name, first = rest, ident.LowerDigit
+	}
+}
+
+// ValidOwner reports whether name has the form of an owner's name
+// (Module.Owner, Subscription.Owner): it names alarms, so 1 to 63
+// lower-case letters, digits and '-', starting with a letter
+// (^[a-z][a-z0-9-]{0,62}$).
+func ValidOwner(name string) bool { return ident.Word(name, 63, ident.Lower, ident.LowerDigitHyphen) }
 
 // Validate checks a set of module declarations: well-formed names, no
 // duplicates, and gate checks 3 and 4. It does not need handlers or payload
@@ -52,14 +72,14 @@ func Validate(mods []Spec) []Problem {
 	var declared []string
 	versions := map[string][]int{}
 	for _, m := range mods {
-		if !moduleRe.MatchString(m.Name) {
+		if !validModule(m.Name) {
 			add(0, "module", m.Name, "name must be lower case letters, digits, '-' or '_' (e.g. orders)")
 		}
 		if modules[m.Name] {
 			add(0, "module", m.Name, "is declared twice; a module has exactly one declaration")
 		}
 		modules[m.Name] = true
-		if m.Owner != "" && !OwnerRe.MatchString(m.Owner) {
+		if m.Owner != "" && !ValidOwner(m.Owner) {
 			add(0, "module", m.Name, "owner %q must be lower case letters, digits or '-', at most 63 (e.g. team-orders)", m.Owner)
 		}
 		for _, t := range m.Emits {
@@ -112,14 +132,14 @@ func Validate(mods []Spec) []Problem {
 
 	for _, m := range mods {
 		for _, s := range m.Subscribes {
-			if !subRe.MatchString(s.Name) {
+			if !validSubscription(s.Name) {
 				add(0, "subscription", s.Name, "name must be lower case, dot-separated (e.g. notifications.order-email)")
 			}
 			if o, dup := subOwner[s.Name]; dup {
 				add(0, "subscription", s.Name, "is declared by module %s and again by %s; subscription names are unique (they key claims)", o, m.Name)
 			}
 			subOwner[s.Name] = m.Name
-			if s.Owner != "" && s.Owner != m.Owner && !OwnerRe.MatchString(s.Owner) {
+			if s.Owner != "" && s.Owner != m.Owner && !ValidOwner(s.Owner) {
 				add(0, "subscription", s.Name, "owner %q must be lower case letters, digits or '-', at most 63 (e.g. team-orders)", s.Owner)
 			}
 			if !s.Lane.Valid() {

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/fourlanes/fourlanes/pkg/awsenv"
+	"github.com/fourlanes/fourlanes/pkg/awsenv/profile"
 )
 
 // addAWSFlags adds --profile and --region to the flags of a command that
@@ -81,9 +82,9 @@ const (
 // LocalCredentials (a developer's own are not needed there).
 func awsConfig(ctx context.Context, fs *flag.FlagSet, local bool) (aws.Config, error) {
 	if local {
-		return awsenv.Load(ctx, config.WithRegion(localRegion), config.WithCredentialsProvider(LocalCredentials{}))
+		return profile.Load(ctx, config.WithRegion(localRegion), config.WithCredentialsProvider(LocalCredentials{}))
 	}
-	return awsenv.Load(ctx, awsOptions(fs)...)
+	return profile.Load(ctx, awsOptions(fs)...)
 }
 
 // dynamoDB is a DynamoDB client on AWS, or on endpoint (the twin's) when it

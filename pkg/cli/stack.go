@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 
-	"github.com/fourlanes/fourlanes/pkg/awsenv"
+	"github.com/fourlanes/fourlanes/pkg/awsenv/profile"
 	"github.com/fourlanes/fourlanes/pkg/keys"
 )
 
@@ -51,7 +51,7 @@ func openStack(ctx context.Context, fs *flag.FlagSet, stack string, local bool) 
 	if local {
 		return nil, fmt.Errorf("%w: -stack and -local both name the stack; pass one", ErrUsage)
 	}
-	cfg, err := awsenv.Load(ctx, awsOptions(fs)...) // --profile, --region (aws.go)
+	cfg, err := profile.Load(ctx, awsOptions(fs)...) // --profile, --region (aws.go)
 	if err != nil {
 		return nil, err
 	}

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"sync"
 	"time"
+
+	"github.com/fourlanes/fourlanes/internal/ident"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"
@@ -201,7 +202,10 @@ func (b *binding) setDidHere(k Key) {
 	b.done[k] = true
 }
 
-var nameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+// validName is an effect name's form: ^[a-z0-9][a-z0-9._-]{0,63}$.
+func validName(name string) bool { return ident.Word(name, 64, ident.LowerDigit, nameChar) }
+
+func nameChar(c byte) bool { return ident.LowerDigitUnderscoreHyphen(c) || c == '.' }
 
 // Do performs the effect fn once for the event being handled, under the
 // name name (unique within the subscription; lower-case letters, digits,
@@ -219,7 +223,7 @@ func Do(ctx context.Context, name string, fn func(ctx context.Context, key strin
 		// A wiring mistake: retrying cannot fix it, so it dead-letters at once.
 		return &usageError{msg: fmt.Sprintf("effect %s: %v", name, ErrNotBound), err: ErrNotBound}
 	}
-	if !nameRe.MatchString(name) {
+	if !validName(name) {
 		return &usageError{msg: fmt.Sprintf("effect name %q: want 1 to 64 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit", name)}
 	}
 	var o options

@@ -23,7 +23,7 @@ func (k Key) String() string { return k.EventID + ":" + k.Subscription + ":" + k
 // ParseKey parses what Key.String returns.
 func ParseKey(s string) (Key, error) {
 	parts := strings.Split(s, ":")
-	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || !nameRe.MatchString(parts[2]) {
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || !validName(parts[2]) {
 		return Key{}, fmt.Errorf("effect key %q: want <event id>:<subscription>:<effect name>", s)
 	}
 	return Key{EventID: parts[0], Subscription: parts[1], Name: parts[2]}, nil

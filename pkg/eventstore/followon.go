@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"sync"
+
+	"github.com/fourlanes/fourlanes/internal/ident"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -59,7 +60,14 @@ func FollowOnKey(eventID, subscription, name string) string {
 
 // followOnName is what a handler may name an emit: 1 to 128 characters
 // from letters, digits and . _ - / (an event type with a rank fits).
-var followOnName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$`)
+// (^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$).
+func validFollowOnName(name string) bool { return ident.Word(name, 128, followOnFirst, followOnChar) }
+
+func followOnFirst(c byte) bool { return ident.Lower(c) || ident.Upper(c) || ident.Digit(c) }
+
+func followOnChar(c byte) bool {
+	return followOnFirst(c) || c == '.' || c == '_' || c == '/' || c == '-'
+}
 
 // Emitter is the log as one run of a DURABLE handler sees it: bound to the
 // tenant of the event being handled, each emit caused by that event
@@ -124,7 +132,7 @@ func (em *Emitter) EmitWith(ctx context.Context, in EmitInput) (envelope.Envelop
 		em.ranks[in.Type]++
 		name = in.Type + "/" + strconv.Itoa(em.ranks[in.Type])
 		em.mu.Unlock()
-	} else if !followOnName.MatchString(name) {
+	} else if !validFollowOnName(name) {
 		return envelope.Envelope{}, &followOnError{fmt.Errorf("follow-on emit %s: %w", in.Type, &envelope.FieldError{Field: "IdempotencyKey",
 			Reason: fmt.Sprintf("%q is not a follow-on emit name: use 1 to 128 letters, digits and . _ - /, unique within the handler", name)})}
 	}

@@ -69,6 +69,10 @@ type Checkpoints struct {
 	Log    string // the key name, fourlanes/<stack>
 	Signer checkpoint.DigestSigner
 	Public *checkpoint.PublicKey
+	// Key, when Public is nil, returns the public key (a
+	// checkpoint.PrefetchedKey's Get): read when a checkpoint is first
+	// signed or read.
+	Key    func(context.Context) (*checkpoint.PublicKey, error)
 	Now    func() time.Time
 	Logger *slog.Logger
 }
@@ -90,7 +94,11 @@ func (c *Checkpoints) Sign(ctx context.Context, chainName string, seq int64, has
 		now = c.Now
 	}
 	cp := checkpoint.Checkpoint{Log: c.Log, Tenant: chainName, Seq: seq, Hash: hash, Time: now().UTC()}
-	msg, err := checkpoint.Sign(ctx, cp, c.Public, c.Signer)
+	pub, err := c.public(ctx)
+	if err != nil {
+		return fmt.Errorf("checkpoint of chain %q at seq %d: %w", chainName, seq, err)
+	}
+	msg, err := checkpoint.Sign(ctx, cp, pub, c.Signer)
 	if err != nil {
 		return fmt.Errorf("checkpoint of chain %q at seq %d: %w", chainName, seq, err)
 	}
@@ -130,7 +138,19 @@ func (c *Checkpoints) read(ctx context.Context, key string) (checkpoint.Checkpoi
 	if err != nil {
 		return checkpoint.Checkpoint{}, err
 	}
-	return checkpoint.Open(msg, c.Log, c.Public)
+	pub, err := c.public(ctx)
+	if err != nil {
+		return checkpoint.Checkpoint{}, err
+	}
+	return checkpoint.Open(msg, c.Log, pub)
+}
+
+// public is Public, else Key's answer.
+func (c *Checkpoints) public(ctx context.Context) (*checkpoint.PublicKey, error) {
+	if c.Public != nil || c.Key == nil {
+		return c.Public, nil
+	}
+	return c.Key(ctx)
 }
 
 func (c *Checkpoints) logger() *slog.Logger {

@@ -40,6 +40,10 @@ type SignedState struct {
 	Bucket string
 	Log    string // the key name, fourlanes/<stack>
 	Public *checkpoint.PublicKey
+	// Key, when Public is nil, returns the public key (a
+	// checkpoint.PrefetchedKey's Get): read when a checkpoint is first
+	// verified.
+	Key    func(context.Context) (*checkpoint.PublicKey, error)
 	Logger *slog.Logger
 	// Metrics counts checkpoint objects that do not verify.
 	Metrics *obs.Metrics
@@ -118,7 +122,13 @@ func (s *SignedState) read(ctx context.Context, tenant, key string, version *str
 	if err != nil {
 		return nil, nil, fmt.Errorf("read checkpoint %s: %w", key, err)
 	}
-	cp, err := checkpoint.Open(msg, s.Log, s.Public)
+	pub := s.Public
+	if pub == nil && s.Key != nil {
+		if pub, err = s.Key(ctx); err != nil {
+			return nil, nil, fmt.Errorf("verify checkpoint %s: %w", key, err)
+		}
+	}
+	cp, err := checkpoint.Open(msg, s.Log, pub)
 	if err != nil {
 		return nil, nil, err
 	}

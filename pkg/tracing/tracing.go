@@ -144,7 +144,8 @@ func startInvocation(ctx context.Context, fn string) (context.Context, func(cont
 }
 
 // Shutdown exports what is pending and stops the exporter; the SIGTERM hook
-// of every function calls it.
+// of every function that traces calls it (a function registers for SIGTERM
+// only when tracing is on: pkg/serve/internal/boot).
 func Shutdown(ctx context.Context) {
 	if Enabled() {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -36,6 +36,7 @@ type signed struct {
 	s3     *s3.Client
 	state  *reconcile.SignedState
 	notary *notary.Checkpoints // the notary's signer: reconcile never signs
+	pub    *checkpoint.PublicKey
 }
 
 func newSigned(t *testing.T) *signed {
@@ -78,10 +79,13 @@ func newSignedBucket(t *testing.T, locked bool) *signed {
 			t.Fatal(err)
 		}
 	}
-	s := &signed{s3: sc, notary: &notary.Checkpoints{S3: sc, Bucket: checkpointBucket, Log: "fourlanes/test", Signer: signer, Public: pub}}
+	// Both read the public key as the functions do: in the background
+	// from the start (signing.Signed).
+	key := checkpoint.Prefetch(ctx, signer.PublicKey, func(err error) { t.Errorf("public key prefetch: %v", err) })
+	s := &signed{s3: sc, pub: pub, notary: &notary.Checkpoints{S3: sc, Bucket: checkpointBucket, Log: "fourlanes/test", Signer: signer, Key: key.Get}}
 	s.env = newEnv(t, func(cfg *reconcile.Config) {
 		s.state = &reconcile.SignedState{Walks: cfg.State, S3: sc, Bucket: checkpointBucket, Log: "fourlanes/test",
-			Public: pub, Logger: cfg.Logger, Metrics: cfg.Metrics}
+			Key: key.Get, Logger: cfg.Logger, Metrics: cfg.Metrics}
 		cfg.State = s.state
 	})
 	return s
@@ -143,7 +147,7 @@ func TestReconcileNeverSigns(t *testing.T) {
 	if len(objs) != 1 || objs[0] != reconcile.CheckpointKey("acme", 5) {
 		t.Fatalf("objects = %v, want [%s]", objs, reconcile.CheckpointKey("acme", 5))
 	}
-	cp, err := checkpoint.Open(s.object(t, objs[0]), "fourlanes/test", s.state.Public)
+	cp, err := checkpoint.Open(s.object(t, objs[0]), "fourlanes/test", s.pub)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func Run() {
 		Store: nt.NewDynamoStore(db, env[keys.EnvStateTable]),
 		Log:   events,
 		Signer: &nt.Checkpoints{S3: signing.S3(cfg), Bucket: signed.Bucket, Log: signed.Log,
-			Signer: signer, Public: signed.Public, Logger: b.Log},
+			Signer: signer, Key: signed.Key, Logger: b.Log},
 		Seeds:   signing.Seeds{S: signed},
 		Logger:  b.Log,
 		Metrics: b.Metrics,

@@ -58,15 +58,29 @@ func (r Result[T]) Or(b *Boot, what string) T {
 // invocation and each invocation traced (tracing.Invocation), until Lambda
 // stops the function.
 func Run[In, Out any](b *Boot, h func(context.Context, In) (Out, error)) {
-	lambda.StartWithOptions(obs.PerInvocation(b.Metrics, tracing.Invocation(b.Fn, h)), lambda.WithEnableSIGTERM(b.shutdown))
+	lambda.StartWithOptions(obs.PerInvocation(b.Metrics, tracing.Invocation(b.Fn, h)), b.options()...)
 }
 
 // RunErr is Run for a handler that returns only an error.
 func RunErr[In any](b *Boot, h func(context.Context, In) error) {
-	lambda.StartWithOptions(obs.PerInvocationErr(b.Metrics, tracing.InvocationErr(b.Fn, h)), lambda.WithEnableSIGTERM(b.shutdown))
+	lambda.StartWithOptions(obs.PerInvocationErr(b.Metrics, tracing.InvocationErr(b.Fn, h)), b.options()...)
 }
 
-// shutdown is every function's SIGTERM hook: spans still pending are sent.
+// options are the runtime's options: the SIGTERM hook only when tracing is
+// on, as only spans can be pending when Lambda stops the function (metrics
+// are written per invocation). aws-lambda-go asks Lambda for SIGTERM by
+// registering an extension, a round trip to the Extensions API before the
+// runtime's first /next: a function without tracing does not pay it at
+// every cold start, and Lambda stops it with SIGKILL.
+func (b *Boot) options() []lambda.Option {
+	if !tracing.Enabled() {
+		return nil
+	}
+	return []lambda.Option{lambda.WithEnableSIGTERM(b.shutdown)}
+}
+
+// shutdown is the SIGTERM hook of a function that traces: spans still
+// pending are sent.
 func (b *Boot) shutdown() {
 	b.Log.Info(b.Fn + " shutting down")
 	tracing.Shutdown(b.Ctx)
