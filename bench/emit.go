@@ -418,6 +418,10 @@ var (
 	closedShapes = []shape{
 		{name: "1 process × 32 emitters, 1 tenant", stores: 1, emitters: 32, tenants: 1},
 		{name: "16 independent stores × 1 emitter, 1 tenant (the Lambda shape)", stores: 16, emitters: 1, tenants: 1},
+		// One writer alone: what one chain commits one event per transaction
+		// with no one to race, the ceiling the Lambda shape's one chain
+		// approaches (its writers cannot batch across processes).
+		{name: "1 store × 1 emitter, 1 tenant (a lone writer)", stores: 1, emitters: 1, tenants: 1},
 		{name: "4 stores × 8 emitters, 1 tenant", stores: 4, emitters: 8, tenants: 1},
 		{name: "4 stores × 8 emitters, 16 tenants", stores: 4, emitters: 8, tenants: 16},
 	}
@@ -506,7 +510,9 @@ func benchEmit(ctx context.Context, env *benchEnv, o options) (section, error) {
 		"processes or Lambda instances are; group commit cannot coalesce across them. Designs rotate their order per repetition; "+
 		"%d repetitions of each closed-loop configuration, pooled (rates: events ÷ summed wall time). "+
 		"The *mutex* baseline holds one `sync.Mutex` per tenant across every store of the trial (a perfect cross-process lock at "+
-		"no cost, which real separate processes would not have): one transaction per event, never racing.",
+		"no cost, which real separate processes would not have): one transaction per event, never racing. "+
+		"*A lone writer* (one store, one emitter) is one chain committing one event per transaction with no one to race: "+
+		"the most the Lambda shape's one chain can reach, since its writers cannot batch across processes.",
 		o.emitWarm+o.emitTrial, o.emitWarm, o.emitMax, rowBytes, o.emitReps)
 	sec.para("**AWS ceiling by model** = the lower of two bounds, named in the column. *WCU*: %s: 1,000 ÷ (model WCU per event) events/s per chain "+
 		"(× chains). *Round trips*: a chain's commits go one after another (each needs the head the last one left), so a chain commits at most "+
