@@ -24,7 +24,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/fourlanes/fourlanes/internal/ident"
+	"github.com/fourlanes/fourlanes/pkg/internal/ident"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 

@@ -3,7 +3,7 @@ package app
 import (
 	"testing"
 
-	"github.com/fourlanes/fourlanes/internal/ident/identtest"
+	"github.com/fourlanes/fourlanes/pkg/internal/ident/identtest"
 )
 
 // validName answers as the regular expression it replaced.

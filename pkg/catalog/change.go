@@ -3,7 +3,7 @@ package catalog
 import (
 	"strings"
 
-	"github.com/fourlanes/fourlanes/internal/ident"
+	"github.com/fourlanes/fourlanes/pkg/internal/ident"
 )
 
 // The change-feed namespace. Change events are derived from tracked tables'

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/fourlanes/fourlanes/internal/ident"
+	"github.com/fourlanes/fourlanes/pkg/internal/ident"
 
 	"github.com/fourlanes/fourlanes/pkg/envelope"
 )

@@ -3,7 +3,7 @@ package catalog
 import (
 	"testing"
 
-	"github.com/fourlanes/fourlanes/internal/ident/identtest"
+	"github.com/fourlanes/fourlanes/pkg/internal/ident/identtest"
 )
 
 // validModule answers as the regular expression it replaced.

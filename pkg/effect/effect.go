@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fourlanes/fourlanes/internal/ident"
+	"github.com/fourlanes/fourlanes/pkg/internal/ident"
 
 	"github.com/fourlanes/fourlanes/pkg/keys"
 	"github.com/fourlanes/fourlanes/pkg/obs"

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/fourlanes/fourlanes/internal/ident"
+	"github.com/fourlanes/fourlanes/pkg/internal/ident"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 

@@ -4,8 +4,8 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/fourlanes/fourlanes/internal/ident"
-	"github.com/fourlanes/fourlanes/internal/ident/identtest"
+	"github.com/fourlanes/fourlanes/pkg/internal/ident"
+	"github.com/fourlanes/fourlanes/pkg/internal/ident/identtest"
 )
 
 func TestWord(t *testing.T) {
