@@ -2,6 +2,7 @@ package awsenv_test
 
 import (
 	"bytes"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -273,5 +274,48 @@ func TestLoadBadSettings(t *testing.T) {
 	cfg, err := awsenv.Load(t.Context())
 	if err != nil || cfg.RetryMaxAttempts != 5 || cfg.RetryMode != aws.RetryModeAdaptive {
 		t.Errorf("retry settings: got %d %q, %v; want 5 adaptive", cfg.RetryMaxAttempts, cfg.RetryMode, err)
+	}
+}
+
+// TestLoadCABundle: AWS_CA_BUNDLE is trusted for TLS, as the SDK trusts
+// it: a call to a server whose certificate only the bundle vouches for
+// succeeds with it and fails without it; a bundle without a certificate
+// stops Load, naming the variable.
+func TestLoadCABundle(t *testing.T) {
+	isolate(t)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		fmt.Fprint(w, `{"StreamDescription":{"StreamArn":"arn","StreamStatus":"ENABLED","Shards":[]}}`)
+	}))
+	defer srv.Close()
+	bundle := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(bundle, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB_STREAMS", srv.URL)
+	t.Setenv("AWS_MAX_ATTEMPTS", "1")
+	describe := func() error {
+		t.Helper()
+		cfg, err := awsenv.Load(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = dynamodbstreams.NewFromConfig(cfg).DescribeStream(t.Context(), &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String("arn")})
+		return err
+	}
+	if err := describe(); err == nil {
+		t.Fatal("without AWS_CA_BUNDLE: a call to a server of an unknown CA succeeded; the test proves nothing")
+	}
+	t.Setenv("AWS_CA_BUNDLE", bundle)
+	if err := describe(); err != nil {
+		t.Errorf("with AWS_CA_BUNDLE naming the server's certificate: %v", err)
+	}
+	empty := filepath.Join(t.TempDir(), "empty.pem")
+	if err := os.WriteFile(empty, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_CA_BUNDLE", empty)
+	if _, err := awsenv.Load(t.Context()); err == nil || !strings.Contains(err.Error(), "AWS_CA_BUNDLE") {
+		t.Errorf("a bundle without a certificate: %v, want an error naming AWS_CA_BUNDLE", err)
 	}
 }
