@@ -315,3 +315,65 @@ func TestRegistry(t *testing.T) {
 		t.Errorf("ChangeTypes: got %v", got)
 	}
 }
+
+// TestEventIsVersionOne: catalog.Event[T](name, doc) declares exactly what
+// the long form with catalog.V[T](1) does, and Emit's Prepare writes it at
+// schema version 1 with T's fields.
+func TestEventIsVersionOne(t *testing.T) {
+	short := catalog.Event[widgetV1]("widget.made", "A widget was made.")
+	long := catalog.EventType{Name: "widget.made", Doc: "A widget was made.", Versions: []catalog.Version{catalog.V[widgetV1](1)}}
+	if short.Name != long.Name || short.Doc != long.Doc || len(short.Versions) != 1 ||
+		short.Versions[0].Schema != 1 || short.Versions[0].Payload != long.Versions[0].Payload {
+		t.Fatalf("Event = %+v, want %+v", short, long)
+	}
+	cat, err := catalog.New(catalog.Module[catalog.NoHandlers]{Name: "widgets", Emits: []catalog.EventType{short}}.Spec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, p, err := cat.Prepare("widget.made", widgetV1{ID: "w-1"})
+	if err != nil || v != 1 || p["id"] != "w-1" {
+		t.Fatalf("Prepare = v%d %v, %v; want v1 with id w-1", v, p, err)
+	}
+	if _, _, err := cat.Prepare("widget.made", struct{ ID string }{"w-1"}); err == nil {
+		t.Fatal("Prepare took a payload of another Go type than Event's T")
+	}
+}
+
+// TestLaneFor: a subscription that leaves Lane out runs on BEST_EFFORT when
+// its glob can match change events (no other lane dispatches them), and is
+// refused, naming the lanes to choose from, when it cannot.
+func TestLaneFor(t *testing.T) {
+	for _, tc := range []struct {
+		types string
+		lane  catalog.Lane
+		want  catalog.Lane
+	}{
+		{"record.*.WIDGET", "", catalog.BestEffort},
+		{"record.written.WIDGET", "", catalog.BestEffort},
+		{"rec*", "", catalog.BestEffort},
+		{"widget.*", "", ""},
+		{"widget.made", catalog.Local, catalog.Local},
+		{"record.*.WIDGET", catalog.Durable, catalog.Durable}, // said: kept, and Validate refuses it (check 4)
+	} {
+		if got := catalog.LaneFor(tc.types, tc.lane); got != tc.want {
+			t.Errorf("LaneFor(%q, %q) = %q, want %q", tc.types, tc.lane, got, tc.want)
+		}
+	}
+	type h struct{}
+	on := func(h, context.Context, envelope.Envelope) error { return nil }
+	m := catalog.Module[h]{Name: "widgets", Emits: []catalog.EventType{catalog.Event[widgetV1]("widget.made", "")},
+		Tracks: []catalog.Entity{{Name: "WIDGET", TableEnv: "WIDGETS_TABLE", TenantAttr: "tenant", IDAttr: "id", VersionAttr: "version"}},
+		Subscribes: []catalog.Subscription[h]{{Name: "widgets.feed", Types: "record.*.WIDGET", Reads: []int{1}, Handler: on}}}
+	cat, err := catalog.New(m.Spec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cat.Subscriptions()[0]; s.Lane != catalog.BestEffort {
+		t.Fatalf("a change-feed subscription without a Lane is on %q, want BEST_EFFORT", s.Lane)
+	}
+	m.Subscribes = append(m.Subscribes, catalog.Subscription[h]{Name: "widgets.react", Types: "widget.made", Reads: []int{1}, Handler: on})
+	_, err = catalog.New(m.Spec())
+	if err == nil || !strings.Contains(err.Error(), "widgets.react") || !strings.Contains(err.Error(), "has no lane; set Lane: catalog.Durable") {
+		t.Fatalf("New with an event-type subscription without a Lane: %v; want it refused, naming the subscription and the lanes", err)
+	}
+}

@@ -142,10 +142,15 @@ func Validate(mods []Spec) []Problem {
 			if s.Owner != "" && s.Owner != m.Owner && !ValidOwner(s.Owner) {
 				add(0, "subscription", s.Name, "owner %q must be lower case letters, digits or '-', at most 63 (e.g. team-orders)", s.Owner)
 			}
-			if !s.Lane.Valid() {
+			switch {
+			case s.Lane == "":
+				add(0, "subscription", s.Name, "has no lane; set Lane: catalog.Durable (at least once, dead-lettered), catalog.Local or catalog.Inline (in the emitting service)")
+			case !s.Lane.Valid():
 				add(0, "subscription", s.Name, "lane %q is not one of INLINE, LOCAL, DURABLE, BEST_EFFORT", s.Lane)
-			} else if msg := s.Start.check(s.Lane); msg != "" {
-				add(0, "subscription", s.Name, "%s", msg)
+			default:
+				if msg := s.Start.check(s.Lane); msg != "" {
+					add(0, "subscription", s.Name, "%s", msg)
+				}
 			}
 			if len(s.Reads) == 0 {
 				add(0, "subscription", s.Name, "reads no schema version; list the versions its handler can decode in Reads")

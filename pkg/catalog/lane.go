@@ -22,6 +22,18 @@ const (
 	BestEffort Lane = "BEST_EFFORT"
 )
 
+// LaneFor is the lane a subscription to the type glob types, declared with
+// lane, runs on: lane when it is set; BestEffort when it is not and types can
+// match change events (record.*), which only the change feed dispatches, so
+// that no other lane could be meant; otherwise "" (unset), which Validate
+// refuses, naming the lanes to choose from.
+func LaneFor(types string, lane Lane) Lane {
+	if lane == "" && CouldMatchPrefix(types, ChangePrefix) {
+		return BestEffort
+	}
+	return lane
+}
+
 // Lanes lists every lane in dispatch order.
 var Lanes = []Lane{Inline, Local, Durable, BestEffort}
 

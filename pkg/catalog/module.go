@@ -62,6 +62,19 @@ func (t EventType) Version(n int) (Version, bool) {
 	return Version{}, false
 }
 
+// Event declares an event type with one schema version, 1, whose payload is
+// T (a struct): the short form of
+//
+//	catalog.EventType{Name: name, Doc: doc, Versions: []catalog.Version{catalog.V[T](1)}}
+//
+// for a type that has not changed since it was published. Its first change
+// is written in the long form, listing every version (docs/changing-events.md).
+// Like every declaration, pass it constants: the catalog gate reads it from
+// source.
+func Event[T any](name, doc string) EventType {
+	return EventType{Name: name, Doc: doc, Versions: []Version{V[T](1)}}
+}
+
 // Version is one schema version of an event type and its payload Go type.
 type Version struct {
 	Schema  int
@@ -97,7 +110,10 @@ type Entity struct {
 type Subscription[T any] struct {
 	Name  string // unique across the application, e.g. "notifications.order-email"
 	Types string // type glob, e.g. "order.*"
-	Lane  Lane
+	// Lane is INLINE, LOCAL or DURABLE for event types. A glob that can
+	// match change events (record.*) runs on BEST_EFFORT, the one lane that
+	// dispatches them, and may leave Lane out (LaneFor).
+	Lane Lane
 	// Reads lists the schema versions Handler can read. An event of any other
 	// version is never handed to it: DURABLE dead-letters it with that
 	// reason, INLINE fails, LOCAL and BEST_EFFORT log and count it.
@@ -157,7 +173,7 @@ func (m Module[T]) Spec() Spec {
 	s := Spec{Name: m.Name, Doc: m.Doc, Owner: m.Owner, Emits: slices.Clone(m.Emits), Tracks: slices.Clone(m.Tracks)}
 	for _, sub := range m.Subscribes {
 		ss := SubscriptionSpec{
-			Module: m.Name, Name: sub.Name, Types: sub.Types, Lane: sub.Lane,
+			Module: m.Name, Name: sub.Name, Types: sub.Types, Lane: LaneFor(sub.Types, sub.Lane),
 			Reads: slices.Clone(sub.Reads), Doc: sub.Doc, Start: sub.Start, Owner: cmp.Or(sub.Owner, m.Owner),
 		}
 		if sub.Typed != nil {

@@ -40,11 +40,9 @@ type Beat struct {
 var Module = catalog.Module[*Monitor]{
 	Name: keys.HeartbeatModule,
 	Doc:  "fourlanes' built-in module: the stack's heartbeat, written on a schedule and watched on the DURABLE lane.",
-	Emits: []catalog.EventType{{
-		Name:     keys.HeartbeatType,
-		Doc:      "A synthetic event the stack writes to itself on a schedule, on the reserved chain " + tenancy.HeartbeatTenant + ".",
-		Versions: []catalog.Version{catalog.V[Beat](1)},
-	}},
+	Emits: []catalog.EventType{
+		catalog.Event[Beat](keys.HeartbeatType, "A synthetic event the stack writes to itself on a schedule, on the reserved chain "+tenancy.HeartbeatTenant+"."),
+	},
 	Subscribes: []catalog.Subscription[*Monitor]{{
 		Name:    keys.HeartbeatSubscription,
 		Types:   keys.HeartbeatType,

@@ -71,7 +71,7 @@ func (d *Desk) Open(ctx context.Context, ticket, title string) (envelope.Envelop
 var DeskModule = catalog.Module[catalog.NoHandlers]{
 	Name:  "desk",
 	Doc:   "Opens tickets.",
-	Emits: []catalog.EventType{{Name: TypeOpened, Doc: "A ticket was opened.", Versions: []catalog.Version{catalog.V[OpenedV1](1)}}},
+	Emits: []catalog.EventType{catalog.Event[OpenedV1](TypeOpened, "A ticket was opened.")},
 }
 
 // Triager is triage's handler receiver.
@@ -84,7 +84,7 @@ type Triager struct {
 var TriageModule = catalog.Module[*Triager]{
 	Name:  "triage",
 	Doc:   "Triages tickets.",
-	Emits: []catalog.EventType{{Name: TypeTriaged, Doc: "A ticket was given a priority.", Versions: []catalog.Version{catalog.V[TriagedV1](1)}}},
+	Emits: []catalog.EventType{catalog.Event[TriagedV1](TypeTriaged, "A ticket was given a priority.")},
 	Subscribes: []catalog.Subscription[*Triager]{
 		{Name: SubTriage, Types: TypeOpened, Lane: catalog.Durable, Reads: []int{1},
 			Doc: "Records the triage and announces it, in one transaction.", Handler: (*Triager).OnOpened},

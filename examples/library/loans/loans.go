@@ -51,8 +51,8 @@ var Module = catalog.Module[catalog.NoHandlers]{
 	Name: "loans",
 	Doc:  "Lending desk. Writes the loans table and announces each change in the same transaction.",
 	Emits: []catalog.EventType{
-		{Name: TypeOpened, Doc: "A member borrowed a book.", Versions: []catalog.Version{catalog.V[OpenedV1](1)}},
-		{Name: TypeReturned, Doc: "A member returned a borrowed book.", Versions: []catalog.Version{catalog.V[ReturnedV1](1)}},
+		catalog.Event[OpenedV1](TypeOpened, "A member borrowed a book."),
+		catalog.Event[ReturnedV1](TypeReturned, "A member returned a borrowed book."),
 	},
 	Tracks: []catalog.Entity{
 		{Name: Entity, Doc: "One item per loan in the loans table, versioned from 1.",

@@ -30,7 +30,7 @@ var Module = catalog.Module[*projection.Projector]{
 	Name: "shelf",
 	Doc:  "Shelf availability projection.",
 	Subscribes: []catalog.Subscription[*projection.Projector]{
-		{Name: "shelf.loans", Types: "record.*." + loans.Entity, Lane: catalog.BestEffort, Reads: []int{1},
+		{Name: "shelf.loans", Types: "record.*." + loans.Entity, Reads: []int{1}, // BEST_EFFORT: a change-feed glob
 			Doc: "Apply loan writes and deletes by version.", Handler: (*projection.Projector).OnChange},
 	},
 }

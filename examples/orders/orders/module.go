@@ -32,10 +32,8 @@ var Module = catalog.Module[catalog.NoHandlers]{
 	Emits: []catalog.EventType{
 		{Name: TypePlaced, Doc: "A customer placed an order; stock is not yet reserved.",
 			Versions: []catalog.Version{catalog.V[PlacedV1](1), catalog.V[PlacedV2](2, catalog.Upcast(PlacedV2FromV1))}},
-		{Name: TypePaid, Doc: "Payment for an order was captured.",
-			Versions: []catalog.Version{catalog.V[PaidV1](1)}},
-		{Name: TypeShipped, Doc: "An order left the warehouse.",
-			Versions: []catalog.Version{catalog.V[ShippedV1](1)}},
+		catalog.Event[PaidV1](TypePaid, "Payment for an order was captured."),
+		catalog.Event[ShippedV1](TypeShipped, "An order left the warehouse."),
 		{Name: TypeCancelled, Doc: "An order was cancelled before shipping.",
 			Versions: []catalog.Version{catalog.V[CancelledV1](1)}, Discriminator: "reason"},
 	},

@@ -387,24 +387,19 @@ func (x *extractor) module(lit *ast.CompositeLit) {
 	m.Spec.Doc = x.str(fs, "Doc", "Module")
 	m.Spec.Owner = x.str(fs, "Owner", "Module")
 	if e, ok := fs["Emits"]; ok {
-		for _, tl := range x.elems(e, "Module.Emits") {
-			tf := x.fields(tl, "catalog.EventType")
-			t := catalog.EventType{Name: x.str(tf, "Name", "EventType"), Doc: x.str(tf, "Doc", "EventType"), Discriminator: x.str(tf, "Discriminator", "EventType")}
-			if ve, ok := tf["Versions"]; ok {
-				var vs []readVersion
-				t.Versions, vs = x.versions(ve)
-				for i, v := range vs {
-					if v.upcast {
-						m.Upcasts[t.Name] = append(m.Upcasts[t.Name], t.Versions[i].Schema)
-					}
-					m.Payloads[t.Name] = append(m.Payloads[t.Name], v.name)
-					m.payloads[t.Name] = append(m.payloads[t.Name], v.typ)
-					m.verPos[t.Name] = append(m.verPos[t.Name], v.pos)
+		for _, rt := range x.eventTypes(e) {
+			t := rt.t
+			for i, v := range rt.vs {
+				if v.upcast {
+					m.Upcasts[t.Name] = append(m.Upcasts[t.Name], t.Versions[i].Schema)
 				}
+				m.Payloads[t.Name] = append(m.Payloads[t.Name], v.name)
+				m.payloads[t.Name] = append(m.payloads[t.Name], v.typ)
+				m.verPos[t.Name] = append(m.verPos[t.Name], v.pos)
 			}
 			m.Spec.Emits = append(m.Spec.Emits, t)
 			if _, dup := m.typePos[t.Name]; !dup {
-				m.typePos[t.Name] = x.pos(tl.Pos())
+				m.typePos[t.Name] = rt.pos
 			}
 		}
 	}
@@ -421,7 +416,8 @@ func (x *extractor) module(lit *ast.CompositeLit) {
 		for _, sl := range x.elems(e, "Module.Subscribes") {
 			sf := x.fields(sl, "catalog.Subscription")
 			s := catalog.SubscriptionSpec{Module: m.Spec.Name, Name: x.str(sf, "Name", "Subscription"), Types: x.str(sf, "Types", "Subscription"),
-				Lane: catalog.Lane(x.str(sf, "Lane", "Subscription")), Doc: x.str(sf, "Doc", "Subscription")}
+				Doc: x.str(sf, "Doc", "Subscription")}
+			s.Lane = catalog.LaneFor(s.Types, catalog.Lane(x.str(sf, "Lane", "Subscription")))
 			s.Owner = x.str(sf, "Owner", "Subscription")
 			if s.Owner == "" {
 				s.Owner = m.Spec.Owner
@@ -445,6 +441,79 @@ func (x *extractor) module(lit *ast.CompositeLit) {
 		}
 	}
 	x.r.Modules = append(x.r.Modules, m)
+}
+
+// readType is one event type as read from a module's Emits.
+type readType struct {
+	t   catalog.EventType // payload types not resolved
+	vs  []readVersion     // one per t.Versions
+	pos token.Position
+}
+
+// eventTypes reads Module.Emits: a slice literal whose elements are
+// catalog.EventType literals or catalog.Event[T](name, doc) calls.
+func (x *extractor) eventTypes(e ast.Expr) []readType {
+	lit, ok := e.(*ast.CompositeLit)
+	if !ok {
+		x.violate(e.Pos(), 0, "Module.Emits must be a slice literal so the gate can read it")
+		return nil
+	}
+	var out []readType
+	for _, el := range lit.Elts {
+		if u, ok := el.(*ast.UnaryExpr); ok && u.Op == token.AND {
+			el = u.X
+		}
+		switch v := el.(type) {
+		case *ast.CompositeLit:
+			tf := x.fields(v, "catalog.EventType")
+			rt := readType{t: catalog.EventType{Name: x.str(tf, "Name", "EventType"), Doc: x.str(tf, "Doc", "EventType"),
+				Discriminator: x.str(tf, "Discriminator", "EventType")}, pos: x.pos(v.Pos())}
+			if ve, ok := tf["Versions"]; ok {
+				rt.t.Versions, rt.vs = x.versions(ve)
+			}
+			out = append(out, rt)
+		case *ast.CallExpr:
+			if rt, ok := x.event(v); ok {
+				out = append(out, rt)
+			}
+		default:
+			x.violate(el.Pos(), 0, "write each element of Module.Emits as catalog.Event[Payload](name, doc) or a catalog.EventType literal")
+		}
+	}
+	return out
+}
+
+// event reads catalog.Event[T](name, doc): the type at schema version 1,
+// payload T.
+func (x *extractor) event(c *ast.CallExpr) (readType, bool) {
+	idx, ok := c.Fun.(*ast.IndexExpr)
+	if !ok || !x.isCatalog(idx.X, "Event") || len(c.Args) != 2 {
+		x.violate(c.Pos(), 0, "write each element of Module.Emits as catalog.Event[Payload](name, doc) or a catalog.EventType literal")
+		return readType{}, false
+	}
+	var id *ast.Ident
+	switch f := idx.X.(type) {
+	case *ast.SelectorExpr:
+		id = f.Sel
+	case *ast.Ident:
+		id = f
+	}
+	inst, found := x.pkg.TypesInfo.Instances[id]
+	if !found {
+		x.violate(c.Pos(), 0, "catalog.Event needs its payload type written out: catalog.Event[Payload](name, doc)")
+		return readType{}, false
+	}
+	args := map[string]ast.Expr{"Name": c.Args[0], "Doc": c.Args[1]}
+	name := x.str(args, "Name", "Event")
+	if name == "" {
+		return readType{}, false // unreadable: said above, and nothing to check it against
+	}
+	pt := inst.TypeArgs.At(0)
+	return readType{
+		t:   catalog.EventType{Name: name, Doc: x.str(args, "Doc", "Event"), Versions: []catalog.Version{{Schema: 1}}},
+		vs:  []readVersion{{name: types.TypeString(pt, func(p *types.Package) string { return p.Name() }), typ: pt, pos: x.pos(c.Pos())}},
+		pos: x.pos(c.Pos()),
+	}, true
 }
 
 // catalogPkg is the import path of package catalog.
