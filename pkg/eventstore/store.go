@@ -921,9 +921,12 @@ func (s *Store) seal(ctx context.Context, tenant string, batch []*request, hv *h
 		return nil, nil, err
 	}
 	head := hv.head
-	prevSeq, prevHash := int64(0), chain.Genesis(tenant)
+	var prevSeq int64
+	var prevHash string
 	if head != nil {
 		prevSeq, prevHash = head.LastSeq, head.LastHash
+	} else {
+		prevHash = chain.Genesis(tenant)
 	}
 	items := make([]types.TransactWriteItem, 1, 1+len(batch)*2)
 	owners := make([]owner, 1, cap(items)) // owners[i] says whose action items[i] is
