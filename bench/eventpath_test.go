@@ -1,6 +1,7 @@
 package main
 
 import (
+	"go/token"
 	"os"
 	"path/filepath"
 	"testing"
@@ -44,6 +45,7 @@ func TestEventPathCounting(t *testing.T) {
 		modulePath + "pkg/delivery/batch.go":               "fourlanes",
 		modulePath + "examples/orders/orders/orders.go":    "fourlanes",
 		modulePath + "internal/localaws/testing.go":        "",
+		modulePath + "twin/localaws/kit.go":                "",
 		modulePath + "test/eventpath/eventpath_test.go":    "",
 		"github.com/aws/aws-sdk-go-v2/aws/config.go":       "",
 		"github.com/google/uuid/uuid.go":                   "third-party",
@@ -56,5 +58,33 @@ func TestEventPathCounting(t *testing.T) {
 		if got := pathGroup(file); got != want {
 			t.Errorf("pathGroup(%s) = %q, want %q", file, got, want)
 		}
+	}
+}
+
+// The entries count calls inside the blocks the event ran, and the CPU
+// figures come from the benchmark's own metric columns.
+func TestEventPathEntriesAndMetrics(t *testing.T) {
+	file, sp, ok := parseBlock(modulePath + "pkg/a/a.go:10.5,12.3")
+	if !ok || file != modulePath+"pkg/a/a.go" || sp != (span{10, 5, 12, 3}) {
+		t.Fatalf("parseBlock = %q %+v %v", file, sp, ok)
+	}
+	for _, tc := range []struct {
+		line, col int
+		want      bool
+	}{{10, 5, true}, {11, 1, true}, {12, 3, true}, {10, 4, false}, {12, 4, false}, {9, 80, false}} {
+		if got := sp.holds(token.Position{Line: tc.line, Column: tc.col}); got != tc.want {
+			t.Errorf("span %+v holds %d.%d = %v, want %v", sp, tc.line, tc.col, got, tc.want)
+		}
+	}
+	if _, _, ok := parseBlock("no-position"); ok {
+		t.Error("parseBlock read a key without a position")
+	}
+	out := "goos: linux\nBenchmarkEventPath-2   \t     300\t   9914614 ns/op\t      3175 deliver-cpu-us/event\t       878.6 emit-cpu-us/event\t       199.0 enrich-cpu-us/event\nPASS\n"
+	m, err := parseBenchMetrics(out, "BenchmarkEventPath")
+	if err != nil || m["emit-cpu-us/event"] != 878.6 || m["deliver-cpu-us/event"] != 3175 || m["enrich-cpu-us/event"] != 199 {
+		t.Fatalf("parseBenchMetrics = %v, %v", m, err)
+	}
+	if _, err := parseBenchMetrics("PASS\n", "BenchmarkEventPath"); err == nil {
+		t.Error("a run without the benchmark's line parsed")
 	}
 }

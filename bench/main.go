@@ -67,6 +67,8 @@ type options struct {
 	latencyN   int             // orders per poll period in the latency section
 	exportN    int             // events in the export section's chain
 	exportReps int             // interleaved rounds of the export section
+	pathN      int             // events per run of the event path's CPU benchmark
+	pathReps   int             // interleaved rounds of it (HEAD and the baseline commit)
 }
 
 func defaults() options {
@@ -84,6 +86,8 @@ func defaults() options {
 		latencyN:   300,
 		exportN:    20000,
 		exportReps: 5,
+		pathN:      300,
+		pathReps:   3,
 	}
 }
 
@@ -94,6 +98,7 @@ func (o *options) quick() {
 	o.reconcileN = 30
 	o.latencyN = 20
 	o.exportN, o.exportReps = 2000, 1
+	o.pathN, o.pathReps = 20, 1
 }
 
 var sections = []string{"emit", "verify", "export", "reconcile", "delivery", "backfill", "coldstart", "eventpath", "soak", "latency"}

@@ -388,3 +388,67 @@ func TestHashSurvivesItemStreamEnvelope(t *testing.T) {
 		}
 	}
 }
+
+// TestItemTemplateSealsLikeToItem: a row made from a template is the row
+// ToItem makes, at every seal of one template (the event store re-seals an
+// Emit at a new seq after a lost race), and each seal's fields are checked
+// as ValidateStored checks them.
+func TestItemTemplateSealsLikeToItem(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 500; i++ {
+		e := randomEnvelope(r)
+		tmpl, err := e.ItemTemplate()
+		if err != nil {
+			t.Fatalf("case %d: ItemTemplate: %v", i, err)
+		}
+		for _, seq := range []int64{1, 2, 1 << 40} {
+			e.Seq, e.PrevHash = seq, chain.Genesis(e.TenantID)
+			e = sealed(t, e)
+			want, err := e.ToItem()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := tmpl.Item(e.Seq, e.PrevHash, e.Hash)
+			if err != nil {
+				t.Fatalf("case %d seq %d: Item: %v", i, seq, err)
+			}
+			back, err := envelope.FromItem(got)
+			if err != nil || len(got) != len(want) || back.Hash != e.Hash || back.Seq != seq {
+				t.Fatalf("case %d seq %d: template row %v (read back %+v, %v), want %v", i, seq, got, back, err, want)
+			}
+			if h, err := chain.Hash(&back); err != nil || h != e.Hash {
+				t.Fatalf("case %d seq %d: the template row's event hashes to %s (%v), want %s", i, seq, h, err, e.Hash)
+			}
+		}
+	}
+
+	e := validEnvelope(t)
+	tmpl, err := e.ItemTemplate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := strings.Repeat("a", 64)
+	for _, tc := range []struct {
+		seq        int64
+		prev, hash string
+		field      string
+	}{
+		{0, hash, hash, "seq"},
+		{envelope.MaxSeq + 1, hash, hash, "seq"},
+		{1, "ABC", hash, "prev_hash"},
+		{1, hash, strings.Repeat("A", 64), "hash"},
+	} {
+		_, err := tmpl.Item(tc.seq, tc.prev, tc.hash)
+		var fe *envelope.FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field {
+			t.Errorf("Item(%d, %q, %q) = %v, want a FieldError on %s", tc.seq, tc.prev, tc.hash, err, tc.field)
+		}
+	}
+	if _, err := (envelope.ItemTemplate{}).Item(1, hash, hash); err == nil {
+		t.Error("the zero template made a row")
+	}
+	e.TenantID = ""
+	if _, err := e.ItemTemplate(); err == nil {
+		t.Error("ItemTemplate took an envelope without a tenant")
+	}
+}

@@ -3,6 +3,7 @@ package envelope
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 
@@ -19,24 +20,40 @@ type Item = map[string]types.AttributeValue
 // ToItem encodes a stored event as an event row. The envelope must pass
 // ValidateStored.
 func (e *Envelope) ToItem() (Item, error) {
-	if err := e.ValidateStored(); err != nil {
-		return nil, err
-	}
-	payload, err := toAV("payload", e.Payload)
+	t, err := e.ItemTemplate()
 	if err != nil {
 		return nil, err
 	}
+	return t.Item(e.Seq, e.PrevHash, e.Hash)
+}
+
+// ItemTemplate is the event row of an envelope that passed Validate, all but
+// its seal: the payload's attribute value is made once, and Item adds seq,
+// prev_hash and hash. The event store seals an Emit again at a new seq
+// whenever it loses a race for the head, and the payload, the bulk of the
+// row, never changes between those seals.
+type ItemTemplate struct {
+	base Item // every attribute but seq, prev_hash and hash; never written to
+}
+
+// ItemTemplate validates e (Validate) and builds its row but for seq,
+// prev_hash and hash, which it ignores.
+func (e *Envelope) ItemTemplate() (ItemTemplate, error) {
+	if err := e.Validate(); err != nil {
+		return ItemTemplate{}, err
+	}
+	payload, err := toAV("payload", e.Payload)
+	if err != nil {
+		return ItemTemplate{}, err
+	}
 	it := Item{
 		keys.AttrTenant:        &types.AttributeValueMemberS{Value: e.TenantID},
-		keys.AttrSeq:           &types.AttributeValueMemberN{Value: strconv.FormatInt(e.Seq, 10)},
 		keys.AttrKind:          &types.AttributeValueMemberS{Value: keys.KindEvent},
 		keys.AttrID:            &types.AttributeValueMemberS{Value: e.ID},
 		keys.AttrType:          &types.AttributeValueMemberS{Value: e.Type},
 		keys.AttrOccurredAt:    &types.AttributeValueMemberS{Value: e.OccurredAt},
 		keys.AttrSchemaVersion: &types.AttributeValueMemberN{Value: strconv.Itoa(e.SchemaVersion)},
 		keys.AttrPayload:       payload,
-		keys.AttrPrevHash:      &types.AttributeValueMemberS{Value: e.PrevHash},
-		keys.AttrHash:          &types.AttributeValueMemberS{Value: e.Hash},
 	}
 	for name, v := range map[string]string{
 		keys.AttrCorrelationID: e.CorrelationID,
@@ -48,6 +65,28 @@ func (e *Envelope) ToItem() (Item, error) {
 			it[name] = &types.AttributeValueMemberS{Value: v}
 		}
 	}
+	return ItemTemplate{base: it}, nil
+}
+
+// Item is the row sealed at seq with prevHash and hash, which it checks as
+// ValidateStored does. Rows of one template share their attribute values
+// (the SDK only reads them).
+func (t ItemTemplate) Item(seq int64, prevHash, hash string) (Item, error) {
+	switch {
+	case t.base == nil:
+		return nil, fieldErr("payload", "is missing; build the template with Envelope.ItemTemplate")
+	case seq < 1 || seq > MaxSeq:
+		return nil, fieldErr("seq", "is %d; event sequence numbers run from 1 to 2^53-1", seq)
+	case !isHexHash(prevHash):
+		return nil, fieldErr("prev_hash", "%q is not 64 lowercase hex characters", prevHash)
+	case !isHexHash(hash):
+		return nil, fieldErr("hash", "%q is not 64 lowercase hex characters", hash)
+	}
+	it := make(Item, len(t.base)+3)
+	maps.Copy(it, t.base)
+	it[keys.AttrSeq] = &types.AttributeValueMemberN{Value: strconv.FormatInt(seq, 10)}
+	it[keys.AttrPrevHash] = &types.AttributeValueMemberS{Value: prevHash}
+	it[keys.AttrHash] = &types.AttributeValueMemberS{Value: hash}
 	return it, nil
 }
 

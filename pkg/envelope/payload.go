@@ -447,11 +447,33 @@ func isCanonicalNumber(s string) bool {
 	return string(strconv.AppendFloat(buf[:0], f, 'f', -1, 64)) == s
 }
 
+// shortInteger reports whether s is an integer of at most 15 digits in
+// plain form (no sign but '-', no leading zero, not -0): exact in binary64
+// (below 2^53) and spelled as RFC 8785 spells it.
+func shortInteger(s string) bool {
+	d := s
+	if len(d) > 0 && d[0] == '-' {
+		d = d[1:]
+	}
+	if len(d) == 0 || len(d) > 15 || d[0] == '0' && (len(d) > 1 || len(s) > 1) {
+		return false
+	}
+	for i := 0; i < len(d); i++ {
+		if d[i] < '0' || d[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // CanonicalNumber checks that the decimal s is exact in IEEE 754 binary64 as
 // I-JSON requires (integers within ±(2^53−1); other values must survive a
 // round trip through binary64 unchanged) and returns its RFC 8785 spelling.
 // path names the field in the error.
 func CanonicalNumber(path, s string) (json.Number, error) {
+	if shortInteger(s) {
+		return json.Number(s), nil // the common case: exact, and already its own spelling
+	}
 	// The cheap checks first: big.Rat would build 10^exponent.
 	if !validNumber(s) {
 		return "", fieldErr(path, "%q is not a JSON number", s)

@@ -119,3 +119,26 @@ func TestNormalizePayloadRefusesBadGoText(t *testing.T) {
 		t.Errorf("got %v, want the struct's values", p)
 	}
 }
+
+// TestCanonicalNumberIntegers: short integers take a fast path; it must
+// answer exactly what the exact path answers around its edges (-0, leading
+// zeros, 15 and 16 digits, 2^53).
+func TestCanonicalNumberIntegers(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"0", "0"}, {"-0", "0"}, {"7", "7"}, {"-7", "-7"},
+		{"999999999999999", "999999999999999"}, {"-999999999999999", "-999999999999999"},
+		{"1000000000000000", "1000000000000000"}, {"9007199254740991", "9007199254740991"},
+		{"9007199254740992", ""}, {"007", ""}, {"-", ""}, {"", ""}, {"1e3", "1000"}, {"12.50", "12.5"},
+	} {
+		got, err := envelope.CanonicalNumber("n", tc.in)
+		if tc.want == "" {
+			if err == nil {
+				t.Errorf("CanonicalNumber(%q) = %s, want an error", tc.in, got)
+			}
+			continue
+		}
+		if err != nil || string(got) != tc.want {
+			t.Errorf("CanonicalNumber(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}

@@ -192,6 +192,7 @@ func (s *Store) Stats() Stats {
 type request struct {
 	ctx     context.Context
 	env     envelope.Envelope
+	row     envelope.ItemTemplate // env's row but for its seal, made once: every seal of the request reuses it
 	extra   []types.TransactWriteItem
 	idemKey string
 	size    int // estimated bytes of the event row, the idempotency row and the extra writes
@@ -321,7 +322,9 @@ func (s *Store) EmitWith(ctx context.Context, in EmitInput) (envelope.Envelope, 
 	if d, ok := ctx.Deadline(); ok && d.Before(req.deadline) {
 		req.deadline, req.ctxBound = d, true
 	}
-	if err := req.env.Validate(); err != nil {
+	// Validated once: each seal reuses the row (a re-seal after a lost race
+	// changes only seq, prev_hash and hash, which Item checks).
+	if req.row, err = req.env.ItemTemplate(); err != nil {
 		return envelope.Envelope{}, fmt.Errorf("emit %s: %w", eventType, err)
 	}
 	if err := s.checkAlone(req); err != nil {
@@ -918,9 +921,12 @@ func (s *Store) seal(ctx context.Context, tenant string, batch []*request, hv *h
 		return nil, nil, err
 	}
 	head := hv.head
-	prevSeq, prevHash := int64(0), chain.Genesis(tenant)
+	var prevSeq int64
+	var prevHash string
 	if head != nil {
 		prevSeq, prevHash = head.LastSeq, head.LastHash
+	} else {
+		prevHash = chain.Genesis(tenant)
 	}
 	items := make([]types.TransactWriteItem, 1, 1+len(batch)*2)
 	owners := make([]owner, 1, cap(items)) // owners[i] says whose action items[i] is
@@ -933,7 +939,7 @@ func (s *Store) seal(ctx context.Context, tenant string, batch []*request, hv *h
 			return nil, nil, err
 		}
 		hash = r.env.Hash
-		it, err := r.env.ToItem()
+		it, err := r.row.Item(r.env.Seq, r.env.PrevHash, r.env.Hash)
 		if err != nil {
 			return nil, nil, err
 		}
