@@ -105,6 +105,7 @@ type emitResult struct {
 	lat                []time.Duration // of the committed Emits (open loop: from the scheduled arrival)
 	txns, attempts     int64           // transactions committed / TransactWriteItems calls
 	failed, throttled  int64           // attempts lost to contention / of them, throttled
+	reads              int64           // GetItem calls (the stores' head reads)
 	localWCU, modelWCU float64         // the server's ConsumedCapacity / AWS's rule on the item sizes
 	minRow, maxRow     int             // event row sizes seen, bytes
 	offered            float64         // open loop: events/s offered
@@ -122,6 +123,7 @@ func (r *emitResult) add(x emitResult) {
 	r.attempts += x.attempts
 	r.failed += x.failed
 	r.throttled += x.throttled
+	r.reads += x.reads
 	r.localWCU += x.localWCU
 	r.modelWCU += x.modelWCU
 	r.offered = x.offered
@@ -273,6 +275,7 @@ func emitTrial(ctx context.Context, bs *budgetServer, sh shape, d design, warm, 
 			st.Throttled += x.Throttled
 			st.WCU += x.WCU
 			c.modelWCU += y.modelWCU
+			c.gets += y.gets
 			if c.minItemBytes == 0 || (y.minItemBytes > 0 && y.minItemBytes < c.minItemBytes) {
 				c.minItemBytes = y.minItemBytes
 			}
@@ -386,6 +389,7 @@ func emitTrial(ctx context.Context, bs *budgetServer, sh shape, d design, warm, 
 	res.throttled = s1.Throttled - s0.Throttled
 	res.localWCU = s1.WCU - s0.WCU
 	res.modelWCU = c1.modelWCU - c0.modelWCU
+	res.reads = c1.gets - c0.gets
 	res.minRow, res.maxRow = c1.minItemBytes, c1.maxItemBytes
 	if got := s1.Events - s0.Events; got != res.events {
 		return res, fmt.Errorf("stores counted %d events, emitters %d", got, res.events)
@@ -459,9 +463,9 @@ func benchEmit(ctx context.Context, env *benchEnv, o options) (section, error) {
 				if err != nil {
 					return fmt.Errorf("%s, %s: %w", sh.name, d.name, err)
 				}
-				log.Printf("emit %-70s %-48s rep %d: %6.0f events/s, %4.1f ev/tx, p99 %v, max %v, errors %d, unserved %d, failed attempts/event %.2f",
-					sh.name, d.name, rep+1, r.eventsPerSec(), float64(r.events)/float64(r.txns), percentile(r.lat, 99).Round(time.Millisecond),
-					percentile(r.lat, 100).Round(time.Millisecond), r.errors, r.unserved, float64(r.failed)/float64(r.events))
+				log.Printf("emit %-70s %-48s rep %d: %6.0f events/s, %4.1f ev/tx, p50 %v, p99 %v, max %v, errors %d, unserved %d, failed attempts/event %.2f, head reads/event %.2f",
+					sh.name, d.name, rep+1, r.eventsPerSec(), float64(r.events)/float64(r.txns), percentile(r.lat, 50).Round(time.Millisecond), percentile(r.lat, 99).Round(time.Millisecond),
+					percentile(r.lat, 100).Round(time.Millisecond), r.errors, r.unserved, float64(r.failed)/float64(r.events), float64(r.reads)/float64(r.events))
 				k := key{sh.name, d.name}
 				if sum[k] == nil {
 					sum[k] = &emitResult{}

@@ -544,6 +544,15 @@ func (s *Store) commit(tenant string, batch []*request, hv *headView) []*request
 			// the same round trip and no write.
 			hv.known = false
 		}
+		if before > 0 && hv.known && time.Since(hv.at) > rtt {
+			// The batch lost a race and has since waited out its backoff,
+			// longer than a round trip: on a head contended enough to make
+			// it wait, another commit has all but surely landed meanwhile,
+			// so a write sealed on the head it was told of could only fail
+			// and return the head. Read the head instead: the same round
+			// trip, and a read rather than a cancelled transaction.
+			hv.known = false
+		}
 		// How old the head this round seals on is (0: round reads it).
 		var age time.Duration
 		if hv.known {
