@@ -362,7 +362,7 @@ func TestLaneFor(t *testing.T) {
 	type h struct{}
 	on := func(h, context.Context, envelope.Envelope) error { return nil }
 	m := catalog.Module[h]{Name: "widgets", Emits: []catalog.EventType{catalog.Event[widgetV1]("widget.made", "")},
-		Tracks: []catalog.Entity{{Name: "WIDGET", TableEnv: "WIDGETS_TABLE", TenantAttr: "tenant", IDAttr: "id", VersionAttr: "version"}},
+		Tracks:     []catalog.Entity{{Name: "WIDGET", TableEnv: "WIDGETS_TABLE", TenantAttr: "tenant", IDAttr: "id", VersionAttr: "version"}},
 		Subscribes: []catalog.Subscription[h]{{Name: "widgets.feed", Types: "record.*.WIDGET", Reads: []int{1}, Handler: on}}}
 	cat, err := catalog.New(m.Spec())
 	if err != nil {
