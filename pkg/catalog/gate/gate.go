@@ -491,15 +491,8 @@ func (x *extractor) event(c *ast.CallExpr) (readType, bool) {
 		x.violate(c.Pos(), 0, "write each element of Module.Emits as catalog.Event[Payload](name, doc) or a catalog.EventType literal")
 		return readType{}, false
 	}
-	var id *ast.Ident
-	switch f := idx.X.(type) {
-	case *ast.SelectorExpr:
-		id = f.Sel
-	case *ast.Ident:
-		id = f
-	}
-	inst, found := x.pkg.TypesInfo.Instances[id]
-	if !found {
+	pt := x.typeArg(c.Fun)
+	if pt == nil {
 		x.violate(c.Pos(), 0, "catalog.Event needs its payload type written out: catalog.Event[Payload](name, doc)")
 		return readType{}, false
 	}
@@ -508,12 +501,32 @@ func (x *extractor) event(c *ast.CallExpr) (readType, bool) {
 	if name == "" {
 		return readType{}, false // unreadable: said above, and nothing to check it against
 	}
-	pt := inst.TypeArgs.At(0)
 	return readType{
 		t:   catalog.EventType{Name: name, Doc: x.str(args, "Doc", "Event"), Versions: []catalog.Version{{Schema: 1}}},
 		vs:  []readVersion{{name: types.TypeString(pt, func(p *types.Package) string { return p.Name() }), typ: pt, pos: x.pos(c.Pos())}},
 		pos: x.pos(c.Pos()),
 	}, true
+}
+
+// typeArg is the type argument of fun, a generic function instantiated in
+// the call (catalog.V[T], catalog.Event[T]); nil when fun is not that.
+func (x *extractor) typeArg(fun ast.Expr) types.Type {
+	idx, ok := fun.(*ast.IndexExpr)
+	if !ok {
+		return nil
+	}
+	var id *ast.Ident
+	switch f := idx.X.(type) {
+	case *ast.SelectorExpr:
+		id = f.Sel
+	case *ast.Ident:
+		id = f
+	}
+	inst, found := x.pkg.TypesInfo.Instances[id]
+	if id == nil || !found {
+		return nil
+	}
+	return inst.TypeArgs.At(0)
 }
 
 // catalogPkg is the import path of package catalog.
@@ -615,18 +628,8 @@ func (x *extractor) versions(e ast.Expr) ([]catalog.Version, []readVersion) {
 	for _, el := range lit.Elts {
 		switch v := el.(type) {
 		case *ast.CallExpr:
-			idx, ok := v.Fun.(*ast.IndexExpr)
-			var id *ast.Ident
-			if ok {
-				switch f := idx.X.(type) {
-				case *ast.SelectorExpr:
-					id = f.Sel
-				case *ast.Ident:
-					id = f
-				}
-			}
-			inst, found := x.pkg.TypesInfo.Instances[id]
-			if id == nil || !found || len(v.Args) < 1 || len(v.Args) > 2 {
+			pt := x.typeArg(v.Fun)
+			if pt == nil || len(v.Args) < 1 || len(v.Args) > 2 {
 				x.violate(el.Pos(), 0, "declare a schema version as catalog.V[Payload](n), or catalog.V[Payload](n, catalog.Upcast(fn))")
 				continue
 			}
@@ -635,7 +638,6 @@ func (x *extractor) versions(e ast.Expr) ([]catalog.Version, []readVersion) {
 				continue
 			}
 			vs = append(vs, catalog.Version{Schema: n[0]})
-			pt := inst.TypeArgs.At(0)
 			names = append(names, readVersion{name: types.TypeString(pt, qual), typ: pt, pos: x.pos(el.Pos()), upcast: len(v.Args) == 2})
 		case *ast.CompositeLit:
 			fs := x.fields(v, "catalog.Version")
